@@ -1,0 +1,85 @@
+# sentinel.heal - the commands of README.md. Run as root: the lab fleet needs network namespaces.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+BIN := $(VENV)/bin
+COLLECTION_LINK := .collections/ansible_collections/sentinel/heal
+SANITY_ROOT := build/sanity/ansible_collections/sentinel/heal
+LAB := $(BIN)/python tests/lab/fleet.py
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: setup system-packages demo test lint sanity unit integration bench lab-up lab-down build clean
+
+## setup: system packages, the virtualenv with requirements.txt, the collection on Ansible's path
+setup: system-packages $(VENV)/.installed $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py
+
+system-packages:
+	@missing=""; \
+	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl; do \
+	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn ../../.. $@
+
+# ansible-test downloads a pip bootstrap script; offline, this one bootstraps pip from ensurepip.
+$(HOME)/.ansible/test/cache/get_pip_24_2.py: tests/sanity/get_pip_shim.py
+	mkdir -p $(dir $@)
+	cp $< $@
+
+## demo: build the lab fleet, break nginx on node1, heal it with playbooks/heal.yml (KEEP_LAB=1 keeps the fleet)
+demo: setup
+	$(LAB) up
+	if [ -z "$${KEEP_LAB:-}" ]; then trap '$(LAB) down' EXIT; fi; \
+	echo "== node1: kill -9 nginx, leaving its pid file behind"; \
+	$(LAB) fault node1 nginx-killed; \
+	curl -sS -m 2 -o /dev/null http://10.77.0.11/ || true; \
+	echo "== ansible-playbook playbooks/heal.yml -i inventories/lab"; \
+	ansible-playbook playbooks/heal.yml -i inventories/lab; \
+	echo "== node1 answers again:"; \
+	curl -sS -m 5 -o /dev/null -w "http://10.77.0.11/ -> HTTP %{http_code}\n" http://10.77.0.11/
+
+## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
+test: setup lint sanity unit integration
+
+lint:
+	ruff check plugins tests bench
+	mypy
+	ansible-lint roles playbooks
+
+sanity: build
+	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
+	git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(SANITY_ROOT)
+	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
+
+unit:
+	pytest -q tests/unit
+
+integration:
+	trap '$(LAB) down' EXIT; pytest -q tests/integration
+
+build:
+	mkdir -p build
+	ansible-galaxy collection build --force --output-path build .
+
+bench: setup
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
+
+lab-up:
+	$(LAB) up
+
+lab-down:
+	$(LAB) down
+
+clean:
+	rm -rf build .collections

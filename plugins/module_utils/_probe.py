@@ -1,0 +1,373 @@
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Service checks and evidence gathering on the target host (standard library only).
+
+``check_services(params)`` runs every declared check of every service and, for the services
+that fail, gathers bounded evidence (status output, the tail of their logs, who holds their
+ports, what their pid file says), redacted before it leaves the host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import subprocess
+import time
+
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+
+import urllib.error
+import urllib.request
+
+# Shared by the service_check module and the heal action plugin (one definition of a service).
+SERVICE_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    service=dict(type="str"),
+    status_check=dict(type="bool", default=True),
+    ports=dict(type="list", elements="int", default=[]),
+    address=dict(type="str", default="127.0.0.1"),
+    http=dict(
+        type="dict",
+        options=dict(
+            url=dict(type="str", required=True),
+            status=dict(type="int", default=200),
+            body=dict(type="str"),
+        ),
+    ),
+    process=dict(type="str"),
+    check_command=dict(type="str"),
+    running_indicator=dict(type="str"),
+    pidfile=dict(type="path"),
+    logs=dict(type="list", elements="path", default=[]),
+    timeout=dict(type="float", default=5.0),
+)
+
+ARGUMENT_SPEC = dict(
+    services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
+    log_lines=dict(type="int", default=20),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
+)
+
+FAILURE_CLASSES = ("port_conflict", "stale_pidfile", "not_running", "unhealthy")
+OUTPUT_LIMIT = 2000
+LOG_LIMIT = 4000
+LOG_READ_BYTES = 65536
+MAX_PIDS = 20
+_NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
+_TCP_LISTEN = "0A"
+
+
+class ProbeConfigError(Exception):
+    """A service declaration cannot be checked as written."""
+
+
+def check_services(params):
+    """Check every declared service; returns the module result (without 'changed')."""
+    services = params["services"]
+    _validate(services, params["log_lines"])
+    manager = detect_service_manager()
+    results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or ()) for spec in services]
+    failures = [r for r in results if not r["healthy"]]
+    return dict(
+        services=results,
+        failures=failures,
+        healthy=not failures,
+        facts=dict(service_manager=manager, os=_os_release()),
+    )
+
+
+def _validate(services, log_lines):
+    if not services:
+        raise ProbeConfigError("services: give at least one service to check")
+    if not 1 <= log_lines <= 500:
+        raise ProbeConfigError("log_lines: must be between 1 and 500, got %r" % (log_lines,))
+    seen = set()
+    for index, spec in enumerate(services):
+        where = "services[%d]" % index
+        name = spec["name"]
+        if not _NAME.match(name):
+            raise ProbeConfigError("%s.name: %r is not a plain name (letters, digits, @._+-)" % (where, name))
+        if name in seen:
+            raise ProbeConfigError("%s.name: %r is declared twice" % (where, name))
+        seen.add(name)
+        if spec.get("service") is not None and not _NAME.match(spec["service"]):
+            raise ProbeConfigError("%s.service: %r is not a plain service name" % (where, spec["service"]))
+        for port in spec.get("ports") or []:
+            if not 1 <= port <= 65535:
+                raise ProbeConfigError("%s.ports: %r is not a TCP port (1-65535)" % (where, port))
+        if spec.get("running_indicator") and not spec.get("check_command"):
+            raise ProbeConfigError("%s.running_indicator: needs check_command (the command whose output it is looked for in)" % where)
+        if spec.get("check_command"):
+            try:
+                if not shlex.split(spec["check_command"]):
+                    raise ValueError("empty command")
+            except ValueError as exc:
+                raise ProbeConfigError("%s.check_command: %r cannot be split into arguments (%s)" % (where, spec["check_command"], exc))
+        http = spec.get("http")
+        if http and not re.match(r"^https?://", http["url"]):
+            raise ProbeConfigError("%s.http.url: %r must start with http:// or https://" % (where, http["url"]))
+        if spec.get("timeout") is not None and not 0 < spec["timeout"] <= 120:
+            raise ProbeConfigError("%s.timeout: %r must be between 0 and 120 seconds" % (where, spec["timeout"]))
+        if not any((spec.get("status_check", True), spec.get("ports"), http, spec.get("process"), spec.get("check_command"))):
+            raise ProbeConfigError("%s: %r declares no check (status_check, ports, http, process or check_command)" % (where, name))
+
+
+def detect_service_manager():
+    if os.path.isdir("/run/systemd/system"):
+        return "systemd"
+    if os.path.isdir("/etc/init.d"):
+        return "sysv"
+    return "unknown"
+
+
+def _check_one(spec, manager, log_lines, redact_values):
+    name = spec["name"]
+    init_service = spec.get("service") or name
+    process_name = spec.get("process") or init_service
+    timeout = spec.get("timeout") or 5.0
+    checks = []
+    status = None
+    if spec.get("status_check", True):
+        status = _status(init_service, manager, timeout)
+        checks.append(dict(kind="service", target=init_service, ok=status["rc"] == 0,
+                           detail="%s: rc=%s: %s" % (" ".join(status["command"]), status["rc"], _first_line(status["output"]))))
+    for port in spec.get("ports") or []:
+        ok, detail = _tcp(spec.get("address") or "127.0.0.1", port, timeout)
+        checks.append(dict(kind="port", target="%s/tcp" % port, ok=ok, detail=detail))
+    if spec.get("http"):
+        ok, detail = _http(spec["http"], timeout)
+        checks.append(dict(kind="http", target=spec["http"]["url"], ok=ok, detail=detail))
+    if spec.get("process"):
+        pids = find_pids(process_name)
+        checks.append(dict(kind="process", target=process_name, ok=bool(pids),
+                           detail="%d running" % len(pids) if pids else "no process named %s" % process_name))
+    if spec.get("check_command"):
+        ok, detail = _command(spec["check_command"], spec.get("running_indicator"), timeout)
+        checks.append(dict(kind="command", target=spec["check_command"], ok=ok, detail=detail))
+    healthy = all(check["ok"] for check in checks)
+    result = dict(name=name, healthy=healthy, checks=checks, spec=dict(spec))
+    if healthy:
+        return result
+    evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
+    failure_class = _classify(checks, evidence, process_name)
+    summary = "; ".join(check["detail"] for check in checks if not check["ok"])
+    if evidence["pidfile"] and evidence["pidfile"]["exists"] and not evidence["pidfile"]["alive"]:
+        summary += "; pid file %s names pid %s, which is not running" % (evidence["pidfile"]["path"], evidence["pidfile"]["pid"])
+    for owner in evidence["port_owners"]:
+        summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
+    result.update(
+        failure_class=failure_class,
+        summary=redact(summary, redact_values),
+        evidence=_redact_tree(evidence, redact_values),
+        checks=_redact_tree(checks, redact_values),
+    )
+    return result
+
+
+def _classify(checks, evidence, process_name):
+    if any(owner["process"] != process_name[:15] for owner in evidence["port_owners"]):
+        return "port_conflict"
+    pidfile = evidence["pidfile"]
+    if pidfile and pidfile["exists"] and not pidfile["alive"]:
+        return "stale_pidfile"
+    if any(not check["ok"] for check in checks if check["kind"] in ("service", "process")):
+        return "not_running"
+    return "unhealthy"
+
+
+def _status(init_service, manager, timeout):
+    if manager == "systemd":
+        command = ["systemctl", "status", "--no-pager", "--lines=0", init_service]
+    elif os.path.exists("/etc/init.d/%s" % init_service):
+        command = ["/etc/init.d/%s" % init_service, "status"]
+    else:
+        return dict(command=["service", init_service, "status"], rc=None,
+                    output="no init script or unit named %s (service manager: %s)" % (init_service, manager))
+    rc, output = run(command, timeout)
+    return dict(command=command, rc=rc, output=output)
+
+
+def run(argv, timeout):
+    """Run argv without a shell; returns (rc, combined output) with rc None when it could not run."""
+    env = dict(os.environ, LANG="C", LC_ALL="C", SYSTEMD_PAGER="", PAGER="cat")
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return None, "timed out after %ss" % timeout
+    except OSError as exc:
+        return None, "cannot run %s: %s" % (argv[0], exc.strerror)
+    return proc.returncode, _clip(proc.stdout.decode("utf-8", "replace"), OUTPUT_LIMIT)
+
+
+def _tcp(address, port, timeout):
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True, "%s:%s accepts connections" % (address, port)
+    except OSError as exc:
+        return False, "tcp %s:%s: %s" % (address, port, exc.strerror or exc)
+
+
+def _http(http, timeout):
+    url = http["url"]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, headers={"User-Agent": "sentinel.heal"}), timeout=timeout) as response:
+            status, body = response.status, response.read(LOG_READ_BYTES)
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, exc.read(LOG_READ_BYTES) if exc.fp else b""
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, "%s: %s" % (url, getattr(reason, "strerror", None) or reason)
+    expected = http.get("status") or 200
+    if status != expected:
+        return False, "%s: status %s (expected %s)" % (url, status, expected)
+    if http.get("body") and not re.search(http["body"], body.decode("utf-8", "replace")):
+        return False, "%s: status %s but the body does not match %r" % (url, status, http["body"])
+    return True, "%s: status %s" % (url, status)
+
+
+def _command(command, indicator, timeout):
+    rc, output = run(shlex.split(command), timeout)
+    if rc != 0:
+        return False, "%s: rc=%s: %s" % (command, rc, _first_line(output))
+    if indicator and indicator not in output:
+        return False, "%s: output lacks %r: %s" % (command, indicator, _first_line(output))
+    return True, "%s: ok" % command
+
+
+def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout):
+    if status is None:
+        status = _status(init_service, manager, timeout)
+    return dict(
+        status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
+        logs=dict((path, tail(path, log_lines)) for path in spec.get("logs") or []),
+        port_owners=[owner for port in spec.get("ports") or [] for owner in port_owners(port)],
+        pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
+        processes=find_pids(process_name)[:MAX_PIDS],
+        collected_at=time.time(),
+    )
+
+
+def tail(path, lines):
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_READ_BYTES))
+            data = handle.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return "(cannot read: %s)" % exc.strerror
+    return _clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
+
+
+def read_pidfile(path, process_name):
+    info = dict(path=path, exists=os.path.exists(path), pid=None, alive=False, process=None)
+    if not info["exists"]:
+        return info
+    try:
+        with open(path) as handle:
+            info["pid"] = int(handle.readline().strip())
+    except (OSError, ValueError):
+        return info
+    info["process"] = _comm(info["pid"])
+    # A live pid that belongs to another program is as stale as a dead one (the pid was reused).
+    info["alive"] = info["process"] is not None and (info["process"] == process_name or process_name.startswith(info["process"]))
+    return info
+
+
+def find_pids(process_name):
+    # /proc/PID/comm holds at most 15 characters of the name.
+    wanted = process_name[:15]
+    return sorted(pid for pid in _pids() if _comm(pid) == wanted)
+
+
+def port_owners(port):
+    """Processes that hold a listening TCP socket on this port (any address, IPv4 or IPv6)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                next(handle, None)
+                for line in handle:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(fields[9])
+        except OSError:
+            continue
+    if not inodes:
+        return []
+    owners = []
+    for pid in _pids():
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                owners.append(dict(port=port, pid=pid, process=_comm(pid) or "?", cmdline=_cmdline(pid)))
+                break
+    return owners[:MAX_PIDS]
+
+
+def _pids():
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            return _clip(handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip(), 200)
+    except OSError:
+        return ""
+
+
+def _os_release():
+    facts = {}
+    try:
+        with open("/etc/os-release") as handle:
+            for line in handle:
+                key, _, value = line.strip().partition("=")
+                if key in ("ID", "VERSION_ID", "ID_LIKE"):
+                    facts[key.lower()] = value.strip('"')
+    except OSError:
+        pass
+    return facts
+
+
+def _first_line(text):
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return "(no output)"
+
+
+def _clip(text, limit, keep="start"):
+    if len(text) <= limit:
+        return text
+    return text[:limit] + " ..." if keep == "start" else "... " + text[-limit:]
+
+
+def _redact_tree(value, extra):
+    if isinstance(value, str):
+        return redact(value, extra)
+    if isinstance(value, dict):
+        return dict((key, _redact_tree(item, extra)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_redact_tree(item, extra) for item in value]
+    return value

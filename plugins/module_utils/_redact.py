@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Redaction of obvious secrets in text that leaves a host (standard library only).
+
+Used on the target by service_check before evidence leaves the host, and on the controller
+before command output is stored or shown.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "********"
+
+_PATTERNS = (
+    # -----BEGIN ... PRIVATE KEY----- blocks, also when cut off at the end of a log tail
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL),
+     "[private key redacted]"),
+    # scheme://user:password@host
+    (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)"), r"\1" + MASK + r"\2"),
+    # Authorization: Bearer/Basic <token>
+    (re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)\S+"), r"\1" + MASK),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"), r"\1" + MASK),
+    # PASSWORD=..., api_key: ..., "token": "..."
+    (re.compile(
+        r"(?i)(\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
+        r"[a-z0-9_.-]*[\"']?\s*[=:]\s*[\"']?)([^\s\"',;]+)"), r"\1" + MASK),
+    # well-known token shapes
+    (re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20,})"),
+     MASK),
+)
+
+
+def redact(text, extra_values=()):
+    """Return text with secrets masked; extra_values are literal secrets known to the caller."""
+    if not text:
+        return text
+    for value in extra_values:
+        if value and len(value) >= 4:
+            text = text.replace(value, MASK)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text

@@ -1,0 +1,168 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+# This module is implemented as the action plugin plugins/action/heal.py; this file holds its documentation.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: heal
+short_description: Heal the failed services of a host - diagnose, plan, guard, execute, verify, remember
+version_added: 0.1.0
+description:
+  - Runs on the controller for each host. For every failed service (from a previous
+    M(sentinel.heal.service_check), or checked here when O(failures) is omitted) it runs the heal
+    loop, a small graph of nodes (diagnose, plan, guard, execute, verify, record), retrying up to
+    O(max_attempts) times and escalating when the budget is spent or the guard blocks the plan.
+  - Plans come, in order of trust, from a fix that was verified before for the same failure
+    fingerprint (memory), from the runbooks (the shipped ones and O(runbooks)), or a generic
+    restart of the service. A plan whose steps already failed for the fingerprint is not tried again.
+  - The guard decides each step with the command policy (O(policy)) - allow, approve or block.
+    A plan runs only when every step is allowed; a plan needing approval is stored and the host
+    ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
+    understand runs unattended.
+  - Allowed steps run with ansible-runner against the same host, with the connection the play
+    resolved for it, one run per attempt, each step as C(ansible.builtin.command) with an argv
+    (never a shell), privilege escalation where the policy rule says so, a timeout per step;
+    the run's artifacts are kept under O(state_dir)C(/runs).
+  - Only a recovery that M(sentinel.heal.service_check) verifies counts as healed.
+  - Every attempt is written to the SQLite memory in O(state_dir) as one episode, in one transaction.
+  - In check mode the loop stops at the guard; nothing runs on the host and nothing is written.
+author:
+  - sentinel.heal contributors
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  action:
+    support: full
+  async:
+    support: none
+  platform:
+    platforms: posix
+options:
+  services:
+    description:
+      - The declared services, in the form of O(sentinel.heal.service_check#module:services).
+      - Used to check the host when O(failures) is omitted, and to verify each service after its plan ran.
+    type: list
+    elements: dict
+    required: true
+  failures:
+    description:
+      - The C(failures) that M(sentinel.heal.service_check) returned for this host, unchanged.
+      - When omitted, the services are checked first.
+    type: list
+    elements: dict
+  state_dir:
+    description: Directory on the controller for the memory (C(memory.sqlite3)) and run artifacts.
+    type: path
+    default: ~/.local/state/sentinel-heal
+  max_attempts:
+    description: Attempts per failed service before it is escalated (1-10).
+    type: int
+    default: 3
+  runbooks:
+    description: Directories of your own runbooks (Markdown with YAML front matter), added to the shipped ones.
+    type: list
+    elements: path
+    default: []
+  policy:
+    description: The command policy file. Defaults to the policy shipped in the collection (C(policies/default.yml)).
+    type: path
+  verify_retries:
+    description: How many times verification checks the service before the attempt counts as failed (1-30).
+    type: int
+    default: 3
+  verify_delay:
+    description: Seconds between two verification checks.
+    type: float
+    default: 2.0
+  step_timeout:
+    description: Seconds each step may run on the host (1-3600).
+    type: int
+    default: 120
+  log_lines:
+    description: Lines of each log file gathered as evidence when the host is checked here.
+    type: int
+    default: 20
+notes:
+  - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
+  - Run it with O(ignore:become=true) so that checks can read logs and sockets; steps get privilege
+    escalation only where the policy says so.
+seealso:
+  - module: sentinel.heal.service_check
+"""
+
+EXAMPLES = r"""
+- name: Check the services
+  sentinel.heal.service_check:
+    services: "{{ my_services }}"
+  become: true
+  register: health
+
+- name: Heal what failed
+  sentinel.heal.heal:
+    services: "{{ my_services }}"
+    failures: "{{ health.failures }}"
+    max_attempts: 2
+  become: true
+  when: health.failures | length > 0
+  register: healing
+
+- name: Report
+  ansible.builtin.debug:
+    msg: "{{ healing.summary }}"
+  when: healing is not skipped
+"""
+
+RETURN = r"""
+status:
+  description:
+    - The worst end state of the host's incidents - C(healthy), C(healed), C(awaiting_approval),
+      C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan that did not run).
+  returned: always
+  type: str
+  sample: healed
+attempts:
+  description: Attempts made, over all incidents.
+  returned: always
+  type: int
+  sample: 1
+episodes:
+  description: Ids of the episodes written to memory.
+  returned: always
+  type: list
+  elements: int
+  sample: [12]
+plan_id:
+  description: Id of the first stored plan that awaits approval.
+  returned: always
+  type: str
+  sample: 8c1e4bd1f0b44f0aa7d9f3b1e2c0a6d5
+plan_ids:
+  description: Ids of all stored plans that await approval.
+  returned: always
+  type: list
+  elements: str
+incidents:
+  description: One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
+  returned: always
+  type: list
+  elements: dict
+timeline:
+  description: Every step of every incident in order, each with C(at), C(service), C(node) and C(message).
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: One human line per incident.
+  returned: always
+  type: list
+  elements: str
+  sample: ["web1: nginx healed in 1 attempt with: service nginx start [plan from runbook nginx-stale-pid]"]
+"""

@@ -1,0 +1,206 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: service_check
+short_description: Check services on a host and gather evidence about the ones that fail
+version_added: 0.1.0
+description:
+  - Checks a list of services in one call. Each service may combine several checks, and it is
+    healthy only when all of them pass.
+  - Check kinds are the init system's status of the service (systemd or sysv init scripts, detected
+    on the host), TCP ports that must accept connections, an HTTP request with an expected status
+    and optional body match, a running process, and a command whose output must contain a
+    running indicator.
+  - For each failing service the module gathers bounded evidence (status output, the tail of the
+    service's log files, the processes that hold its ports, what its pid file says), classifies the
+    failure and redacts obvious secrets (passwords in URLs, tokens, private keys, C(PASSWORD=) lines)
+    before anything leaves the host.
+  - Never changes the host; runs the same in check mode.
+  - Runs with the standard library of the target's Python only. Reading other users' logs and
+    sockets needs O(become=true).
+author:
+  - sentinel.heal contributors
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  services:
+    description: The services to check.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description:
+          - Name of the service for memory, runbooks and reports.
+          - Letters, digits and C(@._+-) only; unique within O(services).
+        type: str
+        required: true
+      service:
+        description: Init script or systemd unit of the service. Defaults to O(services[].name).
+        type: str
+      status_check:
+        description: Ask the init system (systemd or the sysv init script) whether the service runs.
+        type: bool
+        default: true
+      ports:
+        description: TCP ports that must accept a connection on O(services[].address).
+        type: list
+        elements: int
+        default: []
+      address:
+        description: Address the port checks connect to.
+        type: str
+        default: 127.0.0.1
+      http:
+        description: An HTTP request the service must answer.
+        type: dict
+        suboptions:
+          url:
+            description: URL to request (C(http://) or C(https://)); proxies are not used.
+            type: str
+            required: true
+          status:
+            description: Expected HTTP status.
+            type: int
+            default: 200
+          body:
+            description: Regular expression the response body must match.
+            type: str
+      process:
+        description:
+          - Name of a process (as in C(/proc/PID/comm)) that must be running.
+          - Also tells which processes belong to the service when its ports are held by someone else.
+            Defaults to the init service name for that purpose.
+        type: str
+      check_command:
+        description:
+          - A command (split like a shell would, but never run through one) that must exit 0.
+        type: str
+      running_indicator:
+        description: Text that the output of O(services[].check_command) must contain.
+        type: str
+      pidfile:
+        description: Pid file of the service, read to tell a crashed service from a stopped one.
+        type: path
+      logs:
+        description: Log files whose tail is gathered as evidence when the service fails.
+        type: list
+        elements: path
+        default: []
+      timeout:
+        description: Seconds each check of this service may take.
+        type: float
+        default: 5.0
+  log_lines:
+    description: How many lines of each log file to gather (1-500).
+    type: int
+    default: 20
+  redact_values:
+    description: Literal secrets to mask in the evidence, in addition to the built-in patterns.
+    type: list
+    elements: str
+    default: []
+seealso:
+  - module: sentinel.heal.heal
+"""
+
+EXAMPLES = r"""
+- name: Check nginx and postgresql
+  sentinel.heal.service_check:
+    services:
+      - name: nginx
+        ports: [80]
+        http:
+          url: http://127.0.0.1/
+        pidfile: /run/nginx.pid
+        logs: [/var/log/nginx/error.log]
+      - name: postgresql
+        check_command: pg_isready
+        running_indicator: accepting connections
+        process: postgres
+  become: true
+  register: health
+
+- name: Show what failed
+  ansible.builtin.debug:
+    msg: "{{ health.failures | map(attribute='summary') }}"
+"""
+
+RETURN = r"""
+healthy:
+  description: Whether every service passed every check.
+  returned: always
+  type: bool
+  sample: false
+services:
+  description: One result per declared service, in the declared order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The service's name.
+      type: str
+    healthy:
+      description: Whether all its checks passed.
+      type: bool
+    checks:
+      description: Each check with C(kind), C(target), C(ok) and a one-line C(detail).
+      type: list
+      elements: dict
+    spec:
+      description: The service declaration as checked (with defaults filled in).
+      type: dict
+failures:
+  description: The results of the services that failed, each with the keys of O(services) results plus the ones below.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    failure_class:
+      description: C(port_conflict), C(stale_pidfile), C(not_running) or C(unhealthy).
+      type: str
+    summary:
+      description: One line saying what failed, redacted.
+      type: str
+    evidence:
+      description: Status output, log tails, port owners, pid file and process ids, redacted.
+      type: dict
+  sample:
+    - name: nginx
+      failure_class: stale_pidfile
+      summary: "/etc/init.d/nginx status: rc=3: nginx is not running; pid file /run/nginx.pid names pid 812, which is not running"
+facts:
+  description: The host's service manager and C(/etc/os-release) identity.
+  returned: always
+  type: dict
+  sample: {service_manager: sysv, os: {id: debian, version_id: "12"}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUMENT_SPEC, ProbeConfigError, check_services
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = check_services(module.params)
+    except ProbeConfigError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The one exception hierarchy of sentinel.heal.
+
+Every error names the field it is about, the value that was wrong and what to do, so an
+operator reading a failed task knows where to look without reading code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SentinelError(Exception):
+    """Base of every error sentinel.heal raises on purpose."""
+
+    def __init__(self, message: str, *, field: str | None = None, value: Any = None, hint: str | None = None) -> None:
+        self.message = message
+        self.field = field
+        self.value = value
+        self.hint = hint
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        parts = [self.message]
+        if self.field is not None:
+            parts.append(f"field: {self.field}")
+            parts.append(f"value: {self.value!r}")
+        if self.hint:
+            parts.append(f"fix: {self.hint}")
+        return "; ".join(parts)
+
+
+class ConfigError(SentinelError):
+    """A user-supplied option, policy or runbook is invalid."""
+
+
+class RunbookError(ConfigError):
+    """A runbook file cannot be loaded."""
+
+
+class PolicyFileError(ConfigError):
+    """The command policy file cannot be loaded."""
+
+
+class MemoryStoreError(SentinelError):
+    """The SQLite memory cannot be opened, migrated or written."""
+
+
+class ExecutorError(SentinelError):
+    """ansible-runner could not run the steps at all (not: a step failed)."""
+
+
+class HostUnreachable(ExecutorError):
+    """The target host did not answer while running steps."""
+
+
+class FlowError(SentinelError):
+    """The heal graph reached a node/action pair it has no transition for."""

@@ -1,0 +1,423 @@
+"""The heal loop for one incident, as an explicit graph of nodes.
+
+    diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
+                  │                │ ─approve/block──────────────────────────────────────────▶ record
+                  └─escalate──────────────────────────────────────────────────────────────────▶ record
+    record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
+           ─unreachable─▶ unreachable
+    guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
+
+Every attempt is recorded as one episode. Only a verified recovery ends ``healed``; a command
+reaches the host only through ``execute``, which is reached only from ``guard`` on ALLOW.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+
+CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
+
+
+class StillFailing(Exception):
+    """Verification saw the service still failing (raised so the verify node retries)."""
+
+    def __init__(self, check: Mapping[str, Any]) -> None:
+        super().__init__(check.get("summary", "still failing"))
+        self.check = check
+
+
+class Executor(Protocol):
+    """What the loop needs from an executor (RunnerExecutor in production)."""
+
+    def run(self, target: Target, steps: list[RunStep], *, purpose: str) -> RunReport: ...
+
+
+Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+@dataclass
+class Toolkit:
+    """Everything the nodes use, built once per host by the action plugin."""
+
+    planner: OfflinePlanner
+    policy: Policy
+    executor: Executor
+    target: Target
+    verify: Verifier
+    memory: Memory | None
+    check_mode: bool = False
+    max_attempts: int = 3
+    verify_retries: int = 3
+    verify_wait: float = 2.0
+    failed_plan_ttl: float = 86400.0
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class IncidentState:
+    failure: Failure
+    incident_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    attempts: list[Attempt] = field(default_factory=list)
+    tried: set[tuple[str, ...]] = field(default_factory=set)
+    diagnosis: Diagnosis | None = None
+    excluded: frozenset[tuple[str, ...]] = frozenset()
+    status: str = ""
+    reason: str = ""
+    episodes: list[int] = field(default_factory=list)
+    plan_id: str | None = None
+    changed: bool = False
+    warnings: list[str] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> Attempt:
+        return self.attempts[-1]
+
+    def log(self, node: str, message: str) -> None:
+        self.timeline.append({"at": round(time.time(), 3), "service": self.failure.service, "node": node, "message": message})
+
+
+class _ToolNode(Node[IncidentState]):
+    node_name = ""
+
+    def __init__(self, tools: Toolkit, **kwargs: Any) -> None:
+        super().__init__(sleep=tools.sleep, **kwargs)
+        self.tools = tools
+
+    @property
+    def name(self) -> str:
+        return self.node_name
+
+
+class DiagnoseNode(_ToolNode):
+    node_name = "diagnose"
+
+    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]]:
+        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
+        failure = state.failure
+        excluded = set(state.tried)
+        if self.tools.memory is not None:
+            excluded |= self.tools.memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
+        return failure, frozenset(excluded)
+
+    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]]) -> tuple[Diagnosis, dict[str, StepResult], frozenset[tuple[str, ...]]]:
+        failure, excluded = prep_res
+        remembered = self.tools.planner.remembered_fix(failure, excluded)
+        if remembered is not None:
+            return Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}), {}, excluded
+        results = self._gather(failure)
+        outputs = {command: result.output for command, result in results.items()}
+        return Diagnosis(failure.summary, None, outputs), results, excluded
+
+    def _gather(self, failure: Failure) -> dict[str, StepResult]:
+        """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
+        context = PolicyContext.from_failure(failure)
+        allowed = []
+        for command in self.tools.planner.evidence_commands(failure):
+            verdict = evaluate(command, context, self.tools.policy)
+            if verdict.decision is Decision.ALLOW:
+                allowed.append((command, verdict))
+        if not allowed or self.tools.check_mode:
+            return {}
+        steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for _, verdict in allowed]
+        report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
+        return {command: result for (command, _), result in zip(allowed, report.results)}
+
+    def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
+        if isinstance(exc, ExecutorError):
+            failure, excluded = prep_res
+            return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), {}, excluded
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, dict[str, StepResult], frozenset[tuple[str, ...]]]) -> str:
+        diagnosis, results, excluded = exec_res
+        attempt = state.attempt
+        attempt.diagnosis = diagnosis.text
+        attempt.evidence_results = results
+        state.diagnosis = diagnosis
+        state.excluded = excluded
+        if results:
+            state.log(self.name, "evidence: " + "; ".join(f"{cmd} -> rc={r.rc}" for cmd, r in results.items()))
+        state.log(self.name, f"attempt {attempt.number}: {diagnosis.text}")
+        return DEFAULT_ACTION
+
+
+class PlanNode(_ToolNode):
+    node_name = "plan"
+
+    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]:
+        assert state.diagnosis is not None, "plan runs after diagnose"
+        return state.failure, state.diagnosis, state.excluded
+
+    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]) -> Plan:
+        failure, diagnosis, excluded = prep_res
+        return self.tools.planner.plan(failure, diagnosis, excluded)
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Plan) -> str:
+        plan = exec_res
+        state.attempt.plan = plan
+        if plan.escalation:
+            state.attempt.outcome = "escalated"
+            state.reason = plan.escalation
+            state.log(self.name, f"{plan.source.value} {plan.reference}: escalate: {plan.escalation}")
+            return "escalate"
+        state.tried.add(plan.templates)
+        commands = "; ".join(step.command for step in plan.steps)
+        state.log(self.name, f"plan from {plan.source.value} ({plan.reference}): {commands}")
+        return "planned"
+
+
+class GuardNode(_ToolNode):
+    node_name = "guard"
+
+    def prep(self, state: IncidentState) -> tuple[Plan, PolicyContext]:
+        assert state.attempt.plan is not None
+        return state.attempt.plan, PolicyContext.from_failure(state.failure)
+
+    def exec(self, prep_res: tuple[Plan, PolicyContext]) -> list[Any]:
+        plan, context = prep_res
+        return [evaluate_argv(step.argv, context, self.tools.policy) for step in plan.steps]
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: list[Any]) -> str:
+        attempt = state.attempt
+        attempt.verdicts = exec_res
+        attempt.policy_version = self.tools.policy.version
+        decision = attempt.decision
+        for verdict in exec_res:
+            state.log(self.name, f"{verdict.decision.value}: {verdict.command} ({verdict.rule}: {verdict.reason})")
+        if self.tools.check_mode:
+            return "check_mode"
+        if decision is Decision.BLOCK:
+            attempt.outcome = "blocked"
+            blocked = [v for v in exec_res if v.decision is Decision.BLOCK]
+            state.reason = "the guard blocked the plan: " + "; ".join(f"{v.command!r}: {v.reason}" for v in blocked)
+            return "block"
+        if decision is Decision.APPROVE:
+            attempt.outcome = "awaiting_approval"
+            pending = [v for v in exec_res if v.decision is Decision.APPROVE]
+            state.reason = "a human must approve: " + "; ".join(f"{v.command!r}: {v.reason}" for v in pending)
+            return "approve"
+        return "allow"
+
+
+class ExecuteNode(_ToolNode):
+    node_name = "execute"
+
+    def prep(self, state: IncidentState) -> list[RunStep]:
+        plan = state.attempt.plan
+        assert plan is not None and state.attempt.decision is Decision.ALLOW, "execute is reached only on ALLOW"
+        return [
+            RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
+            for step, verdict in zip(plan.steps, state.attempt.verdicts)
+        ]
+
+    def exec(self, prep_res: list[RunStep]) -> RunReport | HostUnreachable:
+        try:
+            return self.tools.executor.run(self.tools.target, prep_res, purpose="remediation")
+        except HostUnreachable as exc:
+            return exc
+
+    def exec_fallback(self, prep_res: list[RunStep], exc: Exception) -> Any:
+        if isinstance(exc, ExecutorError):
+            return exc
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: list[RunStep], exec_res: RunReport | ExecutorError) -> str:
+        attempt = state.attempt
+        if isinstance(exec_res, HostUnreachable):
+            attempt.outcome = "unreachable"
+            state.reason = str(exec_res)
+            state.log(self.name, f"unreachable: {exec_res}")
+            return "unreachable"
+        state.changed = True
+        if isinstance(exec_res, ExecutorError):
+            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res]
+            state.log(self.name, f"the run failed: {exec_res}")
+            return "executed"
+        attempt.results = list(exec_res.results)
+        for result in exec_res.results:
+            state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
+        return "executed"
+
+
+class VerifyNode(_ToolNode):
+    node_name = "verify"
+
+    def __init__(self, tools: Toolkit) -> None:
+        super().__init__(tools, max_retries=tools.verify_retries, wait=tools.verify_wait)
+
+    def prep(self, state: IncidentState) -> Mapping[str, Any]:
+        return state.failure.spec
+
+    def exec(self, prep_res: Mapping[str, Any]) -> Mapping[str, Any]:
+        check = self.tools.verify(prep_res)
+        if not check.get("healthy"):
+            raise StillFailing(check)
+        return check
+
+    def exec_fallback(self, prep_res: Mapping[str, Any], exc: Exception) -> Mapping[str, Any]:
+        if isinstance(exc, StillFailing):
+            return exc.check
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any]) -> str:
+        attempt = state.attempt
+        attempt.verified = bool(exec_res.get("healthy"))
+        attempt.verification = {"healthy": attempt.verified, "summary": exec_res.get("summary", ""), "checks": exec_res.get("checks", [])}
+        attempt.outcome = "healed" if attempt.verified else "failed"
+        if attempt.verified:
+            state.log(self.name, "healthy: every check passes")
+            return "healthy"
+        state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
+        state.log(self.name, state.reason)
+        return "failing"
+
+
+class RecordNode(_ToolNode):
+    node_name = "record"
+
+    def __init__(self, tools: Toolkit) -> None:
+        super().__init__(tools, max_retries=3, wait=0.5)
+
+    def prep(self, state: IncidentState) -> tuple[IncidentState, Attempt]:
+        state.attempt.finished_at = self.tools.clock()
+        return state, state.attempt
+
+    def exec(self, prep_res: tuple[IncidentState, Attempt]) -> tuple[int, str | None] | None:
+        state, attempt = prep_res
+        if self.tools.memory is None:
+            return None
+        return self.tools.memory.record_attempt(
+            incident_id=state.incident_id, failure=state.failure, attempt=attempt,
+            store_plan=attempt.outcome == "awaiting_approval",
+        )
+
+    def exec_fallback(self, prep_res: tuple[IncidentState, Attempt], exc: Exception) -> MemoryStoreError:
+        if isinstance(exc, MemoryStoreError):
+            return exc
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[int, str | None] | MemoryStoreError | None) -> str:
+        attempt = state.attempt
+        if isinstance(exec_res, MemoryStoreError):
+            state.warnings.append(f"episode of attempt {attempt.number} not recorded: {exec_res}")
+        elif exec_res is not None:
+            episode_id, plan_id = exec_res
+            state.episodes.append(episode_id)
+            state.plan_id = plan_id or state.plan_id
+            state.log(self.name, f"episode {episode_id}: {attempt.outcome}")
+        if attempt.outcome == "healed":
+            return "healed"
+        if attempt.outcome == "awaiting_approval":
+            return "await"
+        if attempt.outcome == "unreachable":
+            return "unreachable"
+        if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
+            return "retry"
+        if attempt.outcome == "failed":
+            state.reason = f"{state.failure.service}: not healed after {len(state.attempts)} attempts; last: {state.reason}"
+        return "escalate"
+
+
+class _EndNode(_ToolNode):
+    status = ""
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        state.status = self.status
+        state.log(self.name, self.status + (f": {state.reason}" if state.reason and self.status != Status.HEALED.value else ""))
+        return DEFAULT_ACTION
+
+
+class HealedNode(_EndNode):
+    node_name = "healed"
+    status = Status.HEALED.value
+
+
+class EscalateNode(_EndNode):
+    node_name = "escalate"
+    status = Status.ESCALATED.value
+
+
+class AwaitApprovalNode(_EndNode):
+    node_name = "await_approval"
+    status = Status.AWAITING_APPROVAL.value
+
+
+class UnreachableNode(_EndNode):
+    node_name = "unreachable"
+    status = Status.UNREACHABLE.value
+
+
+class CheckOnlyNode(_ToolNode):
+    node_name = "check_only"
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        state.status = CHECK_ONLY_STATUS[state.attempt.decision].value
+        state.log(self.name, f"check mode: nothing ran; the plan would be {state.attempt.decision.value}")
+        return DEFAULT_ACTION
+
+
+EDGES: Mapping[str, Mapping[str, str]] = {
+    "diagnose": {DEFAULT_ACTION: "plan"},
+    "plan": {"planned": "guard", "escalate": "record"},
+    "guard": {"allow": "execute", "approve": "record", "block": "record", "check_mode": "check_only"},
+    "execute": {"executed": "verify", "unreachable": "record"},
+    "verify": {"healthy": "record", "failing": "record"},
+    "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable"},
+}
+
+
+def build_flow(tools: Toolkit) -> Flow[IncidentState]:
+    node_types: list[type[_ToolNode]] = [
+        DiagnoseNode, PlanNode, GuardNode, ExecuteNode, VerifyNode, RecordNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, CheckOnlyNode,
+    ]
+    nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
+    return Flow(start="diagnose", nodes=nodes, edges=EDGES)
+
+
+@dataclass(frozen=True)
+class IncidentOutcome:
+    state: IncidentState
+    trace: FlowTrace
+
+    def to_dict(self) -> dict[str, Any]:
+        state = self.state
+        last = state.attempts[-1] if state.attempts else None
+        return {
+            "service": state.failure.service,
+            "status": state.status,
+            "reason": state.reason,
+            "fingerprint": state.failure.fingerprint,
+            "failure_class": state.failure.failure_class,
+            "summary": state.failure.summary,
+            "attempts": len(state.attempts),
+            "episodes": state.episodes,
+            "plan_id": state.plan_id,
+            "plan": last.plan.to_dict() if last and last.plan else None,
+            "verdicts": [v.to_dict() for v in last.verdicts] if last else [],
+            "decision": last.decision.value if last and last.verdicts else None,
+            "results": [r.to_dict() for r in last.results] if last else [],
+            "path": self.trace.path,
+            "changed": state.changed,
+            "warnings": state.warnings,
+        }
+
+
+def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
+    state = IncidentState(failure=failure)
+    state.log("start", f"{failure.failure_class}: {failure.summary}")
+    trace = build_flow(tools).run(state)
+    return IncidentOutcome(state=state, trace=trace)

@@ -1,0 +1,218 @@
+"""The types one incident is made of: failure, plan, verdict, step result, attempt."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
+
+
+class Decision(str, Enum):
+    """What the guard says about a step. Ordered from the most to the least permissive."""
+
+    ALLOW = "allow"
+    APPROVE = "approve"
+    BLOCK = "block"
+
+    @property
+    def strictness(self) -> int:
+        return _STRICTNESS[self]
+
+    @classmethod
+    def strictest(cls, decisions: list[Decision]) -> Decision:
+        # An empty plan runs nothing, so nothing needs to be guarded.
+        return max(decisions, key=lambda d: d.strictness, default=cls.ALLOW)
+
+
+_STRICTNESS = {Decision.ALLOW: 0, Decision.APPROVE: 1, Decision.BLOCK: 2}
+
+
+class Status(str, Enum):
+    """The end state of a host (and of each incident on it), worst last."""
+
+    HEALTHY = "healthy"
+    HEALED = "healed"
+    PLANNED = "planned"  # check mode only: the plan would run unattended
+    AWAITING_APPROVAL = "awaiting_approval"
+    ESCALATED = "escalated"
+    UNREACHABLE = "unreachable"
+
+    @classmethod
+    def worst(cls, statuses: list[Status]) -> Status:
+        order = list(cls)
+        return max(statuses, key=order.index, default=cls.HEALTHY)
+
+
+class PlanSource(str, Enum):
+    """Where a plan came from, in order of trust."""
+
+    MEMORY = "memory"
+    RUNBOOK = "runbook"
+    GENERIC = "generic"
+
+
+_NUMBER = re.compile(r"\b\d+\b")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize_error_text(text: str) -> str:
+    """Abstract what changes between two occurrences of the same failure (pids, counts, addresses)."""
+    text = _IPV4.sub("<ip>", text)
+    text = _HEX.sub("<hex>", text)
+    text = _NUMBER.sub("<n>", text)
+    return _SPACE.sub(" ", text).strip().lower()
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed service on one host, as service_check reported it (already redacted)."""
+
+    host: str
+    service: str
+    failure_class: str
+    summary: str
+    evidence: Mapping[str, Any]
+    spec: Mapping[str, Any]
+
+    @classmethod
+    def from_check(cls, host: str, result: Mapping[str, Any]) -> Failure:
+        """Build from one entry of service_check's ``failures``."""
+        for key in ("name", "failure_class", "summary", "evidence", "spec"):
+            if key not in result:
+                raise ConfigError(
+                    "a failure from service_check lacks a key", field=f"failures[].{key}", value=dict(result),
+                    hint="pass the 'failures' list that sentinel.heal.service_check returned, unchanged",
+                )
+        return cls(
+            host=host,
+            service=str(result["name"]),
+            failure_class=str(result["failure_class"]),
+            summary=str(result["summary"]),
+            evidence=dict(result["evidence"]),
+            spec=dict(result["spec"]),
+        )
+
+    @property
+    def init_service(self) -> str:
+        return str(self.spec.get("service") or self.service)
+
+    @property
+    def fingerprint(self) -> str:
+        key = "\x1f".join((self.service, self.failure_class, normalize_error_text(self.summary)))
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan: the template it came from and the argv it became."""
+
+    template: str
+    argv: tuple[str, ...]
+    may_fail: bool = False
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"template": self.template, "argv": list(self.argv), "may_fail": self.may_fail}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        return cls(template=str(data["template"]), argv=tuple(str(a) for a in data["argv"]), may_fail=bool(data.get("may_fail", False)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do about a failure: 0-3 steps, or an escalation with a reason."""
+
+    source: PlanSource
+    reference: str
+    rationale: str
+    steps: tuple[Step, ...] = ()
+    escalation: str | None = None
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return tuple(step.template for step in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source.value,
+            "reference": self.reference,
+            "rationale": self.rationale,
+            "steps": [step.to_dict() for step in self.steps],
+            "escalation": self.escalation,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The guard's decision about one command."""
+
+    command: str
+    argv: tuple[str, ...]
+    decision: Decision
+    reason: str
+    rule: str
+    become: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "argv": list(self.argv),
+            "decision": self.decision.value,
+            "reason": self.reason,
+            "rule": self.rule,
+            "become": self.become,
+        }
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What happened when a step ran on the host."""
+
+    argv: tuple[str, ...]
+    status: str  # ok | failed | skipped
+    rc: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def output(self) -> str:
+        return "\n".join(part for part in (self.stdout, self.stderr) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        return data
+
+
+@dataclass
+class Attempt:
+    """One pass through diagnose → plan → guard → execute → verify."""
+
+    number: int
+    diagnosis: str = ""
+    evidence_results: dict[str, StepResult] = field(default_factory=dict)
+    plan: Plan | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+    policy_version: str = ""
+    results: list[StepResult] = field(default_factory=list)
+    verified: bool = False
+    verification: Mapping[str, Any] = field(default_factory=dict)
+    outcome: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def decision(self) -> Decision:
+        return Decision.strictest([v.decision for v in self.verdicts])

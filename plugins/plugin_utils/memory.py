@@ -1,0 +1,221 @@
+"""Episodic memory: one SQLite file on the controller.
+
+Every attempt at healing an incident is an episode, written in one transaction. Only an attempt
+whose recovery was verified counts as a fix that a later incident with the same fingerprint may
+reuse; plans that failed for a fingerprint are remembered so they are not tried again. Plans that
+wait for a human are stored beside the episodes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, PlanSource, Step
+
+MEMORY_FILE = "memory.sqlite3"
+BUSY_TIMEOUT_MS = 30_000
+
+# Append-only: a released migration is never edited, a change is a new entry.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE episodes (
+        id INTEGER PRIMARY KEY,
+        incident_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        service TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        failure_class TEXT NOT NULL,
+        error_text TEXT NOT NULL,
+        evidence_json TEXT NOT NULL,
+        diagnosis TEXT NOT NULL,
+        plan_source TEXT,
+        plan_reference TEXT,
+        plan_json TEXT,
+        verdicts_json TEXT NOT NULL,
+        policy_version TEXT NOT NULL,
+        results_json TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        verified INTEGER NOT NULL CHECK (verified IN (0, 1)),
+        started_at REAL NOT NULL,
+        finished_at REAL NOT NULL
+    );
+    CREATE INDEX episodes_by_fingerprint ON episodes (fingerprint, outcome, finished_at);
+    CREATE INDEX episodes_by_incident ON episodes (incident_id);
+    CREATE TABLE plans (
+        plan_id TEXT PRIMARY KEY,
+        episode_id INTEGER NOT NULL REFERENCES episodes (id),
+        host TEXT NOT NULL,
+        service TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        plan_json TEXT NOT NULL,
+        verdicts_json TEXT NOT NULL,
+        policy_version TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        created_at REAL NOT NULL
+    );
+    """,
+)
+
+OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval"})
+
+
+@dataclass(frozen=True)
+class RememberedFix:
+    episode_id: int
+    plan: Plan
+
+
+class Memory:
+    """The episode store. Open one per process; every write is its own short transaction."""
+
+    def __init__(self, state_dir: str | Path) -> None:
+        self.path = Path(state_dir).expanduser() / MEMORY_FILE
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise MemoryStoreError("cannot open the memory database", field="state_dir", value=str(self.path), hint=str(exc)) from exc
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise MemoryStoreError(
+                f"the memory file was written by a newer sentinel.heal (schema {current}, this one knows {len(MIGRATIONS)})",
+                field="state_dir", value=str(self.path), hint="upgrade the collection or point autoheal_state_dir elsewhere",
+            )
+        for version in range(current + 1, len(MIGRATIONS) + 1):
+            with self._transaction() as conn:
+                # Re-read inside the write lock: a concurrent process may have migrated meanwhile.
+                if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
+                    continue
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._conn)
+
+    def record_attempt(self, *, incident_id: str, failure: Failure, attempt: Attempt, store_plan: bool = False) -> tuple[int, str | None]:
+        """Write one episode (and, when it waits for a human, its plan) atomically."""
+        if attempt.outcome not in OUTCOMES:
+            raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
+        plan = attempt.plan
+        results = {
+            "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
+            "steps": [result.to_dict() for result in attempt.results],
+            "verification": dict(attempt.verification),
+        }
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text,
+                       evidence_json, diagnosis, plan_source, plan_reference, plan_json, verdicts_json, policy_version,
+                       results_json, outcome, verified, started_at, finished_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    incident_id, attempt.number, failure.host, failure.service, failure.fingerprint,
+                    failure.failure_class, failure.summary, _json(failure.evidence), attempt.diagnosis,
+                    plan.source.value if plan else None, plan.reference if plan else None,
+                    _json(plan.to_dict()) if plan else None,
+                    _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, _json(results),
+                    attempt.outcome, int(attempt.verified), attempt.started_at, attempt.finished_at,
+                ),
+            )
+            episode_id = int(cursor.lastrowid or 0)
+            plan_id = None
+            if store_plan and plan is not None:
+                plan_id = uuid.uuid4().hex
+                conn.execute(
+                    """INSERT INTO plans (plan_id, episode_id, host, service, fingerprint, plan_json, verdicts_json,
+                           policy_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (plan_id, episode_id, failure.host, failure.service, failure.fingerprint, _json(plan.to_dict()),
+                     _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, time.time()),
+                )
+        return episode_id, plan_id
+
+    def verified_fix(self, fingerprint: str) -> RememberedFix | None:
+        """The most recent plan that healed this fingerprint and was verified."""
+        row = self._conn.execute(
+            """SELECT id, plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1
+               ORDER BY finished_at DESC, id DESC LIMIT 1""",
+            (fingerprint,),
+        ).fetchone()
+        if row is None:
+            return None
+        stored = json.loads(row["plan_json"])
+        plan = Plan(
+            source=PlanSource.MEMORY,
+            reference=f"episode {row['id']}",
+            rationale=f"verified fix from episode {row['id']} (originally from {stored['source']} {stored['reference']})",
+            steps=tuple(Step.from_dict(step) for step in stored["steps"]),
+        )
+        return RememberedFix(episode_id=int(row["id"]), plan=plan)
+
+    def failed_plans(self, fingerprint: str, since: float) -> set[tuple[str, ...]]:
+        """Step templates of plans that ran for this fingerprint and did not heal it."""
+        rows = self._conn.execute(
+            "SELECT plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ?",
+            (fingerprint, since),
+        )
+        return {tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]) for row in rows}
+
+    def episodes(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self._conn.execute("SELECT * FROM episodes ORDER BY id DESC LIMIT ?", (limit,))
+        return [dict(row) for row in rows]
+
+    def pending_plan(self, plan_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute("SELECT * FROM plans WHERE plan_id = ?", (plan_id,)).fetchone()
+        return dict(row) if row else None
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._conn.execute("BEGIN IMMEDIATE")
+        return self._conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self._conn.execute("COMMIT")
+        else:
+            self._conn.execute("ROLLBACK")
+
+
+def _statements(script: str) -> Iterator[str]:
+    for statement in script.split(";"):
+        if statement.strip():
+            yield statement
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+

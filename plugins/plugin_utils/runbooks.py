@@ -1,0 +1,252 @@
+"""Runbooks: Markdown files with YAML front matter saying what they match and what to do.
+
+    ---
+    id: nginx-stale-pid
+    title: nginx died and left its pid file behind
+    services: [nginx]                 # or ["*"] for any service
+    match:
+      failure_class: [stale_pidfile]  # any of these classes (service_check's failure_class)
+      evidence:                       # every regex must match (case-insensitive) the named text
+        status: "not running"
+    evidence: [nginx -t]              # read-only commands diagnosis runs first (the guard must ALLOW them)
+    steps:                            # 1-3 commands; {placeholders} are filled from the incident
+      - rm -f {stale_pidfile}
+      - service {init_service} start
+    escalate: "..."                   # instead of steps: stop and hand over to a human with this text
+    priority: 50                      # higher wins when several runbooks match
+    ---
+    Why this happens and how an operator would fix it by hand.
+
+Evidence names usable in ``match.evidence``: ``summary``, ``status``, ``log``, ``port_owner``,
+or any command of the runbook's ``evidence`` list (its output). Placeholders in steps and
+``escalate``: {service} {init_service} {pidfile} {stale_pidfile} {port} {port_owner_pid}
+{port_owner_process}, and in ``escalate`` also {output:COMMAND}.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
+
+DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[2] / "runbooks"
+MAX_STEPS = 3
+_FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
+_KEYS = frozenset({"id", "title", "services", "match", "evidence", "steps", "escalate", "priority"})
+_MATCH_KEYS = frozenset({"failure_class", "evidence"})
+STEP_PLACEHOLDERS = frozenset({"service", "init_service", "pidfile", "stale_pidfile", "port", "port_owner_pid", "port_owner_process"})
+# A value filled into an argument must stay one plain argument.
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
+OUTPUT_LIMIT = 600
+
+
+class NotApplicable(Exception):
+    """A runbook's placeholder has no value for this incident."""
+
+
+@dataclass(frozen=True)
+class Runbook:
+    id: str
+    title: str
+    path: str
+    services: tuple[str, ...]
+    failure_classes: tuple[str, ...]
+    evidence_patterns: Mapping[str, re.Pattern[str]]
+    evidence_commands: tuple[str, ...]
+    steps: tuple[tuple[str, bool], ...]
+    escalate: str | None
+    priority: int
+    body: str
+
+    def applies_to(self, failure: Failure) -> bool:
+        """Whether the service and failure class fit (evidence is matched later, once gathered)."""
+        service_fits = "*" in self.services or failure.service in self.services or failure.init_service in self.services
+        class_fits = not self.failure_classes or failure.failure_class in self.failure_classes
+        return service_fits and class_fits
+
+    def matches(self, failure: Failure, outputs: Mapping[str, str]) -> bool:
+        return self.applies_to(failure) and all(
+            pattern.search(evidence_text(failure, name, outputs)) for name, pattern in self.evidence_patterns.items()
+        )
+
+    @property
+    def specificity(self) -> tuple[int, int, int]:
+        return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes), "*" not in self.services)
+
+    def render_steps(self, failure: Failure) -> tuple[Step, ...]:
+        return tuple(render_step(template, failure, may_fail) for template, may_fail in self.steps)
+
+    def render_escalation(self, failure: Failure, outputs: Mapping[str, str]) -> str:
+        assert self.escalate is not None
+        return render_text(self.escalate, failure, outputs)
+
+
+def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> str:
+    evidence = failure.evidence
+    if name == "summary":
+        return failure.summary
+    if name == "status":
+        return str((evidence.get("status") or {}).get("output", ""))
+    if name == "log":
+        return "\n".join(str(tail) for tail in (evidence.get("logs") or {}).values())
+    if name == "port_owner":
+        return "\n".join(f"{o.get('process', '')} {o.get('pid', '')} {o.get('cmdline', '')}" for o in evidence.get("port_owners") or [])
+    return outputs.get(name, "")
+
+
+def placeholder_values(failure: Failure) -> dict[str, str]:
+    """Values a runbook or a remembered plan may fill in, all taken from the structured evidence."""
+    values = {"service": failure.service, "init_service": failure.init_service}
+    pidfile = failure.evidence.get("pidfile") or {}
+    if failure.spec.get("pidfile"):
+        values["pidfile"] = str(failure.spec["pidfile"])
+    if pidfile.get("exists") and not pidfile.get("alive"):
+        values["stale_pidfile"] = str(pidfile["path"])
+    ports = failure.spec.get("ports") or []
+    if ports:
+        values["port"] = str(ports[0])
+    owners = failure.evidence.get("port_owners") or []
+    if owners:
+        values["port_owner_pid"] = str(owners[0]["pid"])
+        values["port_owner_process"] = str(owners[0].get("process", ""))
+    return {name: value for name, value in values.items() if _SAFE_VALUE.match(value)}
+
+
+def render_step(template: str, failure: Failure, may_fail: bool = False) -> Step:
+    """Split the template, then fill each argument: a value can never become two arguments."""
+    values = placeholder_values(failure)
+
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise NotApplicable(f"{{{name}}} has no value for this incident")
+        return values[name]
+
+    argv = tuple(_PLACEHOLDER.sub(fill, token) for token in shlex.split(template))
+    return Step(template=template, argv=argv, may_fail=may_fail)
+
+
+def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> str:
+    values = placeholder_values(failure)
+
+    def fill(match: re.Match[str]) -> str:
+        name, argument = match.groups()
+        if name == "output" and argument:
+            return _clip(outputs.get(argument, "(no output)"))
+        return values.get(name, match.group(0))
+
+    return _PLACEHOLDER.sub(fill, template)
+
+
+def _clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + " ..."
+
+
+class RunbookLibrary:
+    def __init__(self, runbooks: Iterable[Runbook]) -> None:
+        self.runbooks = tuple(sorted(runbooks, key=lambda rb: rb.id))
+
+    @classmethod
+    def load(cls, directories: Iterable[str | Path] = ()) -> RunbookLibrary:
+        """Load the shipped runbooks plus the user's; a user runbook replaces a shipped one with the same id."""
+        by_id: dict[str, Runbook] = {}
+        for directory in (DEFAULT_RUNBOOK_DIR, *directories):
+            path = Path(directory).expanduser()
+            if not path.is_dir():
+                raise RunbookError("runbook directory not found", field="runbooks", value=str(path), hint="give an existing directory of .md files")
+            for file in sorted(path.glob("*.md")):
+                if file.name.lower() == "readme.md":
+                    continue
+                runbook = parse_runbook(file.read_text(encoding="utf-8"), str(file))
+                by_id[runbook.id] = runbook
+        return cls(by_id.values())
+
+    def candidates(self, failure: Failure) -> list[Runbook]:
+        return [rb for rb in self.runbooks if rb.applies_to(failure)]
+
+
+def parse_runbook(text: str, path: str) -> Runbook:
+    found = _FRONT_MATTER.match(text)
+    if not found:
+        raise RunbookError(f"{path}: no YAML front matter", field="front matter", value=text[:40], hint="start the file with --- and a YAML block, then ---")
+    try:
+        meta = yaml.safe_load(found.group(1))
+    except yaml.YAMLError as exc:
+        raise RunbookError(f"{path}: front matter is not valid YAML", field="front matter", value=path, hint=str(exc)) from exc
+    if not isinstance(meta, dict):
+        raise RunbookError(f"{path}: front matter must be a mapping", field="front matter", value=meta)
+    unknown = sorted(set(meta) - _KEYS)
+    if unknown:
+        raise RunbookError(f"{path}: unknown key", field=unknown[0], value=meta[unknown[0]], hint=f"known keys: {sorted(_KEYS)}")
+    runbook_id = _required_str(meta, "id", path)
+    match = meta.get("match") or {}
+    if not isinstance(match, dict) or set(match) - _MATCH_KEYS:
+        raise RunbookError(f"{path}: 'match' takes failure_class and evidence", field="match", value=match)
+    steps = tuple(_parse_step(path, i, raw) for i, raw in enumerate(meta.get("steps") or []))
+    escalate = meta.get("escalate")
+    if bool(steps) == bool(escalate):
+        raise RunbookError(f"{path}: give either steps or escalate", field="steps", value=list(meta.get("steps") or []))
+    if len(steps) > MAX_STEPS:
+        raise RunbookError(f"{path}: at most {MAX_STEPS} steps", field="steps", value=len(steps))
+    priority = meta.get("priority", 0)
+    if not isinstance(priority, int):
+        raise RunbookError(f"{path}: priority must be a whole number", field="priority", value=priority)
+    return Runbook(
+        id=runbook_id,
+        title=_required_str(meta, "title", path),
+        path=path,
+        services=tuple(str(s) for s in _str_list(meta, "services", path, required=True)),
+        failure_classes=tuple(_str_list(match, "failure_class", path)),
+        evidence_patterns={name: _compile(path, name, pattern) for name, pattern in (match.get("evidence") or {}).items()},
+        evidence_commands=tuple(_str_list(meta, "evidence", path)),
+        steps=steps,
+        escalate=str(escalate) if escalate else None,
+        priority=priority,
+        body=found.group(2).strip(),
+    )
+
+
+def _parse_step(path: str, index: int, raw: Any) -> tuple[str, bool]:
+    template, may_fail = (raw.get("run"), bool(raw.get("may_fail", False))) if isinstance(raw, dict) else (raw, False)
+    if not isinstance(template, str) or not template.strip():
+        raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true}}", field=f"steps[{index}]", value=raw)
+    for name, _argument in _PLACEHOLDER.findall(template):
+        if name not in STEP_PLACEHOLDERS:
+            raise RunbookError(f"{path}: unknown placeholder", field=f"steps[{index}]", value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS)}")
+    try:
+        shlex.split(template)
+    except ValueError as exc:
+        raise RunbookError(f"{path}: step cannot be split into arguments", field=f"steps[{index}]", value=template, hint=str(exc)) from exc
+    return template, may_fail
+
+
+def _compile(path: str, name: str, pattern: Any) -> re.Pattern[str]:
+    try:
+        return re.compile(str(pattern), re.IGNORECASE | re.MULTILINE)
+    except re.error as exc:
+        raise RunbookError(f"{path}: invalid regular expression", field=f"match.evidence.{name}", value=pattern, hint=str(exc)) from exc
+
+
+def _required_str(meta: Mapping[str, Any], key: str, path: str) -> str:
+    value = meta.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise RunbookError(f"{path}: '{key}' is required text", field=key, value=value)
+    return value
+
+
+def _str_list(meta: Mapping[str, Any], key: str, path: str, required: bool = False) -> list[str]:
+    value = meta.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise RunbookError(f"{path}: '{key}' must be a non-empty list of strings", field=key, value=value)
+    return value

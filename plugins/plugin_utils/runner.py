@@ -1,0 +1,183 @@
+"""The executor: runs guarded steps on one inventory host with ansible-runner.
+
+One ansible-runner run per call, a generated playbook with one ``ansible.builtin.command`` task
+per step (argv, never a shell), ``become`` where the policy's rule says so, a timeout per step
+and for the run, output capped, and the run's artifacts kept under the state directory for audit.
+The host is reached with the connection settings the play resolved for it, so the run goes
+where the play goes, with the same user, key, port and ssh arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+
+# Environment variables whose value is a secret never reach the run (ansible-runner writes the
+# whole environment of a run into its artifacts).
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH)", re.IGNORECASE)
+_ENV_ALLOWED_DESPITE_NAME = frozenset({"SSH_AUTH_SOCK", "ANSIBLE_PRIVATE_KEY_FILE"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """An inventory host and the connection variables that reach it."""
+
+    name: str
+    host_vars: Mapping[str, Any]
+    secret_vars: Mapping[str, Any] = field(default_factory=dict)
+    config_file: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunStep:
+    argv: tuple[str, ...]
+    become: bool
+    may_fail: bool = False
+
+
+@dataclass(frozen=True)
+class RunReport:
+    results: tuple[StepResult, ...]
+    artifacts: str
+    duration_s: float
+
+
+class RunnerExecutor:
+    def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000) -> None:
+        self.artifacts_root = Path(artifacts_root).expanduser()
+        self.step_timeout = step_timeout
+        self.output_limit = output_limit
+
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str) -> RunReport:
+        if not steps:
+            raise ExecutorError("nothing to run", field="steps", value=[], hint="the planner must not hand over an empty plan")
+        import ansible_runner  # imported here: loading it costs time and is needed only when a step runs
+
+        run_dir = self.artifacts_root / target.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
+        (run_dir / "project").mkdir(parents=True, mode=0o700)
+        (run_dir / "project" / "steps.yml").write_text(_playbook(steps, self.step_timeout), encoding="utf-8")
+        events: dict[int, dict[str, Any]] = {}
+        started = time.monotonic()
+        try:
+            runner = ansible_runner.run(
+                private_data_dir=str(run_dir),
+                playbook="steps.yml",
+                inventory={"all": {"hosts": {target.name: dict(target.host_vars)}}},
+                extravars=dict(target.secret_vars) or None,
+                envvars=_environment(target),
+                binary=_ansible_playbook(),
+                ident="run",
+                quiet=True,
+                timeout=self.step_timeout * len(steps) + 60,
+                event_handler=lambda event: _collect(event, events),
+            )
+        except Exception as exc:  # noqa: BLE001 - ansible-runner raises many kinds; all mean "could not run"
+            raise ExecutorError("ansible-runner could not start the run", field="artifacts", value=str(run_dir), hint=str(exc)) from exc
+        finally:
+            # Passwords were handed over in this file only for the run; the artifacts stay, they do not.
+            (run_dir / "env" / "extravars").unlink(missing_ok=True)
+        duration = time.monotonic() - started
+        if any(event.get("unreachable") for event in events.values()):
+            message = next(event["msg"] for event in events.values() if event.get("unreachable"))
+            raise HostUnreachable("the host did not answer", field="host", value=target.name, hint=message)
+        if runner.status in ("timeout", "error") or (runner.status == "failed" and not events):
+            raise ExecutorError(
+                f"the run ended with status {runner.status} before reporting its steps", field="artifacts", value=str(run_dir),
+                hint="see the run's stdout in the artifacts directory",
+            )
+        results = tuple(self._result(index, step, events.get(index)) for index, step in enumerate(steps))
+        return RunReport(results=results, artifacts=str(run_dir), duration_s=duration)
+
+    def _result(self, index: int, step: RunStep, event: Mapping[str, Any] | None) -> StepResult:
+        if event is None:
+            return StepResult(argv=step.argv, status="skipped", stderr="not run: an earlier step failed")
+        res = event["res"]
+        failed = event["failed"]
+        return StepResult(
+            argv=step.argv,
+            status="failed" if failed else "ok",
+            rc=res.get("rc"),
+            stdout=_cap(redact(str(res.get("stdout", ""))), self.output_limit),
+            stderr=_cap(redact(str(res.get("stderr", "") or ("" if not failed else res.get("msg", "")))), self.output_limit),
+            duration_s=_task_duration(res),
+        )
+
+
+def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> bool:
+    kind = event.get("event", "")
+    data = event.get("event_data") or {}
+    task = str(data.get("task", ""))
+    if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and task.startswith("step "):
+        index = int(task.split()[1]) - 1
+        res = data.get("res") or {}
+        events[index] = {
+            "res": res,
+            "failed": kind != "runner_on_ok",
+            "unreachable": kind == "runner_on_unreachable",
+            "msg": str(res.get("msg", "")),
+        }
+    return True
+
+
+def _playbook(steps: Sequence[RunStep], step_timeout: int) -> str:
+    """A playbook whose every command word is `!unsafe`: nothing a plan says is ever templated."""
+    lines = ["- name: sentinel.heal steps", "  hosts: all", "  gather_facts: false", "  tasks:"]
+    for number, step in enumerate(steps, start=1):
+        argv = ", ".join(f"!unsafe {json.dumps(arg)}" for arg in step.argv)
+        lines += [
+            f"    - name: step {number}",
+            "      ansible.builtin.command:",
+            f"        argv: [{argv}]",
+            f"      become: {str(step.become).lower()}",
+            f"      ignore_errors: {str(step.may_fail).lower()}",
+            f"      timeout: {int(step_timeout)}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _environment(target: Target) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if name in _ENV_ALLOWED_DESPITE_NAME or not _SECRET_ENV.search(name)}
+    removed = set(os.environ) - set(env)
+    env.update(target.env)
+    if target.config_file:
+        env["ANSIBLE_CONFIG"] = target.config_file
+    # ansible-runner starts from os.environ and only adds envvars on top: blank what must not pass.
+    env.update({name: "" for name in removed})
+    return env
+
+
+def _ansible_playbook() -> str:
+    beside_python = Path(sys.executable).with_name("ansible-playbook")
+    found = str(beside_python) if beside_python.exists() else shutil.which("ansible-playbook")
+    if not found:
+        raise ExecutorError("ansible-playbook not found", field="PATH", value=os.environ.get("PATH", ""), hint="install ansible-core on the controller")
+    return found
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
+
+
+def _task_duration(res: Mapping[str, Any]) -> float:
+    delta = str(res.get("delta", ""))
+    match = re.match(r"^(\d+):(\d+):(\d+(?:\.\d+)?)$", delta)
+    if not match:
+        return 0.0
+    hours, minutes, seconds = match.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)

@@ -1,0 +1,59 @@
+"""Turn the connection Ansible resolved for a task into a Target ansible-runner can reach.
+
+Every option of the task's connection plugin (and of its become plugin) that has an
+``ansible_*`` variable is passed on under that variable, so the run reaches the host exactly as
+the play did: dynamic inventories, ``-u``/``--private-key`` on the command line and AWX machine
+credentials included. Secret options travel separately and are never written to the artifacts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ansible import constants as C
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
+
+_SECRET_OPTION_WORDS = ("pass", "private_key_passphrase", "token")
+_SECRET_OPTIONS = frozenset({"private_key"})
+_BECOME_FALLBACK_VARS = ("ansible_become_method", "ansible_become_user", "ansible_become_exe", "ansible_become_flags")
+_BECOME_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass")
+
+
+def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:
+    host_vars: dict[str, Any] = {"ansible_connection": connection._load_name}
+    secret_vars: dict[str, Any] = {}
+    _copy_plugin_options("connection", connection, host_vars, secret_vars)
+    become = getattr(connection, "become", None)
+    if become is not None:
+        host_vars["ansible_become_method"] = become._load_name
+        _copy_plugin_options("become", become, host_vars, secret_vars)
+    else:
+        # The heal task itself runs without become: take what the inventory says for the steps that need it.
+        for name in _BECOME_FALLBACK_VARS:
+            if task_vars.get(name) is not None:
+                host_vars[name] = templar.template(task_vars[name])
+        for name in _BECOME_PASSWORD_VARS:
+            if task_vars.get(name) is not None:
+                secret_vars[name] = templar.template(task_vars[name])
+                break
+    interpreter = task_vars.get("ansible_python_interpreter") or (task_vars.get("ansible_facts") or {}).get("discovered_interpreter_python")
+    if interpreter:
+        host_vars["ansible_python_interpreter"] = templar.template(interpreter)
+    return Target(name=host, host_vars=host_vars, secret_vars=secret_vars, config_file=C.CONFIG_FILE)
+
+
+def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any], secret_vars: dict[str, Any]) -> None:
+    definitions = C.config.get_configuration_definitions(plugin_type, plugin._load_name) or {}
+    for option, definition in definitions.items():
+        variable = next((v["name"] for v in definition.get("vars") or [] if v["name"].startswith("ansible_")), None)
+        if variable is None:
+            continue
+        try:
+            value = plugin.get_option(option)
+        except KeyError:
+            continue
+        if value is None or value == "":
+            continue
+        secret = option in _SECRET_OPTIONS or any(word in option for word in _SECRET_OPTION_WORDS)
+        (secret_vars if secret else host_vars)[variable] = value

@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary, parse_runbook
+
+from helpers import nginx_failure
+
+CONFIG_ERROR = (
+    "nginx: [emerg] unexpected \"}\" in /etc/nginx/sites-enabled/default:25\n"
+    "nginx: configuration file /etc/nginx/nginx.conf test failed"
+)
+
+
+@pytest.fixture(scope="module")
+def library() -> RunbookLibrary:
+    return RunbookLibrary.load()
+
+
+def _plan(planner: OfflinePlanner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
+    remembered = planner.remembered_fix(failure, excluded)
+    return planner.plan(failure, Diagnosis("d", remembered, outputs or {}), excluded)
+
+
+def test_the_shipped_runbooks_load_and_cover_the_lab_faults(library: RunbookLibrary) -> None:
+    ids = {rb.id for rb in library.runbooks}
+    assert {"nginx-config-error", "nginx-stale-pid", "port-conflict", "postgres-stale-postmaster", "redis-killed"} <= ids
+
+
+def test_stale_nginx_pid_plan_removes_exactly_that_file_and_starts(library: RunbookLibrary) -> None:
+    plan = _plan(OfflinePlanner(library, None), nginx_failure(), {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"})
+    assert plan.source is PlanSource.RUNBOOK and plan.reference == "nginx-stale-pid"
+    assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
+
+
+def test_port_conflict_plan_targets_the_pid_seen_on_the_port(library: RunbookLibrary) -> None:
+    failure = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"})
+    plan = _plan(OfflinePlanner(library, None), failure)
+    assert plan.reference == "port-conflict"
+    assert [step.argv for step in plan.steps] == [("kill", "-TERM", "4242"), ("service", "nginx", "start")]
+
+
+def test_a_config_error_escalates_with_nginx_own_words_instead_of_restarting(library: RunbookLibrary) -> None:
+    planner = OfflinePlanner(library, None)
+    assert "nginx -t" in planner.evidence_commands(nginx_failure("not_running"))
+    plan = _plan(planner, nginx_failure("not_running"), {"nginx -t": CONFIG_ERROR})
+    assert plan.steps == () and plan.reference == "nginx-config-error"
+    assert plan.escalation is not None and 'unexpected "}" in /etc/nginx/sites-enabled/default:25' in plan.escalation
+
+
+def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, library: RunbookLibrary) -> None:
+    failure = nginx_failure(pid=100)
+    with Memory(tmp_path) as memory:
+        planner = OfflinePlanner(library, memory)
+        first = _plan(planner, failure)
+        attempt = Attempt(number=1, plan=first, outcome="healed", verified=True, started_at=time.time(), finished_at=time.time())
+        episode, _ = memory.record_attempt(incident_id="x", failure=failure, attempt=attempt)
+        again = nginx_failure(pid=200)
+        plan = _plan(planner, again)
+    assert plan.source is PlanSource.MEMORY and plan.reference == f"episode {episode}"
+    assert "verified fix" in plan.rationale
+    # rendered for the new incident, not replayed verbatim
+    assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
+
+
+def test_failed_plans_are_skipped_then_generic_restart_then_escalation(library: RunbookLibrary) -> None:
+    planner = OfflinePlanner(library, None)
+    failure = nginx_failure("not_running")
+    first = _plan(planner, failure)
+    assert first.reference == "service-not-running"
+    second = _plan(planner, failure, excluded=frozenset({first.templates}))
+    assert second.source is PlanSource.GENERIC and second.templates == (GENERIC_RESTART,)
+    third = _plan(planner, failure, excluded=frozenset({first.templates, second.templates}))
+    assert third.steps == () and third.escalation and "every known plan was tried" in third.escalation
+
+
+def test_a_runbook_whose_placeholder_has_no_value_does_not_apply(library: RunbookLibrary) -> None:
+    failure = nginx_failure("port_conflict")  # no port owner in the evidence
+    plan = _plan(OfflinePlanner(library, None), failure)
+    assert plan.reference != "port-conflict"
+
+
+def test_a_user_runbook_replaces_a_shipped_one_with_the_same_id(tmp_path: Path) -> None:
+    (tmp_path / "mine.md").write_text(
+        "---\nid: nginx-stale-pid\ntitle: ours\nservices: [nginx]\nmatch: {failure_class: [stale_pidfile]}\n"
+        "steps: ['service {init_service} restart']\npriority: 50\n---\nbody\n"
+    )
+    library = RunbookLibrary.load([tmp_path])
+    plan = _plan(OfflinePlanner(library, None), nginx_failure())
+    assert plan.rationale == "ours" and [s.argv for s in plan.steps] == [("service", "nginx", "restart")]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("no front matter", "front matter"),
+        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\nescalate: b\n---\n", "steps"),
+        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a, b, c, d]\n---\n", "steps"),
+        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: ['kill {pid}']\n---\n", "steps[0]"),
+        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\nmatch: {evidence: {status: '('}}\n---\n", "match.evidence.status"),
+        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\ncolour: red\n---\n", "colour"),
+        ("---\ntitle: t\nservices: [x]\nsteps: [a]\n---\n", "id"),
+    ],
+)
+def test_invalid_runbooks_name_the_file_and_field(text: str, field: str) -> None:
+    with pytest.raises(RunbookError) as caught:
+        parse_runbook(text, "/runbooks/bad.md")
+    assert caught.value.field == field
+    assert "/runbooks/bad.md" in str(caught.value)
+
+
+def test_a_missing_runbook_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RunbookError) as caught:
+        RunbookLibrary.load([tmp_path / "nope"])
+    assert caught.value.field == "runbooks" and caught.value.value == str(tmp_path / "nope")

