@@ -5,7 +5,10 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
 COLLECTION_LINK := .collections/ansible_collections/sentinel/heal
-SANITY_ROOT := build/sanity/ansible_collections/sentinel/heal
+# ansible-test needs the collection under ansible_collections/NAMESPACE/NAME and outside this git
+# checkout (inside it, git would hide the copy); one such directory per checkout.
+SANITY_BASE := /tmp/sentinel-heal-sanity-$(shell printf %s "$(CURDIR)" | md5sum | cut -c1-8)
+SANITY_ROOT := $(SANITY_BASE)/ansible_collections/sentinel/heal
 LAB := $(BIN)/python tests/lab/fleet.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
@@ -57,8 +60,8 @@ lint:
 	mypy
 	ansible-lint roles playbooks
 
-sanity: build
-	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
+sanity: $(HOME)/.ansible/test/cache/get_pip_24_2.py
+	rm -rf $(SANITY_BASE) && mkdir -p $(SANITY_ROOT)
 	git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(SANITY_ROOT)
 	cd $(SANITY_ROOT) && ansible-test sanity --venv --python 3.11 --color no
 

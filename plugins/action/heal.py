@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of sentinel.heal.heal: adapts a task to the heal loop in plugin_utils.healing."""
@@ -97,4 +96,3 @@ class ActionModule(ActionBase):
     def _check_one(self, spec: Mapping[str, Any], args: Mapping[str, Any], task_vars: dict[str, Any]) -> Mapping[str, Any]:
         checked = self._service_check([spec], args, task_vars)
         return checked["services"][0]
-

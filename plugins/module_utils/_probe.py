@@ -16,11 +16,10 @@ import shlex
 import socket
 import subprocess
 import time
-
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
-
 import urllib.error
 import urllib.request
+
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 
 # Shared by the service_check module and the heal action plugin (one definition of a service).
 SERVICE_OPTIONS = dict(
@@ -105,12 +104,12 @@ def _validate(services, log_lines):
                 if not shlex.split(spec["check_command"]):
                     raise ValueError("empty command")
             except ValueError as exc:
-                raise ProbeConfigError("%s.check_command: %r cannot be split into arguments (%s)" % (where, spec["check_command"], exc))
+                raise ProbeConfigError("%s.check_command: %r cannot be split into arguments (%s)" % (where, spec["check_command"], exc)) from None
         http = spec.get("http")
         if http and not re.match(r"^https?://", http["url"]):
             raise ProbeConfigError("%s.http.url: %r must start with http:// or https://" % (where, http["url"]))
         if spec.get("timeout") is not None and not 0 < spec["timeout"] <= 120:
-            raise ProbeConfigError("%s.timeout: %r must be between 0 and 120 seconds" % (where, spec["timeout"]))
+            raise ProbeConfigError("%s.timeout: %r must be more than 0 and at most 120 seconds" % (where, spec["timeout"]))
         if not any((spec.get("status_check", True), spec.get("ports"), http, spec.get("process"), spec.get("check_command"))):
             raise ProbeConfigError("%s: %r declares no check (status_check, ports, http, process or check_command)" % (where, name))
 
@@ -342,7 +341,7 @@ def _os_release():
     try:
         with open("/etc/os-release") as handle:
             for line in handle:
-                key, _, value = line.strip().partition("=")
+                key, _sep, value = line.strip().partition("=")
                 if key in ("ID", "VERSION_ID", "ID_LIKE"):
                     facts[key.lower()] = value.strip('"')
     except OSError:

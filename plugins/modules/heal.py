@@ -32,17 +32,24 @@ description:
   - Every attempt is written to the SQLite memory in O(state_dir) as one episode, in one transaction.
   - In check mode the loop stops at the guard; nothing runs on the host and nothing is written.
 author:
-  - sentinel.heal contributors
+  - Sentinel Heal Maintainers (@sentinel-heal)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   action:
     support: full
   async:
     support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: The loop stops at the guard; nothing runs on the host and nothing is written to memory.
+  diff_mode:
+    support: none
   platform:
+    support: full
     platforms: posix
 options:
   services:
@@ -92,7 +99,7 @@ options:
     default: 20
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
-  - Run it with O(ignore:become=true) so that checks can read logs and sockets; steps get privilege
+  - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege
     escalation only where the policy says so.
 seealso:
   - module: sentinel.heal.service_check

@@ -23,15 +23,18 @@ description:
     before anything leaves the host.
   - Never changes the host; runs the same in check mode.
   - Runs with the standard library of the target's Python only. Reading other users' logs and
-    sockets needs O(become=true).
+    sockets needs privilege escalation (C(become)).
 author:
-  - sentinel.heal contributors
+  - Sentinel Heal Maintainers (@sentinel-heal)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
   platform:
+    support: full
     platforms: posix
 options:
   services:

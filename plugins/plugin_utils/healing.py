@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
@@ -89,6 +89,12 @@ class IncidentState:
         self.timeline.append({"at": round(time.time(), 3), "service": self.failure.service, "node": node, "message": message})
 
 
+def _plan_of(state: IncidentState) -> Plan:
+    if state.attempt.plan is None:
+        raise FlowError("a node that needs a plan ran before plan", field="plan", value=None)
+    return state.attempt.plan
+
+
 class _ToolNode(Node[IncidentState]):
     node_name = ""
 
@@ -124,16 +130,13 @@ class DiagnoseNode(_ToolNode):
     def _gather(self, failure: Failure) -> dict[str, StepResult]:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
         context = PolicyContext.from_failure(failure)
-        allowed = []
-        for command in self.tools.planner.evidence_commands(failure):
-            verdict = evaluate(command, context, self.tools.policy)
-            if verdict.decision is Decision.ALLOW:
-                allowed.append((command, verdict))
+        verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
+        allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
         if not allowed or self.tools.check_mode:
             return {}
-        steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for _, verdict in allowed]
+        steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
-        return {command: result for (command, _), result in zip(allowed, report.results)}
+        return dict(zip(allowed, report.results, strict=True))
 
     def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
@@ -158,7 +161,8 @@ class PlanNode(_ToolNode):
     node_name = "plan"
 
     def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]:
-        assert state.diagnosis is not None, "plan runs after diagnose"
+        if state.diagnosis is None:
+            raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
         return state.failure, state.diagnosis, state.excluded
 
     def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]) -> Plan:
@@ -183,8 +187,7 @@ class GuardNode(_ToolNode):
     node_name = "guard"
 
     def prep(self, state: IncidentState) -> tuple[Plan, PolicyContext]:
-        assert state.attempt.plan is not None
-        return state.attempt.plan, PolicyContext.from_failure(state.failure)
+        return _plan_of(state), PolicyContext.from_failure(state.failure)
 
     def exec(self, prep_res: tuple[Plan, PolicyContext]) -> list[Any]:
         plan, context = prep_res
@@ -216,11 +219,12 @@ class ExecuteNode(_ToolNode):
     node_name = "execute"
 
     def prep(self, state: IncidentState) -> list[RunStep]:
-        plan = state.attempt.plan
-        assert plan is not None and state.attempt.decision is Decision.ALLOW, "execute is reached only on ALLOW"
+        plan = _plan_of(state)
+        if state.attempt.decision is not Decision.ALLOW:
+            raise FlowError("execute reached without ALLOW", field="decision", value=state.attempt.decision.value)
         return [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
-            for step, verdict in zip(plan.steps, state.attempt.verdicts)
+            for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
         ]
 
     def exec(self, prep_res: list[RunStep]) -> RunReport | HostUnreachable:

@@ -6,13 +6,13 @@ import hashlib
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     """What the guard says about a step. Ordered from the most to the least permissive."""
 
     ALLOW = "allow"
@@ -32,7 +32,7 @@ class Decision(str, Enum):
 _STRICTNESS = {Decision.ALLOW: 0, Decision.APPROVE: 1, Decision.BLOCK: 2}
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """The end state of a host (and of each incident on it), worst last."""
 
     HEALTHY = "healthy"
@@ -48,7 +48,7 @@ class Status(str, Enum):
         return max(statuses, key=order.index, default=cls.HEALTHY)
 
 
-class PlanSource(str, Enum):
+class PlanSource(StrEnum):
     """Where a plan came from, in order of trust."""
 
     MEMORY = "memory"

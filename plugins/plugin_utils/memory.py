@@ -218,4 +218,3 @@ def _statements(script: str) -> Iterator[str]:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
-

@@ -56,7 +56,7 @@ class OfflinePlanner:
                 return Plan(source=PlanSource.MEMORY, reference=remembered.reference, rationale=remembered.rationale, steps=steps)
         matching = [
             runbook for runbook in self.runbooks.candidates(failure)
-            if runbook.matches(failure, diagnosis.outputs) and tuple(t for t, _ in runbook.steps) not in excluded
+            if runbook.matches(failure, diagnosis.outputs) and runbook.templates not in excluded
         ]
         for runbook in sorted(matching, key=lambda rb: rb.specificity, reverse=True):
             if runbook.escalate:

@@ -154,7 +154,7 @@ def _verdict(command: str, argv: tuple[str, ...], decision: Decision, reason: st
 
 
 def _argv_matches(patterns: Sequence[tuple[str, ...] | str], args: Sequence[str], context: PolicyContext, policy: Policy) -> bool:
-    return len(patterns) == len(args) and all(_arg_matches(p, a, context, policy) for p, a in zip(patterns, args))
+    return len(patterns) == len(args) and all(_arg_matches(p, a, context, policy) for p, a in zip(patterns, args, strict=True))
 
 
 def _arg_matches(pattern: tuple[str, ...] | str, arg: str, context: PolicyContext, policy: Policy) -> bool:
@@ -244,7 +244,9 @@ def _list(data: Mapping[str, Any], key: str, source: str) -> list[Any]:
 def _reject_unknown_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str, source: str) -> None:
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise PolicyFileError(f"{source}: unknown key in {where}", field=f"{where}.{unknown[0]}", value=data[unknown[0]], hint=f"known keys: {sorted(allowed)}")
+        raise PolicyFileError(
+            f"{source}: unknown key in {where}", field=f"{where}.{unknown[0]}", value=data[unknown[0]], hint=f"known keys: {sorted(allowed)}",
+        )
 
 
 def _parse_blocked(index: int, group: Any, source: str) -> BlockedGroup:
@@ -266,9 +268,11 @@ def _parse_rule(index: int, raw: Any, source: str) -> Rule:
     if "/" in raw["executable"]:
         raise PolicyFileError(f"{source}: name the executable, not its path", field=f"{where}.executable", value=raw["executable"])
     try:
-        decision = Decision(raw.get("decision"))
+        decision = Decision(str(raw.get("decision")))
     except ValueError:
-        raise PolicyFileError(f"{source}: unknown decision", field=f"{where}.decision", value=raw.get("decision"), hint="allow, approve or block") from None
+        raise PolicyFileError(
+            f"{source}: unknown decision", field=f"{where}.decision", value=raw.get("decision"), hint="allow, approve or block",
+        ) from None
     if not isinstance(raw.get("argv"), list):
         raise PolicyFileError(f"{source}: 'argv' must be a list of argument patterns", field=f"{where}.argv", value=raw.get("argv"))
     if not isinstance(raw.get("become", False), bool):

@@ -78,6 +78,10 @@ class Runbook:
         )
 
     @property
+    def templates(self) -> tuple[str, ...]:
+        return tuple(template for template, _may_fail in self.steps)
+
+    @property
     def specificity(self) -> tuple[int, int, int]:
         return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes), "*" not in self.services)
 
@@ -85,8 +89,7 @@ class Runbook:
         return tuple(render_step(template, failure, may_fail) for template, may_fail in self.steps)
 
     def render_escalation(self, failure: Failure, outputs: Mapping[str, str]) -> str:
-        assert self.escalate is not None
-        return render_text(self.escalate, failure, outputs)
+        return render_text(self.escalate or self.title, failure, outputs)
 
 
 def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> str:
@@ -177,7 +180,9 @@ class RunbookLibrary:
 def parse_runbook(text: str, path: str) -> Runbook:
     found = _FRONT_MATTER.match(text)
     if not found:
-        raise RunbookError(f"{path}: no YAML front matter", field="front matter", value=text[:40], hint="start the file with --- and a YAML block, then ---")
+        raise RunbookError(
+            f"{path}: no YAML front matter", field="front matter", value=text[:40], hint="start the file with --- and a YAML block, then ---",
+        )
     try:
         meta = yaml.safe_load(found.group(1))
     except yaml.YAMLError as exc:

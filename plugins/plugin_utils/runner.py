@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 
 # Environment variables whose value is a secret never reach the run (ansible-runner writes the
 # whole environment of a run into its artifacts).
@@ -84,7 +84,7 @@ class RunnerExecutor:
                 timeout=self.step_timeout * len(steps) + 60,
                 event_handler=lambda event: _collect(event, events),
             )
-        except Exception as exc:  # noqa: BLE001 - ansible-runner raises many kinds; all mean "could not run"
+        except Exception as exc:
             raise ExecutorError("ansible-runner could not start the run", field="artifacts", value=str(run_dir), hint=str(exc)) from exc
         finally:
             # Passwords were handed over in this file only for the run; the artifacts stay, they do not.
@@ -163,7 +163,9 @@ def _ansible_playbook() -> str:
     beside_python = Path(sys.executable).with_name("ansible-playbook")
     found = str(beside_python) if beside_python.exists() else shutil.which("ansible-playbook")
     if not found:
-        raise ExecutorError("ansible-playbook not found", field="PATH", value=os.environ.get("PATH", ""), hint="install ansible-core on the controller")
+        raise ExecutorError(
+            "ansible-playbook not found", field="PATH", value=os.environ.get("PATH", ""), hint="install ansible-core on the controller",
+        )
     return found
 
 

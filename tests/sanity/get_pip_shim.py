@@ -7,11 +7,13 @@ the package index as usual.
 """
 
 import ensurepip
+import os
 import subprocess
 import sys
 
 GET_PIP_ONLY_OPTIONS = ("--no-setuptools", "--no-wheel")
 
-ensurepip.bootstrap(upgrade=True)
+environment = dict(os.environ)
+ensurepip.bootstrap(upgrade=True)  # sets PIP_CONFIG_FILE=/dev/null in os.environ; the install below needs the machine's pip.conf
 arguments = [argument for argument in sys.argv[1:] if argument not in GET_PIP_ONLY_OPTIONS]
-sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", *arguments]))
+sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", *arguments], env=environment))

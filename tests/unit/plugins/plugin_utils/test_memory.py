@@ -10,7 +10,6 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory
-
 from helpers import nginx_failure
 
 
@@ -49,7 +48,7 @@ def test_only_a_verified_recovery_is_a_remembered_fix(tmp_path: Path) -> None:
     with Memory(tmp_path) as memory:
         memory.record_attempt(incident_id="i1", failure=failure, attempt=_attempt("failed", "service {init_service} restart"))
         assert memory.verified_fix(failure.fingerprint) is None
-        episode, _ = memory.record_attempt(
+        episode, _plan_id = memory.record_attempt(
             incident_id="i2", failure=failure, attempt=_attempt("healed", "rm -f {stale_pidfile}", "service {init_service} start", verified=True),
         )
         fix = memory.verified_fix(failure.fingerprint)

@@ -10,7 +10,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, OfflinePlanner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary, parse_runbook
-
 from helpers import nginx_failure
 
 CONFIG_ERROR = (
@@ -61,7 +60,7 @@ def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, libr
         planner = OfflinePlanner(library, memory)
         first = _plan(planner, failure)
         attempt = Attempt(number=1, plan=first, outcome="healed", verified=True, started_at=time.time(), finished_at=time.time())
-        episode, _ = memory.record_attempt(incident_id="x", failure=failure, attempt=attempt)
+        episode, _plan_id = memory.record_attempt(incident_id="x", failure=failure, attempt=attempt)
         again = nginx_failure(pid=200)
         plan = _plan(planner, again)
     assert plan.source is PlanSource.MEMORY and plan.reference == f"episode {episode}"

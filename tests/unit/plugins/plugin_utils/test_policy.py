@@ -74,7 +74,7 @@ def test_what_the_policy_does_not_know_needs_approval(command: str) -> None:
         ("rm -f /run/*.pid", "shell-syntax"),
         ("service nginx restart\nreboot", "charset"),
         ("service nginx re\u200bstart", "charset"),       # zero-width space
-        ("service ngіnx restart", "charset"),              # Cyrillic i
+        ("service ng\u0456nx restart", "charset"),         # Cyrillic i
         ("service 'nginx", "shell-syntax"),                # unbalanced quote
         ("mkfs -t ext4 /dev/sda1", "blocked-executable"),
         ("mkfs.ext4 /dev/sda1", "blocked-executable"),
@@ -108,7 +108,7 @@ def test_plan_takes_the_strictest_decision() -> None:
     verdicts, decision = evaluate_all(["service nginx start", "apt-get update"], NGINX)
     assert [v.decision for v in verdicts] == [Decision.ALLOW, Decision.APPROVE]
     assert decision is Decision.APPROVE
-    _, decision = evaluate_all(["service nginx start", "apt-get update", "reboot"], NGINX)
+    _verdicts, decision = evaluate_all(["service nginx start", "apt-get update", "reboot"], NGINX)
     assert decision is Decision.BLOCK
 
 

@@ -1,0 +1,177 @@
+"""service_check's probe against real processes, sockets and files on this machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, port_owners
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK, redact
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real HTTP server in its own process, serving a page with a known body."""
+    (tmp_path / "index.html").write_text("hello from the probe test")
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    comm = Path(f"/proc/{process.pid}/comm").read_text().strip()
+    yield {"port": port, "pid": process.pid, "comm": comm, "dir": tmp_path}
+    process.kill()
+    process.wait()
+
+
+def _spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = dict(name="web", service=None, status_check=False, ports=[], address="127.0.0.1", http=None, process=None,
+                                check_command=None, running_indicator=None, pidfile=None, logs=[], timeout=2.0)
+    spec.update(overrides)
+    return spec
+
+
+def _check(*specs: dict[str, Any], **params: Any) -> dict[str, Any]:
+    return check_services(dict(services=list(specs), log_lines=params.get("log_lines", 20), redact_values=params.get("redact_values", [])))
+
+
+def test_a_healthy_service_passes_every_kind_of_check(web: dict[str, Any]) -> None:
+    pidfile = web["dir"] / "web.pid"
+    pidfile.write_text(f"{web['pid']}\n")
+    result = _check(_spec(
+        ports=[web["port"]], process=web["comm"], pidfile=str(pidfile),
+        http={"url": f"http://127.0.0.1:{web['port']}/index.html", "status": 200, "body": "hello from"},
+        check_command=f"{sys.executable} -c 'print(\"all systems go\")'", running_indicator="systems go",
+    ))
+    assert result["healthy"] and result["failures"] == []
+    assert [c["kind"] for c in result["services"][0]["checks"]] == ["port", "http", "process", "command"]
+    assert result["facts"]["service_manager"] in ("systemd", "sysv", "unknown")
+
+
+def test_http_status_and_body_mismatches_fail_with_the_reason(web: dict[str, Any]) -> None:
+    base = f"http://127.0.0.1:{web['port']}"
+    result = _check(
+        _spec(name="missing", http={"url": f"{base}/nope.html", "status": 200, "body": None}),
+        _spec(name="body", http={"url": f"{base}/index.html", "status": 200, "body": "^goodbye"}),
+    )
+    details = {f["name"]: f["summary"] for f in result["failures"]}
+    assert "status 404 (expected 200)" in details["missing"]
+    assert "does not match" in details["body"]
+    assert {f["failure_class"] for f in result["failures"]} == {"unhealthy"}
+
+
+def test_a_dead_pid_in_the_pid_file_is_a_stale_pidfile(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    pidfile = tmp_path / "svc.pid"
+    pidfile.write_text(str(dead.pid))
+    port = _free_port()
+    result = _check(_spec(name="svc", ports=[port], process="definitely-not-running", pidfile=str(pidfile)))
+    failure = result["failures"][0]
+    assert failure["failure_class"] == "stale_pidfile"
+    assert failure["evidence"]["pidfile"] == {"path": str(pidfile), "exists": True, "pid": dead.pid, "alive": False, "process": None}
+    assert f"names pid {dead.pid}, which is not running" in failure["summary"]
+    assert "Connection refused" in failure["summary"]
+
+
+def test_a_port_held_by_another_process_is_a_port_conflict_naming_the_squatter(web: dict[str, Any]) -> None:
+    result = _check(_spec(name="webserver", ports=[web["port"]], process="no-such-webserver"))
+    failure = result["failures"][0]
+    assert failure["failure_class"] == "port_conflict"
+    owner = failure["evidence"]["port_owners"][0]
+    assert (owner["pid"], owner["process"], owner["port"]) == (web["pid"], web["comm"], web["port"])
+    assert "http.server" in owner["cmdline"]
+    assert port_owners(_free_port()) == []
+
+
+def test_logs_are_tailed_bounded_and_redacted(tmp_path: Path) -> None:
+    log = tmp_path / "svc.log"
+    log.write_text("".join(f"line {n}\n" for n in range(1000)) + "connecting to postgres://app:hunter2@db/app\nAPI_TOKEN=abc123def456\n")
+    result = _check(_spec(name="svc", process="definitely-not-running", logs=[str(log), str(tmp_path / "absent.log")]), log_lines=5,
+                    redact_values=["line 998"])
+    logs = result["failures"][0]["evidence"]["logs"]
+    tail = logs[str(log)].splitlines()
+    assert tail == ["line 997", MASK, "line 999", f"connecting to postgres://app:{MASK}@db/app", f"API_TOKEN={MASK}"]
+    assert "hunter2" not in str(result) and "abc123def456" not in str(result)
+    assert logs[str(tmp_path / "absent.log")].startswith("(cannot read:")
+
+
+def test_check_command_and_running_indicator() -> None:
+    result = _check(
+        _spec(name="says-no", check_command=f"{sys.executable} -c 'print(\"stopped\")'", running_indicator="running"),
+        _spec(name="exits-1", check_command=f"{sys.executable} -c 'raise SystemExit(1)'"),
+        _spec(name="absent", check_command="/nonexistent/binary"),
+    )
+    summaries = {f["name"]: f["summary"] for f in result["failures"]}
+    assert "lacks 'running'" in summaries["says-no"]
+    assert "rc=1" in summaries["exits-1"]
+    assert "cannot run /nonexistent/binary" in summaries["absent"]
+
+
+def test_a_status_check_of_an_unknown_service_fails_clearly() -> None:
+    result = _check(_spec(name="ghost-service-xyz", status_check=True))
+    assert "no init script or unit named ghost-service-xyz" in result["failures"][0]["summary"]
+    assert result["failures"][0]["failure_class"] == "not_running"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (_spec(name="bad name"), "services[0].name: 'bad name'"),
+        (_spec(ports=[70000]), "services[0].ports: 70000"),
+        (_spec(ports=[80], running_indicator="up"), "services[0].running_indicator: needs check_command"),
+        (_spec(http={"url": "ftp://x", "status": 200, "body": None}), "services[0].http.url: 'ftp://x'"),
+        (_spec(check_command="echo 'unbalanced"), "services[0].check_command"),
+        (_spec(), "declares no check"),
+        (_spec(ports=[80], timeout=0), "services[0].timeout: 0"),
+    ],
+)
+def test_bad_declarations_name_the_field_and_value(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProbeConfigError, match=re.escape(message)):
+        _check(spec)
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(ProbeConfigError, match=r"services\[1\].name: 'a' is declared twice"):
+        _check(_spec(name="a", ports=[1]), _spec(name="a", ports=[2]))
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjE"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload", "eyJhbGciOiJIUzI1NiJ9"),
+        ('{"password": "s3cr3t-value"}', "s3cr3t-value"),
+        ("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+        ("redis://:topsecret@127.0.0.1:6379/0", "topsecret"),
+        ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        ("DB_PASSWORD: 'hunter2'", "hunter2"),
+    ],
+)
+def test_redaction_masks_obvious_secrets(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+
+
+def test_redaction_keeps_ordinary_log_lines() -> None:
+    line = "2026/11/22 10:00:01 [emerg] 812#812: bind() to 0.0.0.0:80 failed (98: Address already in use)"
+    assert redact(line) == line
+    assert os.environ.get("SENTINEL_NEVER_SET") is None

@@ -1,0 +1,163 @@
+"""The heal graph: which path an incident takes for each kind of outcome.
+
+The planner, policy, runbooks and memory are the real ones; the executor and the verifier are
+scripted here because these tests are about routing. The real executor runs in tests/integration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from helpers import nginx_failure
+
+HEALTHY = {"healthy": True, "checks": []}
+STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
+
+
+class ScriptedExecutor:
+    def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
+        self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
+        self.outputs = outputs or {}
+        self.unreachable = unreachable
+
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str) -> RunReport:
+        self.runs.append((purpose, [step.argv for step in steps]))
+        if self.unreachable and purpose == "remediation":
+            raise HostUnreachable("the host did not answer", field="host", value=target.name)
+        results = tuple(StepResult(argv=s.argv, status="ok", rc=0, stdout=self.outputs.get(" ".join(s.argv), "")) for s in steps)
+        return RunReport(results=results, artifacts="/dev/null", duration_s=0.0)
+
+    @property
+    def remediations(self) -> list[list[tuple[str, ...]]]:
+        return [argvs for purpose, argvs in self.runs if purpose == "remediation"]
+
+
+def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:
+    memory = Memory(tmp_path)
+    answers = iter(verdicts)
+    defaults: dict[str, Any] = dict(
+        planner=OfflinePlanner(RunbookLibrary.load(), memory),
+        policy=load_policy(),
+        executor=executor,
+        target=Target(name="web1", host_vars={}),
+        verify=lambda spec: next(answers),
+        memory=memory,
+        verify_retries=1,
+        verify_wait=0,
+        sleep=lambda seconds: None,
+    )
+    defaults.update(overrides)
+    return Toolkit(**defaults)
+
+
+CONFIG_OK = {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"}
+
+
+def test_healed_on_the_first_attempt(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record", "healed"]
+    assert outcome.state.status == "healed"
+    assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
+    assert outcome.state.episodes and outcome.state.changed
+
+
+def test_second_identical_incident_is_planned_from_memory_without_evidence_commands(tmp_path: Path) -> None:
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY])
+    heal_incident(nginx_failure(pid=10), tools)
+    executor = ScriptedExecutor()
+    tools.executor = executor
+    outcome = heal_incident(nginx_failure(pid=20), tools)
+    assert outcome.state.status == "healed"
+    assert outcome.to_dict()["plan"]["source"] == "memory"
+    assert [purpose for purpose, _argvs in executor.runs] == ["remediation"]
+
+
+def test_failing_verification_retries_with_a_new_plan_then_escalates(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    outcome = heal_incident(nginx_failure("not_running"), _tools(tmp_path, executor, [STILL_DOWN] * 5, max_attempts=2))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record"] * 2 + ["escalate"]
+    assert outcome.state.status == "escalated"
+    assert "not healed after 2 attempts" in outcome.state.reason
+    # never the same plan twice
+    assert executor.remediations == [[("service", "nginx", "start")], [("service", "nginx", "restart")]]
+    assert len(outcome.state.episodes) == 2
+
+
+def test_config_error_escalates_without_running_any_remediation(tmp_path: Path) -> None:
+    executor = ScriptedExecutor({"nginx -t": "nginx: [emerg] unknown directive \"bogus\" in /etc/nginx/sites-enabled/default:3"})
+    outcome = heal_incident(nginx_failure("not_running"), _tools(tmp_path, executor, []))
+    assert outcome.trace.path == ["diagnose", "plan", "record", "escalate"]
+    assert 'unknown directive "bogus"' in outcome.state.reason
+    assert executor.remediations == [] and [purpose for purpose, _argvs in executor.runs] == ["evidence"]
+    assert not outcome.state.changed
+
+
+def test_plan_needing_approval_is_stored_and_nothing_runs(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    policy_file = tmp_path / "strict.yml"
+    policy_file.write_text("version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n")
+    tools = _tools(tmp_path, executor, [], policy=load_policy(policy_file))
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "record", "await_approval"]
+    assert outcome.state.status == "awaiting_approval" and outcome.state.plan_id
+    assert executor.remediations == []
+    stored = tools.memory.pending_plan(outcome.state.plan_id)  # type: ignore[union-attr]
+    assert stored is not None and stored["status"] == "pending" and "rm" in stored["plan_json"]
+
+
+def test_blocked_plan_escalates_and_nothing_runs(tmp_path: Path) -> None:
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "evil.md").write_text(
+        "---\nid: evil\ntitle: evil\nservices: [nginx]\nsteps: ['service {init_service} start', 'dd if=/dev/zero of=/dev/sda']\n"
+        "priority: 1000\n---\n"
+    )
+    executor = ScriptedExecutor(CONFIG_OK)
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [], planner=OfflinePlanner(RunbookLibrary.load([runbooks]), None)))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "record", "escalate"]
+    assert "blocked" in outcome.state.reason and "dd" in outcome.state.reason
+    assert executor.remediations == []
+
+
+def test_check_mode_stops_at_the_guard_and_writes_nothing(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], check_mode=True, memory=None)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "check_only"]
+    assert outcome.state.status == "planned"
+    assert executor.runs == []  # not even evidence commands run in check mode
+    assert Memory(tmp_path).episodes() == []
+
+
+def test_unreachable_host_ends_unreachable(tmp_path: Path) -> None:
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, ScriptedExecutor(CONFIG_OK, unreachable=True), []))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "unreachable"]
+    assert outcome.state.status == "unreachable"
+
+
+def test_verification_is_retried_before_an_attempt_counts_as_failed(tmp_path: Path) -> None:
+    waits: list[float] = []
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [STILL_DOWN, STILL_DOWN, HEALTHY], verify_retries=3, verify_wait=2.0, sleep=waits.append)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "healed" and len(outcome.state.attempts) == 1
+    assert waits == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3])
+def test_attempt_budget_is_respected(tmp_path: Path, max_attempts: int) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [STILL_DOWN] * 10, max_attempts=max_attempts))
+    assert outcome.state.status == "escalated"
+    assert len(executor.remediations) <= max_attempts
