@@ -78,7 +78,6 @@ class RunnerExecutor:
                 inventory={"all": {"hosts": {target.name: dict(target.host_vars)}}},
                 extravars=dict(target.secret_vars) or None,
                 envvars=_environment(target),
-                binary=_ansible_playbook(),
                 ident="run",
                 quiet=True,
                 timeout=self.step_timeout * len(steps) + 60,
@@ -154,19 +153,20 @@ def _environment(target: Target) -> dict[str, str]:
     env.update(target.env)
     if target.config_file:
         env["ANSIBLE_CONFIG"] = target.config_file
+    env["PATH"] = _path_with_ansible_playbook(env.get("PATH", os.defpath))
     # ansible-runner starts from os.environ and only adds envvars on top: blank what must not pass.
     env.update({name: "" for name in removed})
     return env
 
 
-def _ansible_playbook() -> str:
-    beside_python = Path(sys.executable).with_name("ansible-playbook")
-    found = str(beside_python) if beside_python.exists() else shutil.which("ansible-playbook")
-    if not found:
-        raise ExecutorError(
-            "ansible-playbook not found", field="PATH", value=os.environ.get("PATH", ""), hint="install ansible-core on the controller",
-        )
-    return found
+def _path_with_ansible_playbook(path: str) -> str:
+    """The run uses the ansible-playbook of the running Ansible (a virtualenv need not be on PATH)."""
+    running = Path(sys.executable).parent
+    if (running / "ansible-playbook").exists():
+        path = f"{running}{os.pathsep}{path}"
+    if not shutil.which("ansible-playbook", path=path):
+        raise ExecutorError("ansible-playbook not found", field="PATH", value=path, hint="install ansible-core on the controller")
+    return path
 
 
 def _cap(text: str, limit: int) -> str:

@@ -1,0 +1,54 @@
+#!/bin/sh
+# nginx config broken by a typo'd directive (server_nmae), nginx stopped and its start failing.
+# The good config is kept in /var/backups/lab-nginx-default.
+# Usage (as root inside a lab host): sh nginx-config-error.sh break|undo
+set -eu
+
+site=/etc/nginx/sites-available/default
+backup=/var/backups/lab-nginx-default
+
+wait_until() {
+    for _ in $(seq 100); do
+        if "$@"; then return 0; fi
+        sleep 0.1
+    done
+    echo "timed out waiting for: $*" >&2
+    return 1
+}
+
+nginx_answers() {
+    service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
+}
+
+case "${1:-}" in
+break)
+    if [ ! -e "$backup" ]; then
+        cp -p "$site" "$backup"
+    fi
+    sed -i 's/^\([[:space:]]*\)server_name _;/\1server_nmae _;/' "$site"
+    if nginx -t 2>/dev/null; then
+        echo "could not break $site: nginx -t still passes" >&2
+        exit 1
+    fi
+    service nginx stop
+    if service nginx start; then
+        echo "nginx started with a broken config" >&2
+        exit 1
+    fi
+    echo "broke $site (server_nmae); nginx is stopped and will not start"
+    ;;
+undo)
+    if [ -e "$backup" ]; then
+        cp -p "$backup" "$site"
+        rm "$backup"
+    fi
+    if ! nginx_answers; then
+        service nginx start
+    fi
+    wait_until nginx_answers
+    ;;
+*)
+    echo "usage: $0 break|undo" >&2
+    exit 2
+    ;;
+esac

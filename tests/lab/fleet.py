@@ -1,0 +1,855 @@
+"""Lab fleet: real Debian hosts on this machine, without Docker.
+
+Each host is a network namespace on the bridge sentinelbr0 plus private mount,
+pid, uts and ipc namespaces whose root is an overlayfs copy-on-write layer over
+a golden debootstrap image. tini is PID 1; it runs /usr/local/sbin/lab-init,
+which starts nginx, postgresql and redis-server through their sysv init
+scripts and then becomes sshd. Ansible reaches the hosts as user `sentinel`.
+
+Usable as a CLI (see `fleet.py --help`) and as a module for pytest. Needs root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO, TypedDict
+
+LAB_DIR = Path(__file__).resolve().parent
+FAULTS_DIR = LAB_DIR / "faults"
+STATE_DIR = LAB_DIR / ".state"
+STATE_FILE = STATE_DIR / "fleet.json"
+SSH_KEY = STATE_DIR / "ssh" / "id_ed25519"
+
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_CACHE = "/var/cache/sentinel-heal-lab"
+PACKAGES = (
+    "openssh-server",
+    "sudo",
+    "python3",
+    "python3-apt",
+    "tini",
+    "iproute2",
+    "procps",
+    "curl",
+    "nginx-light",
+    "postgresql",
+    "redis-server",
+)
+
+BRIDGE = "sentinelbr0"
+GATEWAY = "10.77.0.1"
+PREFIX_LENGTH = 24
+FIRST_HOST_OCTET = 11
+MAX_HOSTS = 99
+NETNS_PREFIX = "sentinel-node"
+VETH_PREFIX = "shv-node"
+DEFAULT_COUNT = 3
+
+# Hosts started by this Python process, so teardown can reap them instead of leaving zombies.
+_LAUNCHED: dict[int, subprocess.Popen[bytes]] = {}
+
+# Environment for commands run in the image or a host: nothing leaks in from the caller.
+SYSTEM_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+}
+
+REQUIRED_TOOLS = {
+    "debootstrap": "debootstrap",
+    "ip": "iproute2",
+    "unshare": "util-linux",
+    "nsenter": "util-linux",
+    "ssh-keygen": "openssh-client",
+}
+
+# Runs inside the image (chroot, private mount+pid namespaces) after debootstrap.
+# Part of the image hash: editing it rebuilds the image.
+CONFIGURE_IMAGE = r"""
+set -eu
+mount -t proc proc /proc
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+trap 'umount /dev/shm /proc' EXIT
+
+if [ ! -e /var/lib/postgresql/15/main/PG_VERSION ]; then
+    # A failed creation can leave the config behind, which blocks pg_createcluster.
+    pg_dropcluster 15 main 2>/dev/null || true
+    pg_createcluster 15 main
+fi
+
+if ! id sentinel >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/bash sentinel
+fi
+# sshd refuses locked ("!") accounts when PAM is off; "*" only means "no password".
+usermod --password '*' sentinel
+echo 'sentinel ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/sentinel
+chmod 0440 /etc/sudoers.d/sentinel
+
+cat > /etc/ssh/sshd_config.d/lab.conf <<'EOF'
+PermitRootLogin no
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+EOF
+ssh-keygen -A
+
+# Hosts have no network out: with no nameserver lookups fail at once instead of timing out.
+: > /etc/resolv.conf
+
+cat > /usr/local/sbin/lab-init <<'EOF'
+#!/bin/sh
+# Boot script of a lab host; tini (PID 1) runs it. /run is a fresh tmpfs.
+install -d -m 0755 /run/sshd
+install -d -m 1777 /run/lock
+for service in nginx postgresql redis-server; do
+    service "$service" start || echo "lab-init: $service did not start" >&2
+done
+exec /usr/sbin/sshd -D -e
+EOF
+chmod 0755 /usr/local/sbin/lab-init
+
+rm -f /usr/sbin/policy-rc.d
+apt-get clean
+"""
+
+# Runs as PID 1 of a fresh host's namespaces, then becomes tini inside the chroot.
+# The mounts live only in the host's private mount namespace and vanish with it.
+BOOT_HOST = r"""
+set -eu
+image=$1 upper=$2 work=$3 root=$4 name=$5
+mount -t overlay overlay -o "lowerdir=$image,upperdir=$upper,workdir=$work" "$root"
+mount -t proc proc "$root/proc"
+mount -t sysfs -o ro sysfs "$root/sys"
+mount -t tmpfs -o mode=0755,size=1m tmpfs "$root/dev"
+mknod -m 0666 "$root/dev/null" c 1 3
+mknod -m 0666 "$root/dev/zero" c 1 5
+mknod -m 0666 "$root/dev/full" c 1 7
+mknod -m 0666 "$root/dev/random" c 1 8
+mknod -m 0666 "$root/dev/urandom" c 1 9
+mknod -m 0666 "$root/dev/tty" c 5 0
+ln -s /proc/self/fd "$root/dev/fd"
+ln -s /proc/self/fd/0 "$root/dev/stdin"
+ln -s /proc/self/fd/1 "$root/dev/stdout"
+ln -s /proc/self/fd/2 "$root/dev/stderr"
+mkdir "$root/dev/pts" "$root/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$root/dev/pts"
+ln -s pts/ptmx "$root/dev/ptmx"
+mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
+mount -t tmpfs -o mode=0755 tmpfs "$root/run"
+hostname "$name"
+exec chroot "$root" /usr/bin/tini -- /usr/local/sbin/lab-init
+"""
+
+
+class LabError(Exception):
+    """The lab cannot do what was asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+
+    @property
+    def netns(self) -> str:
+        return f"sentinel-{self.name}"
+
+    @property
+    def veth(self) -> str:
+        return f"shv-{self.name}"
+
+    @property
+    def state_dir(self) -> Path:
+        return STATE_DIR / "hosts" / self.name
+
+    @property
+    def upper(self) -> Path:
+        return self.state_dir / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.state_dir / "work"
+
+    @property
+    def rootfs(self) -> Path:
+        return self.state_dir / "rootfs"
+
+    @property
+    def console_log(self) -> Path:
+        return self.state_dir / "console.log"
+
+
+@dataclass(frozen=True)
+class Process:
+    """A PID plus its start time, so a recycled PID is never mistaken for ours."""
+
+    pid: int
+    start_time: int
+
+    @classmethod
+    def of(cls, pid: int) -> Process | None:
+        stat = _read_stat(pid)
+        return None if stat is None else cls(pid, stat[1])
+
+    def running(self) -> bool:
+        stat = _read_stat(self.pid)
+        return stat is not None and stat[1] == self.start_time and stat[0] not in "ZX"
+
+
+class HostRecord(TypedDict):
+    """A host's processes in fleet.json, each as [pid, start time]."""
+
+    unshare: list[int]
+    init: list[int]
+
+
+class FleetState(TypedDict):
+    image: str
+    hosts: dict[str, HostRecord]
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    name: str
+    address: str
+    up: bool
+    pid: int | None
+    problems: tuple[str, ...]
+
+
+def host_names(count: int = DEFAULT_COUNT) -> list[str]:
+    return [f"node{index}" for index in range(1, count + 1)]
+
+
+def address(name: str) -> str:
+    """IP address of a lab host: node1 is 10.77.0.11, node2 10.77.0.12, ..."""
+    index = int(name.removeprefix("node"))
+    return f"10.77.0.{FIRST_HOST_OCTET + index - 1}"
+
+
+HOSTS = tuple(host_names())
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SENTINEL_LAB_CACHE", DEFAULT_CACHE))
+
+
+def image_dir() -> Path:
+    recipe = json.dumps([SUITE, "minbase", PACKAGES, CONFIGURE_IMAGE])
+    return cache_dir() / f"image-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+
+
+# ---------------------------------------------------------------- public API
+
+
+def build_image() -> Path:
+    """Build the golden image unless it exists; return its root directory."""
+    _require_root_and_tools()
+    with _lab_lock():
+        return _ensure_image()
+
+
+def up(count: int = DEFAULT_COUNT, timeout: float = 60.0) -> list[Host]:
+    """Start `count` hosts and return once sshd and every service answer."""
+    if not 1 <= count <= MAX_HOSTS:
+        raise LabError(f"count must be between 1 and {MAX_HOSTS}, not {count}")
+    _require_root_and_tools()
+    with _lab_lock():
+        hosts = [Host(name, address(name)) for name in host_names(count)]
+        recorded = _load_state()
+        if _fleet_running(recorded, hosts):
+            return hosts
+        _teardown(recorded)
+        image = _ensure_image()
+        public_key = _ensure_ssh_key()
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        state: FleetState = {"image": str(image), "hosts": {}}
+        _create_bridge()
+        for host in hosts:
+            _create_host_network(host)
+            _prepare_host_layer(host, image, public_key, hosts)
+            state["hosts"][host.name] = _start_host(host, image)
+            _save_state(state)
+        _wait_until_ready(hosts, state, timeout)
+        return hosts
+
+
+def down() -> None:
+    """Remove every trace of the fleet; safe after a crash, a partial up, or twice."""
+    _require_root_and_tools()
+    with _lab_lock():
+        _teardown(_load_state())
+
+
+def status() -> list[HostStatus]:
+    """State of each recorded host (or of the default hosts when none is recorded)."""
+    _require_root()
+    state = _load_state()
+    names = list(state["hosts"]) or host_names()
+    statuses = []
+    for name in names:
+        host = Host(name, address(name))
+        init = _recorded_init(state, name)
+        if init is None:
+            statuses.append(HostStatus(name, host.address, False, None, ()))
+        else:
+            problems = tuple(_unready_checks(host, init, list(HEALTH_CHECKS)))
+            statuses.append(HostStatus(name, host.address, True, init.pid, problems))
+    return statuses
+
+
+def run_in(
+    host: str,
+    argv: Sequence[str],
+    *,
+    input_text: str | None = None,
+    capture: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run argv as root inside a running host; the result holds rc and output."""
+    _require_root()
+    init = _recorded_init(_load_state(), host)
+    if init is None:
+        raise LabError(f"{host} is not running (fleet.py up)")
+    return _run_in_process(init, argv, input_text=input_text, capture=capture, timeout=timeout)
+
+
+def list_faults() -> dict[str, str]:
+    """Fault name -> one-line summary, from the scripts in tests/lab/faults/."""
+    faults = {}
+    for script in sorted(FAULTS_DIR.glob("*.sh")):
+        summary_lines = [line for line in script.read_text().splitlines() if line.startswith("# ")]
+        faults[script.stem] = summary_lines[0].removeprefix("# ") if summary_lines else ""
+    return faults
+
+
+def inject(host: str, fault: str) -> subprocess.CompletedProcess[str]:
+    """Break a host with a fault script; raises LabError when the break did not take."""
+    return _run_fault(host, fault, "break")
+
+
+def undo(host: str, fault: str) -> subprocess.CompletedProcess[str]:
+    """Repair what `inject` broke; a no-op on a healthy host."""
+    return _run_fault(host, fault, "undo")
+
+
+# ------------------------------------------------------------ preconditions
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab needs root (namespaces, mounts, bridges): run it with sudo")
+
+
+def _require_root_and_tools() -> None:
+    _require_root()
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        packages = sorted({REQUIRED_TOOLS[tool] for tool in missing})
+        raise LabError(f"missing tools: {', '.join(missing)}; install with: apt-get install {' '.join(packages)}")
+
+
+@contextlib.contextmanager
+def _lab_lock() -> Iterator[None]:
+    """One image build / up / down at a time on this machine: they share the bridge and IPs."""
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "lab.lock", "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        yield
+
+
+# -------------------------------------------------------------------- image
+
+
+def _ensure_image() -> Path:
+    final = image_dir()
+    if (final / "complete").exists():
+        return final / "rootfs"
+    _remove_abandoned_builds()
+    mirror = os.environ.get("SENTINEL_LAB_MIRROR", DEFAULT_MIRROR)
+    build = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir()))
+    rootfs = build / "rootfs"
+    log_path = build / "build.log"
+    print(f"building lab image {final.name} from {mirror} (about a minute)...", file=sys.stderr)
+    started = time.monotonic()
+    try:
+        with log_path.open("w") as log:
+            _build_step(log, ["debootstrap", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), mirror])
+            policy = rootfs / "usr/sbin/policy-rc.d"
+            policy.write_text("#!/bin/sh\n# The image build must not start services.\nexit 101\n")
+            policy.chmod(0o755)
+            _build_step(log, _in_build_namespace(rootfs, ["/debootstrap/debootstrap", "--second-stage"]))
+            _build_step(log, _in_build_namespace(rootfs, ["/bin/sh", "-c", CONFIGURE_IMAGE]))
+    except subprocess.CalledProcessError as error:
+        raise LabError(f"image build failed ({error.cmd[0]}); see {log_path}") from error
+    finally:
+        _kill_and_wait(_processes_rooted_under(rootfs))
+        _unmount_under(build)
+    elapsed = time.monotonic() - started
+    (build / "complete").write_text(json.dumps({"packages": PACKAGES, "seconds": round(elapsed, 1)}) + "\n")
+    build.chmod(0o755)
+    os.rename(build, final)
+    print(f"lab image built in {elapsed:.0f} s: {final}", file=sys.stderr)
+    return final / "rootfs"
+
+
+def _remove_abandoned_builds() -> None:
+    for leftover in cache_dir().glob(".image-*"):
+        _kill_and_wait(_processes_rooted_under(leftover))
+        _unmount_under(leftover)
+        shutil.rmtree(leftover)
+
+
+def _in_build_namespace(rootfs: Path, argv: list[str]) -> list[str]:
+    """Command that runs argv chrooted in rootfs; its mounts and processes die with it."""
+    return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private", "--", "chroot", str(rootfs), *argv]
+
+
+def _build_step(log: TextIO, argv: list[str]) -> None:
+    env = SYSTEM_ENV | {"DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+
+
+# -------------------------------------------------------------------- hosts
+
+
+def _ensure_ssh_key() -> str:
+    if not SSH_KEY.exists():
+        SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sentinel-heal-lab", "-f", str(SSH_KEY)], check=True)
+    return SSH_KEY.with_suffix(".pub").read_text()
+
+
+def _create_bridge() -> None:
+    if _link_exists(BRIDGE):
+        return
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{GATEWAY}/{PREFIX_LENGTH}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+
+
+def _create_host_network(host: Host) -> None:
+    _ip("netns", "add", host.netns)
+    _ip("link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.netns)
+    _ip("link", "set", host.veth, "master", BRIDGE, "up")
+    _ip("-n", host.netns, "addr", "add", f"{host.address}/{PREFIX_LENGTH}", "dev", "eth0")
+    _ip("-n", host.netns, "link", "set", "eth0", "up")
+    _ip("-n", host.netns, "link", "set", "lo", "up")
+    _ip("-n", host.netns, "route", "add", "default", "via", GATEWAY)
+
+
+def _prepare_host_layer(host: Host, image: Path, public_key: str, fleet: list[Host]) -> None:
+    """Seed the host's upper layer with its identity and the lab's SSH key."""
+    for directory in (host.upper, host.work, host.rootfs):
+        directory.mkdir(parents=True)
+    hosts_file = "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
+    hosts_file += "".join(f"{peer.address}\t{peer.name}\n" for peer in fleet)
+    sentinel_home = (image / "home/sentinel").stat()
+    sentinel = (sentinel_home.st_uid, sentinel_home.st_gid)
+    _add_to_layer(image, host.upper, "etc/hostname", f"{host.name}\n", 0o644, (0, 0))
+    _add_to_layer(image, host.upper, "etc/hosts", hosts_file, 0o644, (0, 0))
+    _add_to_layer(image, host.upper, "home/sentinel/.ssh/authorized_keys", public_key, 0o600, sentinel)
+
+
+def _add_to_layer(image: Path, upper: Path, relative: str, content: str, mode: int, owner: tuple[int, int]) -> None:
+    """Write a file into an overlay upper layer.
+
+    A directory present in both layers shows the upper one's owner and mode, so
+    directories that exist in the image are created with the image's attributes.
+    """
+    parts = Path(relative).parts
+    for depth in range(1, len(parts)):
+        directory = Path(*parts[:depth])
+        target = upper / directory
+        if target.exists():
+            continue
+        target.mkdir()
+        lower = image / directory
+        if lower.is_dir():
+            lower_stat = lower.stat()
+            os.chmod(target, lower_stat.st_mode & 0o7777)
+            os.chown(target, lower_stat.st_uid, lower_stat.st_gid)
+        else:
+            os.chmod(target, 0o700)
+            os.chown(target, *owner)
+    path = upper / relative
+    path.write_text(content)
+    os.chmod(path, mode)
+    os.chown(path, *owner)
+
+
+def _start_host(host: Host, image: Path) -> HostRecord:
+    namespaces = ["unshare", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private"]
+    boot = ["sh", "-c", BOOT_HOST, "lab-boot", str(image), str(host.upper), str(host.work), str(host.rootfs), host.name]
+    argv = ["ip", "netns", "exec", host.netns, *namespaces, "--", *boot]
+    with host.console_log.open("ab") as console:
+        launched = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, env=SYSTEM_ENV, start_new_session=True)
+    _LAUNCHED[launched.pid] = launched
+    unshare = Process.of(launched.pid)
+    init = _wait_for_child(launched.pid)
+    if unshare is None or init is None:
+        raise LabError(f"{host.name} did not start; see {host.console_log}")
+    return {"unshare": [unshare.pid, unshare.start_time], "init": [init.pid, init.start_time]}
+
+
+def _wait_for_child(pid: int, timeout: float = 5.0) -> Process | None:
+    children_file = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            children = children_file.read_text().split()
+            if children:
+                return Process.of(int(children[0]))
+        time.sleep(0.01)
+    return None
+
+
+def _booted(host: Host, init: Process) -> bool:
+    """True once PID 1 of the host has chrooted into the host's root."""
+    with contextlib.suppress(OSError):
+        return os.readlink(f"/proc/{init.pid}/root") == str(host.rootfs)
+    return False
+
+
+def _run_in_process(
+    init: Process,
+    argv: Sequence[str],
+    *,
+    input_text: str | None = None,
+    capture: bool = True,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    command = ["nsenter", f"--target={init.pid}", "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wdns=/", "--", *argv]
+    env = SYSTEM_ENV | {"TERM": os.environ.get("TERM", "dumb")}
+    return subprocess.run(command, check=False, input=input_text, capture_output=capture, text=True, env=env, timeout=timeout)
+
+
+def _run_fault(host: str, fault: str, action: str) -> subprocess.CompletedProcess[str]:
+    if fault not in list_faults():
+        raise LabError(f"unknown fault {fault!r}; known: {', '.join(list_faults())}")
+    script = (FAULTS_DIR / f"{fault}.sh").read_text()
+    result = run_in(host, ["sh", "-s", "--", action], input_text=script, timeout=120)
+    if result.returncode != 0:
+        raise LabError(f"{fault} {action} on {host} failed (rc {result.returncode}):\n{result.stdout}{result.stderr}")
+    return result
+
+
+# ------------------------------------------------------------------- health
+
+
+def _ssh_answers(host: Host, init: Process) -> bool:
+    try:
+        with socket.create_connection((host.address, 22), timeout=1) as connection:
+            return connection.recv(4) == b"SSH-"
+    except OSError:
+        return False
+
+
+def _nginx_answers(host: Host, init: Process) -> bool:
+    connection = http.client.HTTPConnection(host.address, 80, timeout=1)
+    try:
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        # Another program squatting on port 80 may answer 200 too.
+        return response.status == 200 and response.getheader("Server", "").startswith("nginx")
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+def _postgresql_answers(host: Host, init: Process) -> bool:
+    # As postgres, so peer authentication succeeds and the server log gets no FATAL per probe.
+    probe = ["runuser", "-u", "postgres", "--", "pg_isready", "-q"]
+    return _run_in_process(init, probe, timeout=10).returncode == 0
+
+
+def _redis_answers(host: Host, init: Process) -> bool:
+    return _run_in_process(init, ["redis-cli", "ping"], timeout=10).stdout.strip() == "PONG"
+
+
+HEALTH_CHECKS: dict[str, Callable[[Host, Process], bool]] = {
+    "ssh": _ssh_answers,
+    "nginx": _nginx_answers,
+    "postgresql": _postgresql_answers,
+    "redis": _redis_answers,
+}
+
+
+def _unready_checks(host: Host, init: Process, checks: Sequence[str]) -> list[str]:
+    """Names of the failing checks: all of them while the host is still booting."""
+    if not _booted(host, init):
+        return list(checks)
+    return [name for name in checks if not HEALTH_CHECKS[name](host, init)]
+
+
+def _wait_until_ready(hosts: list[Host], state: FleetState, timeout: float) -> None:
+    pending = {host: list(HEALTH_CHECKS) for host in hosts}
+    deadline = time.monotonic() + timeout
+    while True:
+        for host in list(pending):
+            init = _recorded_init(state, host.name)
+            if init is None:
+                raise LabError(f"{host.name} died while booting; see {host.console_log}")
+            pending[host] = _unready_checks(host, init, pending[host])
+            if not pending[host]:
+                del pending[host]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            waiting = "; ".join(f"{host.name}: {', '.join(checks)}" for host, checks in pending.items())
+            raise LabError(f"hosts not ready after {timeout:.0f} s ({waiting}); see tests/lab/.state/hosts/*/console.log, then run fleet.py down")
+        time.sleep(0.1)
+
+
+# ----------------------------------------------------------------- teardown
+
+
+def _teardown(state: FleetState) -> None:
+    recorded = [Process(*process) for host_state in state["hosts"].values() for process in (host_state["init"], host_state["unshare"])]
+    stray_netns = _lab_netns()
+    victims = {process.pid for process in recorded if process.running()}
+    for netns in stray_netns:
+        victims |= {int(pid) for pid in _ip("netns", "pids", netns).stdout.split()}
+    victims |= _processes_rooted_under(STATE_DIR)
+    _kill_and_wait(victims)
+    for netns in stray_netns:
+        _ip("netns", "delete", netns)
+    _delete_lab_links()
+    for launched in _LAUNCHED.values():
+        launched.wait()
+    _LAUNCHED.clear()
+    _unmount_under(STATE_DIR)
+    if STATE_DIR.exists():
+        shutil.rmtree(STATE_DIR)
+
+
+def _delete_lab_links(timeout: float = 10.0) -> None:
+    """Delete the bridge and veths; veths of deleted netns vanish on their own, a bit later."""
+    deadline = time.monotonic() + timeout
+    while links := _lab_links():
+        if time.monotonic() > deadline:
+            raise LabError(f"network links would not go away: {', '.join(links)}")
+        for link in links:
+            _ip("link", "delete", link, check=False)
+        time.sleep(0.05)
+
+
+def _kill_and_wait(pids: set[int], timeout: float = 15.0) -> None:
+    """SIGKILL by PID, pid-namespace inits first.
+
+    Killing a namespace's PID 1 makes the kernel kill the whole namespace, and
+    the unshare process above it then reaps it and exits on its own. Killing
+    that unshare at the same time would leave the init as an orphaned zombie.
+    """
+    namespace_inits = {pid for pid in pids if _is_namespace_init(pid)}
+    if namespace_inits:
+        _kill(namespace_inits)
+        _wait_for_exit(pids, timeout=2.0)
+    _kill(_still_running(pids))
+    survivors = _wait_for_exit(pids, timeout)
+    if survivors:
+        raise LabError(f"processes did not exit after SIGKILL: {sorted(survivors)}")
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _wait_for_exit(pids: set[int], timeout: float) -> set[int]:
+    """Wait until the processes are gone or zombies; return those still running."""
+    deadline = time.monotonic() + timeout
+    while (running := _still_running(pids)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return running
+
+
+def _still_running(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if (stat := _read_stat(pid)) is not None and stat[0] not in "ZX"}
+
+
+def _is_namespace_init(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                namespace_pids = line.split()[1:]
+                return len(namespace_pids) > 1 and namespace_pids[-1] == "1"
+    return False
+
+
+def _processes_rooted_under(directory: Path) -> set[int]:
+    prefix = f"{directory}/"
+    rooted = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if f"{os.readlink(entry / 'root')}/".startswith(prefix):
+                    rooted.add(int(entry.name))
+    return rooted
+
+
+def _unmount_under(directory: Path) -> None:
+    for mount_point in sorted(_mounts_under(directory), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", mount_point], check=True)
+
+
+def _mounts_under(directory: Path) -> list[str]:
+    prefix = f"{directory}/"
+    mount_points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        mount_point = _unescape_mountinfo(line.split()[4])
+        if f"{mount_point}/".startswith(prefix):
+            mount_points.append(mount_point)
+    return mount_points
+
+
+def _unescape_mountinfo(field: str) -> str:
+    """Mount points in mountinfo have space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape[1], 8)), field)
+
+
+def _lab_netns() -> list[str]:
+    names = (line.split()[0] for line in _ip("netns", "list").stdout.splitlines() if line.strip())
+    return [name for name in names if name.startswith(NETNS_PREFIX)]
+
+
+def _lab_links() -> list[str]:
+    links = []
+    for line in _ip("-o", "link", "show").stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name == BRIDGE or name.startswith(VETH_PREFIX):
+            links.append(name)
+    return links
+
+
+# -------------------------------------------------------------------- state
+
+
+def _load_state() -> FleetState:
+    try:
+        state: FleetState = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        return {"image": "", "hosts": {}}
+    return state
+
+
+def _save_state(state: FleetState) -> None:
+    temporary = STATE_FILE.with_suffix(".tmp")
+    temporary.write_text(json.dumps(state, indent=2) + "\n")
+    temporary.replace(STATE_FILE)
+
+
+def _recorded_init(state: FleetState, name: str) -> Process | None:
+    """PID 1 of a host if it is still the process the state file recorded."""
+    host_state = state["hosts"].get(name)
+    if host_state is None:
+        return None
+    init = Process(*host_state["init"])
+    return init if init.running() else None
+
+
+def _fleet_running(state: FleetState, hosts: list[Host]) -> bool:
+    if sorted(state["hosts"]) != sorted(host.name for host in hosts):
+        return False
+    return all((init := _recorded_init(state, host.name)) is not None and _booted(host, init) for host in hosts)
+
+
+def _read_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of a process, or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[19])
+
+
+def _link_exists(name: str) -> bool:
+    return _ip("link", "show", "dev", name, check=False).returncode == 0
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+# ---------------------------------------------------------------------- CLI
+
+
+def _print_status(statuses: list[HostStatus]) -> None:
+    print(f"{'HOST':<8}{'STATE':<7}{'PID':<9}{'ADDRESS':<13}PROBLEMS")
+    for host in statuses:
+        problems = ", ".join(host.problems) if host.up else ""
+        print(f"{host.name:<8}{'up' if host.up else 'down':<7}{host.pid or '-'!s:<9}{host.address:<13}{problems or '-'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("image", help="build the golden image if missing")
+    up_parser = commands.add_parser("up", help="start the hosts (no-op when already up)")
+    up_parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
+    up_parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for services")
+    commands.add_parser("down", help="stop the hosts and remove all lab state")
+    commands.add_parser("status", help="show each host")
+    exec_parser = commands.add_parser("exec", help="run a command as root inside a host: exec HOST -- CMD...")
+    exec_parser.add_argument("host")
+    exec_parser.add_argument("argv", nargs=argparse.REMAINDER)
+    fault_parser = commands.add_parser("fault", help="break a host (or repair it with --undo)")
+    fault_parser.add_argument("host")
+    fault_parser.add_argument("fault")
+    fault_parser.add_argument("--undo", action="store_true")
+    commands.add_parser("faults", help="list the faults")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "image":
+            print(build_image())
+        elif args.command == "up":
+            started = time.monotonic()
+            hosts = up(args.count, args.timeout)
+            print(f"{len(hosts)} hosts up in {time.monotonic() - started:.1f} s: {', '.join(h.name for h in hosts)}")
+        elif args.command == "down":
+            down()
+        elif args.command == "status":
+            _print_status(status())
+        elif args.command == "exec":
+            command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not command:
+                parser.error("exec needs a command: exec HOST -- CMD...")
+            return run_in(args.host, command, capture=False).returncode
+        elif args.command == "fault":
+            result = undo(args.host, args.fault) if args.undo else inject(args.host, args.fault)
+            print(result.stdout + result.stderr, end="")
+        elif args.command == "faults":
+            for name, summary in list_faults().items():
+                print(f"{name:<20}{summary}")
+    except LabError as error:
+        print(f"fleet.py: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
