@@ -1,0 +1,109 @@
+"""Integration tests against the lab fleet: real hosts, real services, the real playbook.
+
+The fleet is started once per session and torn down at the end, also when a test fails.
+Each test undoes the faults it injected, so the next one starts from a healthy fleet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "lab"))
+
+import fleet  # noqa: E402  (tests/lab is not a package)
+
+RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    output: str
+
+    @property
+    def recap(self) -> dict[str, dict[str, int]]:
+        return {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")} for m in RECAP.finditer(self.output)}
+
+
+def run_playbook(playbook: str, *args: str, state_dir: Path) -> PlaybookRun:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *args]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr)
+
+
+def episodes(state_dir: Path) -> list[dict[str, Any]]:
+    path = state_dir / "memory.sqlite3"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    rows = [dict(row) for row in conn.execute("SELECT * FROM episodes ORDER BY id")]
+    conn.close()
+    for row in rows:
+        for key in ("plan_json", "verdicts_json", "results_json", "evidence_json"):
+            row[key.removesuffix("_json")] = json.loads(row[key]) if row[key] else None
+    return rows
+
+
+def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
+    """Every (purpose, argv) ansible-runner executed on the host, read back from the kept artifacts."""
+    ran = []
+    for run_dir in sorted((state_dir / "runs" / host).glob("*")):
+        purpose = run_dir.name.split("-")[1]
+        for event_file in (run_dir / "artifacts" / "run" / "job_events").glob("*.json"):
+            event = json.loads(event_file.read_text())
+            if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+                ran.append((purpose, event["event_data"]["res"]["cmd"]))
+    return ran
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Any]:
+    if os.geteuid() != 0:
+        pytest.fail("the lab fleet needs root (network namespaces, mounts): run the tests as root")
+    fleet.down()  # a fleet left running (by hand, or by an interrupted run) may carry faults: start clean
+    fleet.up()
+    try:
+        yield fleet
+    finally:
+        fleet.down()
+
+
+class Faults:
+    def __init__(self, lab: Any) -> None:
+        self.lab = lab
+        self.injected: list[tuple[str, str]] = []
+
+    def inject(self, host: str, fault: str) -> None:
+        self.injected.append((host, fault))
+        self.lab.inject(host, fault)
+
+    def undo_all(self) -> None:
+        for host, fault in reversed(self.injected):
+            self.lab.undo(host, fault)
+
+
+@pytest.fixture
+def faults(lab: Any) -> Iterator[Faults]:
+    injected = Faults(lab)
+    yield injected
+    injected.undo_all()
+
+
+def sh(lab: Any, host: str, *argv: str) -> str:
+    """Run a command on a lab host, outside Ansible; returns stdout and stderr."""
+    proc = lab.run_in(host, list(argv), timeout=30)
+    return f"{proc.stdout}{proc.stderr}"

@@ -1,0 +1,102 @@
+"""Acceptance of the walking skeleton on the lab fleet, through `ansible-playbook playbooks/heal.yml`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import Faults, commands_run, episodes, run_playbook, sh
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_argv, load_policy
+
+HEAL = "playbooks/heal.yml"
+
+
+def nginx_serves_its_own_page(lab: Any, host: str) -> bool:
+    headers = sh(lab, host, "curl", "-sS", "-D", "-", "-o", "/dev/null", "http://127.0.0.1/")
+    return " 200 " in headers.splitlines()[0] and "Server: nginx" in headers
+
+
+def test_a_healthy_fleet_is_left_untouched(lab: Any, tmp_path: Path) -> None:
+    run = run_playbook(HEAL, state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    assert set(run.recap) == {"node1", "node2", "node3"}
+    assert all(counts["changed"] == 0 and counts["failed"] == 0 for counts in run.recap.values()), run.recap
+    assert "every declared service is healthy" in run.output
+    assert episodes(tmp_path) == [] and not (tmp_path / "runs").exists()
+
+
+def test_killed_services_on_three_hosts_are_healed_in_one_run(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "nginx-killed")
+    faults.inject("node2", "postgres-killed")
+    faults.inject("node3", "redis-killed")
+    run = run_playbook(HEAL, state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    assert {host: counts["changed"] for host, counts in run.recap.items()} == {"node1": 1, "node2": 1, "node3": 1}
+    healed = {(e["host"], e["service"]): e for e in episodes(tmp_path)}
+    assert set(healed) == {("node1", "nginx"), ("node2", "postgresql"), ("node3", "redis")}
+    assert all(e["outcome"] == "healed" and e["verified"] == 1 and e["plan_source"] == "runbook" for e in healed.values())
+    assert healed[("node1", "nginx")]["plan_reference"] == "nginx-stale-pid"
+    assert healed[("node2", "postgresql")]["plan_reference"] == "postgres-stale-postmaster"
+    assert healed[("node3", "redis")]["plan_reference"] == "redis-killed"
+    # checked independently of sentinel.heal, on the hosts themselves
+    assert nginx_serves_its_own_page(lab, "node1")
+    assert "accepting connections" in sh(lab, "node2", "runuser", "-u", "postgres", "--", "pg_isready")
+    assert sh(lab, "node3", "redis-cli", "ping").strip() == "PONG"
+
+
+def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node2", "nginx-port-squat")
+    squatter = int(sh(lab, "node2", "cat", "/run/lab-squatter.pid"))
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    [episode] = episodes(tmp_path)
+    assert episode["failure_class"] == "port_conflict" and episode["outcome"] == "healed"
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", str(squatter)], ["service", "nginx", "start"]]
+    assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "service-control"]
+    assert nginx_serves_its_own_page(lab, "node2")
+
+
+def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_policy(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node3", "nginx-config-error")
+    run = run_playbook(HEAL, "--limit", "node3", state_dir=tmp_path)
+    assert run.rc == 2 and run.recap["node3"]["failed"] == 1, run.output
+    assert "nginx escalated" in run.output
+    assert 'unknown directive "server_nmae" in /etc/nginx/sites-enabled/default:46' in run.output
+    [episode] = episodes(tmp_path)
+    assert episode["outcome"] == "escalated" and episode["plan_reference"] == "nginx-config-error"
+    # nothing but the read-only evidence command ran, and the policy allows it for this incident
+    ran = commands_run(tmp_path, "node3")
+    assert ran == [("evidence", ["nginx", "-t"])]
+    failure = Failure(host="node3", service="nginx", failure_class=episode["failure_class"], summary=episode["error_text"],
+                      evidence=episode["evidence"], spec={"name": "nginx"})
+    policy = load_policy()
+    assert all(evaluate_argv(argv, PolicyContext.from_failure(failure), policy).decision is Decision.ALLOW for _purpose, argv in ran)
+    # still broken: sentinel.heal did not restart it in a loop
+    assert "nginx is not running" in sh(lab, "node3", "service", "nginx", "status")
+
+
+def test_the_second_identical_fault_is_planned_from_memory_and_says_so(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "nginx-killed")
+    first = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert first.rc == 0 and "[plan from runbook nginx-stale-pid]" in first.output, first.output
+    faults.inject("node1", "nginx-killed")
+    second = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert second.rc == 0, second.output
+    first_episode, second_episode = episodes(tmp_path)
+    assert second_episode["plan_source"] == "memory" and second_episode["plan_reference"] == f"episode {first_episode['id']}"
+    assert f"[plan from memory episode {first_episode['id']}]" in second.output
+    assert second_episode["fingerprint"] == first_episode["fingerprint"]
+    assert second_episode["outcome"] == "healed" and nginx_serves_its_own_page(lab, "node1")
+    # memory skipped the evidence run: one ansible-runner run for the second incident
+    assert [purpose for purpose, _argv in commands_run(tmp_path, "node1")].count("evidence") == 1
+
+
+def test_check_mode_shows_the_plan_and_changes_nothing(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "redis-killed")
+    run = run_playbook(HEAL, "--limit", "node1", "--check", state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    assert "redis would be planned (check mode): service redis-server start" in run.output
+    assert episodes(tmp_path) == [] and not (tmp_path / "runs").exists()
+    assert "Connection refused" in sh(lab, "node1", "redis-cli", "ping")
