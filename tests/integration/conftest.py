@@ -23,7 +23,9 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
 import fleet  # noqa: E402  (tests/lab is not a package)
 
-RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M)
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M,
+)
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""How much the heal loop costs against a hand-written playbook, on the lab fleet.
+
+Both run in this process's loop, interleaved, on the same hosts:
+  * healthy sweep: playbooks/heal.yml over the healthy 3-host fleet vs bench/handwritten_check.yml
+  * one heal: nginx killed on node1, playbooks/heal.yml (fresh memory, so the runbook path with
+    its evidence run) vs bench/handwritten_restart.yml; and heal.yml again with the fix in memory.
+Prints medians and ratios against the targets (sweep within 1.5x, one heal within 3x).
+Run as root: `make bench`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "lab"))
+
+import fleet  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def timed_playbook(playbook: str, *args: str) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(["ansible-playbook", playbook, "-i", "inventories/lab", *args], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{playbook} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return elapsed
+
+
+def nginx_is_healthy() -> bool:
+    return fleet.run_in("node1", ["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1/"]).returncode == 0
+
+
+def main() -> None:
+    fleet.down()
+    fleet.up()
+    state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
+    timed_playbook("playbooks/heal.yml", "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
+    timed_playbook("bench/handwritten_check.yml")
+    sweep, check, heal_runbook, heal_memory, restart = [], [], [], [], []
+    for round_number in range(ROUNDS):
+        check.append(timed_playbook("bench/handwritten_check.yml"))
+        sweep.append(timed_playbook("playbooks/heal.yml", "-e", f"autoheal_state_dir={state}"))
+
+        fleet.inject("node1", "nginx-killed")
+        restart.append(timed_playbook("bench/handwritten_restart.yml", "--limit", "node1"))
+        assert nginx_is_healthy()
+
+        fleet.inject("node1", "nginx-killed")
+        fresh = state / f"fresh-{round_number}"
+        heal_runbook.append(timed_playbook("playbooks/heal.yml", "--limit", "node1", "-e", f"autoheal_state_dir={fresh}"))
+        assert nginx_is_healthy()
+
+        fleet.inject("node1", "nginx-killed")
+        heal_memory.append(timed_playbook("playbooks/heal.yml", "--limit", "node1", "-e", f"autoheal_state_dir={fresh}"))
+        assert nginx_is_healthy()
+    fleet.down()
+
+    def row(name: str, samples: list[float], baseline: list[float], target: float | None) -> None:
+        ratio = statistics.median(samples) / statistics.median(baseline)
+        verdict = "" if target is None else f"  target <= {target:.1f}x: {'met' if ratio <= target else 'MISSED'}"
+        print(f"{name:<44} median {statistics.median(samples):6.2f} s  ratio {ratio:4.2f}x{verdict}")
+
+    print(f"sentinel.heal speed on the lab fleet, {ROUNDS} interleaved rounds")
+    row("hand-written check (3 hosts, 3 services)", check, check, None)
+    row("heal.yml healthy sweep (3 hosts)", sweep, check, 1.5)
+    row("hand-written restart of killed nginx", restart, restart, None)
+    row("heal.yml, killed nginx, runbook path", heal_runbook, restart, 3.0)
+    row("heal.yml, killed nginx, fix from memory", heal_memory, restart, 3.0)
+
+
+if __name__ == "__main__":
+    main()
