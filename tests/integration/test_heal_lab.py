@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,26 @@ def test_the_second_identical_fault_is_planned_from_memory_and_says_so(lab: Any,
     assert second_episode["outcome"] == "healed" and nginx_serves_its_own_page(lab, "node1")
     # memory skipped the evidence run: one ansible-runner run for the second incident
     assert [purpose for purpose, _argv in commands_run(tmp_path, "node1")].count("evidence") == 1
+
+
+def test_a_plan_needing_approval_is_stored_and_nothing_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yml"
+    policy.write_text(
+        "version: 1\n"
+        "rules:\n"
+        "  - {id: service-control, executable: service, argv: ['{init_service}', [start, restart]], decision: allow, become: true}\n"
+    )
+    faults.inject("node1", "nginx-killed")
+    run = run_playbook(HEAL, "--limit", "node1", "-e", f"autoheal_policy_file={policy}", state_dir=tmp_path / "state")
+    assert run.rc == 0 and run.recap["node1"]["changed"] == 0, run.output
+    [episode] = episodes(tmp_path / "state")
+    assert episode["outcome"] == "awaiting_approval"
+    assert [v["decision"] for v in episode["verdicts"]] == ["approve", "allow"]
+    assert "nginx awaits approval of plan" in run.output and "rm -f /run/nginx.pid" in run.output
+    conn = sqlite3.connect(tmp_path / "state" / "memory.sqlite3")
+    assert conn.execute("SELECT status, host, service FROM plans WHERE episode_id = ?", (episode["id"],)).fetchone() == ("pending", "node1", "nginx")
+    assert commands_run(tmp_path / "state", "node1") == []
+    assert "nginx is not running" in sh(lab, "node1", "service", "nginx", "status")
 
 
 def test_check_mode_shows_the_plan_and_changes_nothing(lab: Any, faults: Faults, tmp_path: Path) -> None:
