@@ -41,6 +41,8 @@ SERVICE_OPTIONS = dict(
     running_indicator=dict(type="str"),
     pidfile=dict(type="path"),
     logs=dict(type="list", elements="path", default=[]),
+    user=dict(type="str"),
+    paths=dict(type="list", elements="path", default=[]),
     timeout=dict(type="float", default=5.0),
 )
 

@@ -101,6 +101,19 @@ options:
         type: list
         elements: path
         default: []
+      user:
+        description:
+          - The account the service runs as. The command policy lets remediation give ownership of the
+            service's own directories back to this account (for example after a wrong C(chown)).
+        type: str
+      paths:
+        description:
+          - Directories that belong to the service (data, runtime, logs). Remediation may write only below the
+            service's directories - these, its log directories and C(/var/log), C(/run), C(/var/lib),
+            C(/var/cache) followed by its name.
+        type: list
+        elements: path
+        default: []
       timeout:
         description: Seconds each check of this service may take.
         type: float

@@ -163,6 +163,7 @@ class Verdict:
     reason: str
     rule: str
     become: bool = False
+    policy_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,6 +173,7 @@ class Verdict:
             "reason": self.reason,
             "rule": self.rule,
             "become": self.become,
+            "policy_version": self.policy_version,
         }
 
 

@@ -9,10 +9,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Deci
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_all, load_policy
 
 NGINX = PolicyContext(
+    service="nginx",
     init_service="nginx",
+    process="nginx",
     port_owners={4242: "python3", 1: "tini", 77: "sshd"},
     stale_pidfile="/run/nginx.pid",
     log_files=("/var/log/nginx/error.log",),
+    service_dirs=("/var/log/nginx", "/run/nginx"),
+    log_dirs=("/var/log/nginx",),
 )
 
 
@@ -30,9 +34,9 @@ NGINX = PolicyContext(
         ("kill -15 4242", "kill-port-squatter"),
         ("rm -f /run/nginx.pid", "remove-stale-pidfile"),
         ("rm -f /run/../run/nginx.pid", "remove-stale-pidfile"),
-        ("ss -ltnp", "list-listening-sockets"),
-        ("tail -n 50 /var/log/nginx/error.log", "tail-service-log"),
-        ("journalctl -u nginx -n 50 --no-pager", "journal-of-service"),
+        ("ss -ltnp", "listening-sockets"),
+        ("tail -n 50 /var/log/nginx/error.log", "tail-or-head-of-files"),
+        ("journalctl -u nginx -n 50 --no-pager", "journal-reading"),
     ],
 )
 def test_known_remediations_are_allowed(command: str, rule: str) -> None:
@@ -43,16 +47,12 @@ def test_known_remediations_are_allowed(command: str, rule: str) -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        "service ssh stop",            # not the incident's service
-        "systemctl stop sshd",
+        "service php-fpm restart",     # not the incident's service
         "kill -TERM 77",               # sshd holds the port: protected
-        "kill -TERM 1",                # init
         "kill -TERM 999",              # a pid service_check did not see on the port
         "kill -9 4242",                # only TERM runs unattended
-        "rm -f /etc/passwd",
         "rm -rf /var/lib/postgresql",
         "ss -K dst 10.0.0.1",          # kills sockets
-        "tail -n 50 /etc/shadow",
         "/tmp/service nginx start",    # an executable outside the system directories
         "apt-get install -y nginx",
         "chmod 777 /var/www",
@@ -89,6 +89,14 @@ def test_what_the_policy_does_not_know_needs_approval(command: str) -> None:
         ("/usr/sbin/reboot", "blocked-executable"),
         ("", "input"),
         ("x" * 600, "length"),
+        ("service ssh stop", "protected-services-are-never-stopped"),
+        ("systemctl stop sshd", "systemctl-stop-protected"),
+        ("kill -TERM 1", "kill-never-targets-everything-or-init"),
+        ("rm -f /etc/passwd", "system-paths-are-never-changed"),
+        ("tail -n 50 /etc/shadow", "secrets-are-never-read"),
+        ("sort -o/etc/passwd /tmp/x", "sort-never-writes"),
+        ("sort -o /tmp/x /var/log/nginx/error.log", "sort-never-writes"),
+        ("cat --file=/etc/shadow", "secrets-are-never-read"),
     ],
 )
 def test_hostile_commands_are_blocked(command: str, rule: str) -> None:
@@ -153,7 +161,45 @@ def test_invalid_policy_files_name_the_field_and_value(tmp_path: Path, text: str
     assert str(tmp_path) in str(caught.value)
 
 
-def test_a_user_policy_can_tighten_and_extend(tmp_path: Path) -> None:
+def test_errors_name_the_line_of_the_offending_key(tmp_path: Path) -> None:
+    text = (
+        "version: 1\n"
+        "rules:\n"
+        "  - id: fine\n"
+        "    executable: ls\n"
+        "    argv: []\n"
+        "    decision: allow\n"
+        "  - id: broken\n"
+        "    executable: ps\n"
+        "    argv: ['{nope}']\n"
+        "    decision: allow\n"
+    )
+    with pytest.raises(PolicyFileError) as caught:
+        load_policy(_write(tmp_path, text))
+    assert f"{tmp_path / 'policy.yml'}:9:" in str(caught.value)
+    assert caught.value.field == "rules[1].argv[0]"
+
+
+def test_a_user_policy_including_the_default_tightens_and_extends_it(tmp_path: Path) -> None:
+    policy = load_policy(_write(tmp_path, (
+        "version: 1\n"
+        "include_default: true\n"
+        "rules:\n"
+        "  - {id: no-redis-restarts, executable: service, services: [redis], argv: ['{init_service}', restart], decision: block}\n"
+        "  - {id: redis-lastsave, executable: redis-cli, argv: [lastsave], decision: allow}\n"
+    )))
+    redis = PolicyContext(service="redis", init_service="redis-server")
+    nginx = PolicyContext(service="nginx", init_service="nginx")
+    assert evaluate("service redis-server restart", redis, policy).rule == "no-redis-restarts"
+    assert evaluate("service redis-server restart", redis, policy).decision is Decision.BLOCK
+    assert evaluate("service redis-server start", redis, policy).decision is Decision.ALLOW  # the default rule still applies
+    assert evaluate("service nginx restart", nginx, policy).decision is Decision.ALLOW       # the tightening is per service
+    assert evaluate("redis-cli lastsave", redis, policy).decision is Decision.ALLOW
+    assert evaluate("redis-cli flushall", redis, policy).decision is Decision.BLOCK            # default hard deny kept
+    assert policy.version not in (load_policy().version, "")
+
+
+def test_a_user_policy_can_replace_the_default(tmp_path: Path) -> None:
     policy = load_policy(_write(tmp_path, (
         "version: 1\n"
         "rules:\n"
