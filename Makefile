@@ -76,6 +76,7 @@ build:
 	ansible-galaxy collection build --force --output-path build .
 
 bench: setup
+	$(BIN)/python bench/policy_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 
 lab-up:

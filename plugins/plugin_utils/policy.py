@@ -188,12 +188,23 @@ class Policy:
     secret_paths: tuple[str, ...]
     blocked: tuple[BlockedGroup, ...]
     rules: tuple[Rule, ...]
+    _by_executable: dict[str, tuple[Rule, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _blocked_by_executable: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def rules_for(self, executable: str) -> tuple[Rule, ...]:
+        """The rules that name this executable (or every executable), in file order; memoized."""
+        rules = self._by_executable.get(executable)
+        if rules is None:
+            rules = tuple(r for r in self.rules if ANY_EXECUTABLE in r.executables or executable in r.executables)
+            self._by_executable[executable] = rules
+        return rules
 
     def blocked_reason(self, executable: str) -> str | None:
-        for group in self.blocked:
-            if any(fnmatch.fnmatchcase(executable, pattern) for pattern in group.patterns):
-                return group.reason
-        return None
+        if executable not in self._blocked_by_executable:
+            self._blocked_by_executable[executable] = next(
+                (group.reason for group in self.blocked if any(fnmatch.fnmatchcase(executable, p) for p in group.patterns)), None,
+            )
+        return self._blocked_by_executable[executable]
 
     def is_secret(self, path: str) -> bool:
         """A secret path, or a path below one (a secret directory covers everything in it)."""
@@ -257,7 +268,7 @@ def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *
     if blocked_reason:
         return _verdict(command, argv, Decision.BLOCK, f"{executable}: {blocked_reason}", "blocked-executable", policy)
     args = argv[1:]
-    for rule in policy.rules:
+    for rule in policy.rules_for(executable):
         if (globbed and not rule.allow_globs and rule.decision is not Decision.BLOCK) or not rule.applies(executable, context):
             continue
         if rule.matches(args, context, policy):
