@@ -8,6 +8,7 @@ ratio to the baseline, and the corpus scores. `make bench-policy`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -46,10 +47,8 @@ def main() -> None:
     commands = hostile + [command for _service, command, _expected in legitimate]
 
     def splitting(command: str) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             shlex.split(command)
-        except ValueError:
-            pass
 
     baseline = per_second(splitting, commands)
     guarded = per_second(lambda command: evaluate(command, context, policy), commands)

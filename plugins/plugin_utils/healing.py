@@ -1,26 +1,32 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
-                  │                │ ─approve/block──────────────────────────────────────────▶ record
-                  └─escalate──────────────────────────────────────────────────────────────────▶ record
+                  │                │ ─approve─▶ ask_human ─approved─▶ execute
+                  │                │              └─pending/denied──────────────────────────────▶ record
+                  │                └─block────────────────────────────────────────────────────────▶ record
+                  └─escalate──────────────────────────────────────────────────────────────────────▶ record
     record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
            ─unreachable─▶ unreachable
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
 
-Every attempt is recorded as one episode. Only a verified recovery ends ``healed``; a command
-reaches the host only through ``execute``, which is reached only from ``guard`` on ALLOW.
+Every attempt is recorded as one episode. Only a verified recovery ends ``healed``. A command
+reaches the host only through ``execute``, which runs a plan only when the guard said ALLOW or a
+human approved it: at the prompt of ``ask_human``, or later through :func:`run_approved_plan`,
+which starts the graph at ``execute`` with a stored plan that :mod:`approvals` re-validated.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, OfflinePlanner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv
@@ -44,6 +50,8 @@ class Executor(Protocol):
 
 
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+# Asks a human whether a plan may run: ("approved" | "denied", who), or None when nobody can be asked.
+ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | None]
 
 
 @dataclass
@@ -57,6 +65,8 @@ class Toolkit:
     verify: Verifier
     memory: Memory | None
     check_mode: bool = False
+    ask_approval: ApprovalPrompt | None = None
+    approval_ttl: float = approvals.DEFAULT_TTL_S
     max_attempts: int = 3
     verify_retries: int = 3
     verify_wait: float = 2.0
@@ -77,6 +87,7 @@ class IncidentState:
     reason: str = ""
     episodes: list[int] = field(default_factory=list)
     plan_id: str | None = None
+    approved_plan_id: str | None = None
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
@@ -208,11 +219,38 @@ class GuardNode(_ToolNode):
             state.reason = "the guard blocked the plan: " + "; ".join(f"{v.command!r}: {v.reason}" for v in blocked)
             return "block"
         if decision is Decision.APPROVE:
-            attempt.outcome = "awaiting_approval"
             pending = [v for v in exec_res if v.decision is Decision.APPROVE]
             state.reason = "a human must approve: " + "; ".join(f"{v.command!r}: {v.reason}" for v in pending)
             return "approve"
         return "allow"
+
+
+class AskHumanNode(_ToolNode):
+    """Asks the operator at the terminal, when there is one; otherwise the plan waits, stored."""
+
+    node_name = "ask_human"
+
+    def prep(self, state: IncidentState) -> tuple[Failure, Plan, list[Verdict]]:
+        return state.failure, _plan_of(state), state.attempt.verdicts
+
+    def exec(self, prep_res: tuple[Failure, Plan, list[Verdict]]) -> tuple[str, str] | None:
+        return self.tools.ask_approval(*prep_res) if self.tools.ask_approval else None
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[str, str] | None) -> str:
+        attempt = state.attempt
+        if exec_res is None:
+            attempt.outcome = "awaiting_approval"
+            state.log(self.name, "nobody to ask here: the plan waits for approval")
+            return "pending"
+        answer, who = exec_res
+        if answer == "approved":
+            attempt.approved_by = who
+            state.log(self.name, f"approved by {who}")
+            return "approved"
+        attempt.outcome = "denied"
+        state.reason = f"{who} denied the plan ({state.reason})"
+        state.log(self.name, f"denied by {who}")
+        return "denied"
 
 
 class ExecuteNode(_ToolNode):
@@ -220,8 +258,9 @@ class ExecuteNode(_ToolNode):
 
     def prep(self, state: IncidentState) -> list[RunStep]:
         plan = _plan_of(state)
-        if state.attempt.decision is not Decision.ALLOW:
-            raise FlowError("execute reached without ALLOW", field="decision", value=state.attempt.decision.value)
+        decision = state.attempt.decision
+        if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
+            raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
         return [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
             for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
@@ -303,9 +342,12 @@ class RecordNode(_ToolNode):
         state, attempt = prep_res
         if self.tools.memory is None:
             return None
+        pending = None
+        if attempt.outcome == "awaiting_approval":
+            pending = approvals.pending_plan(_plan_of(state), state.failure, self.tools.policy, ttl_s=self.tools.approval_ttl)
         return self.tools.memory.record_attempt(
-            incident_id=state.incident_id, failure=state.failure, attempt=attempt,
-            store_plan=attempt.outcome == "awaiting_approval",
+            incident_id=state.incident_id, failure=state.failure, attempt=attempt, pending=pending,
+            executed_plan_id=state.approved_plan_id,
         )
 
     def exec_fallback(self, prep_res: tuple[IncidentState, Attempt], exc: Exception) -> MemoryStoreError:
@@ -376,20 +418,21 @@ class CheckOnlyNode(_ToolNode):
 EDGES: Mapping[str, Mapping[str, str]] = {
     "diagnose": {DEFAULT_ACTION: "plan"},
     "plan": {"planned": "guard", "escalate": "record"},
-    "guard": {"allow": "execute", "approve": "record", "block": "record", "check_mode": "check_only"},
+    "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
+    "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
     "execute": {"executed": "verify", "unreachable": "record"},
     "verify": {"healthy": "record", "failing": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable"},
 }
 
 
-def build_flow(tools: Toolkit) -> Flow[IncidentState]:
+def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
-        DiagnoseNode, PlanNode, GuardNode, ExecuteNode, VerifyNode, RecordNode,
+        DiagnoseNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
         HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
-    return Flow(start="diagnose", nodes=nodes, edges=EDGES)
+    return Flow(start=start, nodes=nodes, edges=EDGES)
 
 
 @dataclass(frozen=True)
@@ -424,4 +467,20 @@ def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
     state = IncidentState(failure=failure)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
+    return IncidentOutcome(state=state, trace=trace)
+
+
+def run_approved_plan(stored: approvals.StoredPlan, verdicts: list[Verdict], approved_by: str, tools: Toolkit) -> IncidentOutcome:
+    """Carry out a stored plan a human approved: execute, verify, record; no new plan if it fails.
+
+    The caller has re-validated it (:func:`approvals.authorize`) and claimed it in memory, so it runs once.
+    """
+    state = IncidentState(failure=stored.failure, incident_id=stored.incident_id, approved_plan_id=stored.plan_id)
+    state.attempts.append(Attempt(
+        number=stored.attempt + 1, diagnosis=f"plan {stored.plan_id} approved by {approved_by}", plan=stored.plan,
+        verdicts=verdicts, policy_version=tools.policy.version, approved_by=approved_by, started_at=tools.clock(),
+    ))
+    state.log("approved", f"plan {stored.plan_id} approved by {approved_by}: " + "; ".join(v.command for v in verdicts))
+    # one attempt only: the human approved this plan, not whatever the loop would try next
+    trace = build_flow(dataclasses.replace(tools, max_attempts=1), start="execute").run(state)
     return IncidentOutcome(state=state, trace=trace)

@@ -99,6 +99,11 @@ class Failure:
             spec=dict(result["spec"]),
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """The form service_check returns (and from_check reads back)."""
+        return {"name": self.service, "failure_class": self.failure_class, "summary": self.summary,
+                "evidence": dict(self.evidence), "spec": dict(self.spec)}
+
     @property
     def init_service(self) -> str:
         return str(self.spec.get("service") or self.service)
@@ -198,6 +203,16 @@ class StepResult:
         return data
 
 
+@dataclass(frozen=True)
+class PendingPlan:
+    """What binds a plan that waits for a human: its hash, its policy and its expiry."""
+
+    plan_hash: str
+    policy_file: str
+    created_at: float
+    expires_at: float
+
+
 @dataclass
 class Attempt:
     """One pass through diagnose → plan → guard → execute → verify."""
@@ -211,6 +226,7 @@ class Attempt:
     results: list[StepResult] = field(default_factory=list)
     verified: bool = False
     verification: Mapping[str, Any] = field(default_factory=dict)
+    approved_by: str | None = None
     outcome: str = ""
     started_at: float = 0.0
     finished_at: float = 0.0

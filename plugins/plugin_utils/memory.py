@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step
 
 MEMORY_FILE = "memory.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -62,9 +61,25 @@ MIGRATIONS: tuple[str, ...] = (
         created_at REAL NOT NULL
     );
     """,
+    # 2: plans that wait for a human are bound to their exact steps, host, service and policy,
+    #    expire, and record who decided; episodes record who approved what they ran.
+    """
+    ALTER TABLE episodes ADD COLUMN approved_by TEXT;
+    ALTER TABLE plans ADD COLUMN incident_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE plans ADD COLUMN plan_hash TEXT NOT NULL DEFAULT '';
+    ALTER TABLE plans ADD COLUMN failure_json TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE plans ADD COLUMN policy_file TEXT NOT NULL DEFAULT '';
+    ALTER TABLE plans ADD COLUMN expires_at REAL NOT NULL DEFAULT 0;
+    ALTER TABLE plans ADD COLUMN decided_by TEXT;
+    ALTER TABLE plans ADD COLUMN decided_at REAL;
+    ALTER TABLE plans ADD COLUMN decision_note TEXT;
+    ALTER TABLE plans ADD COLUMN executed_episode_id INTEGER REFERENCES episodes (id);
+    CREATE INDEX plans_by_status ON plans (status, created_at);
+    """,
 )
 
-OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval"})
+OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable"})
+PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 
 
 @dataclass(frozen=True)
@@ -121,8 +136,12 @@ class Memory:
     def _transaction(self) -> _Transaction:
         return _Transaction(self._conn)
 
-    def record_attempt(self, *, incident_id: str, failure: Failure, attempt: Attempt, store_plan: bool = False) -> tuple[int, str | None]:
-        """Write one episode (and, when it waits for a human, its plan) atomically."""
+    def record_attempt(
+        self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
+        executed_plan_id: str | None = None,
+    ) -> tuple[int, str | None]:
+        """Write one episode atomically, with the plan it leaves waiting for a human (``pending``) or
+        the approved plan it carried out (``executed_plan_id``, which must be claimed)."""
         if attempt.outcome not in OUTCOMES:
             raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
         plan = attempt.plan
@@ -135,27 +154,36 @@ class Memory:
             cursor = conn.execute(
                 """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text,
                        evidence_json, diagnosis, plan_source, plan_reference, plan_json, verdicts_json, policy_version,
-                       results_json, outcome, verified, started_at, finished_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       results_json, outcome, verified, started_at, finished_at, approved_by)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     incident_id, attempt.number, failure.host, failure.service, failure.fingerprint,
                     failure.failure_class, failure.summary, _json(failure.evidence), attempt.diagnosis,
                     plan.source.value if plan else None, plan.reference if plan else None,
                     _json(plan.to_dict()) if plan else None,
                     _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, _json(results),
-                    attempt.outcome, int(attempt.verified), attempt.started_at, attempt.finished_at,
+                    attempt.outcome, int(attempt.verified), attempt.started_at, attempt.finished_at, attempt.approved_by,
                 ),
             )
             episode_id = int(cursor.lastrowid or 0)
             plan_id = None
-            if store_plan and plan is not None:
+            if pending is not None and plan is not None:
                 plan_id = uuid.uuid4().hex
                 conn.execute(
-                    """INSERT INTO plans (plan_id, episode_id, host, service, fingerprint, plan_json, verdicts_json,
-                           policy_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    (plan_id, episode_id, failure.host, failure.service, failure.fingerprint, _json(plan.to_dict()),
-                     _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, time.time()),
+                    """INSERT INTO plans (plan_id, episode_id, incident_id, host, service, fingerprint, plan_json, verdicts_json,
+                           policy_version, policy_file, plan_hash, failure_json, created_at, expires_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (plan_id, episode_id, incident_id, failure.host, failure.service, failure.fingerprint, _json(plan.to_dict()),
+                     _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, pending.policy_file,
+                     pending.plan_hash, _json(failure.to_dict()), pending.created_at, pending.expires_at),
                 )
+            if executed_plan_id is not None:
+                updated = conn.execute(
+                    "UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
+                    (episode_id, executed_plan_id),
+                ).rowcount
+                if updated != 1:
+                    raise MemoryStoreError("the approved plan was not claimed for this run", field="plan_id", value=executed_plan_id)
         return episode_id, plan_id
 
     def verified_fix(self, fingerprint: str) -> RememberedFix | None:
@@ -188,9 +216,32 @@ class Memory:
         rows = self._conn.execute("SELECT * FROM episodes ORDER BY id DESC LIMIT ?", (limit,))
         return [dict(row) for row in rows]
 
-    def pending_plan(self, plan_id: str) -> dict[str, Any] | None:
-        row = self._conn.execute("SELECT * FROM plans WHERE plan_id = ?", (plan_id,)).fetchone()
+    def plan(self, plan_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT plans.*, episodes.attempt AS attempt FROM plans JOIN episodes ON episodes.id = plans.episode_id WHERE plan_id = ?",
+            (plan_id,),
+        ).fetchone()
         return dict(row) if row else None
+
+    def plans(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        query = "SELECT * FROM plans" + (" WHERE status = ?" if status else "") + " ORDER BY created_at DESC LIMIT ?"
+        rows = self._conn.execute(query, (status, limit) if status else (limit,))
+        return [dict(row) for row in rows]
+
+    def claim_plan(self, plan_id: str, *, by: str, at: float) -> bool:
+        """pending -> running, atomically: of two approvals racing for one plan, only one runs it."""
+        with self._transaction() as conn:
+            return conn.execute(
+                "UPDATE plans SET status = 'running', decided_by = ?, decided_at = ? WHERE plan_id = ? AND status = 'pending'",
+                (by, at, plan_id),
+            ).rowcount == 1
+
+    def deny_plan(self, plan_id: str, *, by: str, at: float, note: str) -> bool:
+        with self._transaction() as conn:
+            return conn.execute(
+                "UPDATE plans SET status = 'denied', decided_by = ?, decided_at = ?, decision_note = ? WHERE plan_id = ? AND status = 'pending'",
+                (by, at, note, plan_id),
+            ).rowcount == 1
 
 
 class _Transaction:

@@ -110,10 +110,10 @@ def test_plan_needing_approval_is_stored_and_nothing_runs(tmp_path: Path) -> Non
     policy_file.write_text("version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n")
     tools = _tools(tmp_path, executor, [], policy=load_policy(policy_file))
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "record", "await_approval"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "record", "await_approval"]
     assert outcome.state.status == "awaiting_approval" and outcome.state.plan_id
     assert executor.remediations == []
-    stored = tools.memory.pending_plan(outcome.state.plan_id)  # type: ignore[union-attr]
+    stored = tools.memory.plan(outcome.state.plan_id)  # type: ignore[union-attr]
     assert stored is not None and stored["status"] == "pending" and "rm" in stored["plan_json"]
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory
 from helpers import nginx_failure
+
+PENDING = PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0)
 
 
 def _attempt(outcome: str, *templates: str, verified: bool = False, finished_at: float | None = None) -> Attempt:
@@ -78,13 +80,13 @@ def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(tmp_
     failure = nginx_failure()
     with Memory(tmp_path) as memory:
         episode, plan_id = memory.record_attempt(
-            incident_id="i", failure=failure, attempt=_attempt("awaiting_approval", "apt-get update"), store_plan=True,
+            incident_id="i", failure=failure, attempt=_attempt("awaiting_approval", "apt-get update"), pending=PENDING,
         )
-        assert plan_id and memory.pending_plan(plan_id)["episode_id"] == episode  # type: ignore[index]
+        assert plan_id and memory.plan(plan_id)["episode_id"] == episode  # type: ignore[index]
         # Break the plans table so the second insert of the transaction fails: the episode must roll back too.
         memory._conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON plans BEGIN SELECT RAISE(ABORT, 'disk full'); END")
         with pytest.raises(sqlite3.DatabaseError, match="disk full"):
-            memory.record_attempt(incident_id="j", failure=failure, attempt=_attempt("awaiting_approval", "x"), store_plan=True)
+            memory.record_attempt(incident_id="j", failure=failure, attempt=_attempt("awaiting_approval", "x"), pending=PENDING)
         assert [e["incident_id"] for e in memory.episodes()] == ["i"]
 
 

@@ -1,0 +1,161 @@
+"""Approvals: bound to the exact plan, host, service and policy; expiring; decided once."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import ApprovalRefused
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident, run_approved_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from helpers import nginx_failure
+
+STRICT = (
+    "version: 1\n"
+    "blocked: [{reason: power, executables: [reboot]}]\n"
+    "rules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n"
+)
+
+
+def _waiting(tmp_path: Path, **overrides: Any) -> tuple[Toolkit, ScriptedExecutor, approvals.StoredPlan]:
+    """heal an nginx incident under a policy that allows none of its steps: the plan waits."""
+    policy_file = tmp_path / "strict.yml"
+    if not policy_file.exists():
+        policy_file.write_text(STRICT)
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], policy=load_policy(policy_file), **overrides)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "awaiting_approval" and executor.remediations == []
+    assert tools.memory is not None and outcome.state.plan_id is not None
+    return tools, executor, approvals.load(tools.memory, outcome.state.plan_id)
+
+
+def test_an_approved_plan_runs_exactly_once_and_is_verified(tmp_path: Path) -> None:
+    tools, executor, stored = _waiting(tmp_path)
+    assert tools.memory is not None
+    verdicts = approvals.authorize(stored, host="web1", policy=tools.policy)
+    assert [v.decision.value for v in verdicts] == ["approve", "approve"]
+    assert tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
+    outcome = run_approved_plan(stored, verdicts, "alice", tools)
+    assert outcome.trace.path == ["execute", "verify", "record", "healed"]
+    assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
+    row = tools.memory.plan(stored.plan_id)
+    assert row is not None and row["status"] == "executed" and row["decided_by"] == "alice"
+    episode = next(e for e in tools.memory.episodes() if e["id"] == row["executed_episode_id"])
+    assert episode["approved_by"] == "alice" and episode["outcome"] == "healed" and episode["incident_id"] == stored.incident_id
+    with pytest.raises(ApprovalRefused, match="already executed by alice"):
+        approvals.authorize(approvals.load(tools.memory, stored.plan_id), host="web1", policy=tools.policy)
+
+
+def test_only_one_of_two_racing_approvals_claims_the_plan(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path)
+    assert tools.memory is not None
+    assert tools.memory.claim_plan(stored.plan_id, by="alice", at=1.0)
+    assert not tools.memory.claim_plan(stored.plan_id, by="bob", at=2.0)
+
+
+def test_a_failed_approved_plan_escalates_instead_of_trying_something_else(tmp_path: Path) -> None:
+    tools, executor, stored = _waiting(tmp_path)
+    tools.verify = lambda spec: {"healthy": False, "summary": "still down"}
+    assert tools.memory is not None and tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
+    outcome = run_approved_plan(stored, approvals.authorize(stored, host="web1", policy=tools.policy), "alice", tools)
+    assert outcome.trace.path == ["execute", "verify", "record", "escalate"]
+    assert len(executor.remediations) == 1
+
+
+def test_an_approval_for_another_host_is_refused(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path)
+    with pytest.raises(ApprovalRefused, match="made for host web1, not web2") as caught:
+        approvals.authorize(stored, host="web2", policy=tools.policy)
+    assert caught.value.field == "host"
+
+
+def test_an_expired_approval_is_refused(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path, approval_ttl=60)
+    with pytest.raises(ApprovalRefused, match="expired at") as caught:
+        approvals.authorize(stored, host="web1", policy=tools.policy, now=stored.created_at + 61)
+    assert caught.value.field == "expires_at"
+    assert approvals.authorize(stored, host="web1", policy=tools.policy, now=stored.created_at + 59)
+
+
+def test_a_changed_policy_is_refused(tmp_path: Path) -> None:
+    _toolkit, _executor, stored = _waiting(tmp_path)
+    (tmp_path / "strict.yml").write_text(STRICT + "# reviewed\n")
+    with pytest.raises(ApprovalRefused, match="the policy is now") as caught:
+        approvals.authorize(stored, host="web1", policy=load_policy(tmp_path / "strict.yml"))
+    assert caught.value.field == "policy_version"
+
+
+def test_a_plan_edited_in_the_database_is_refused(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path)
+    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
+    conn.execute("UPDATE plans SET plan_json = replace(plan_json, '/run/nginx.pid', '/etc/passwd') WHERE plan_id = ?", (stored.plan_id,))
+    conn.commit()
+    assert tools.memory is not None
+    tampered = approvals.load(tools.memory, stored.plan_id)
+    assert "/etc/passwd" in tampered.plan.steps[0].argv
+    with pytest.raises(ApprovalRefused, match="changed after it was stored") as caught:
+        approvals.authorize(tampered, host="web1", policy=tools.policy)
+    assert caught.value.field == "plan_hash"
+
+
+def test_a_step_the_policy_blocks_today_is_refused_even_with_a_matching_hash(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path)
+    evil = replace(stored.plan, steps=(Step(template="reboot", argv=("reboot",)),))
+    forged = replace(stored, plan=evil, plan_hash=approvals.binding_hash(
+        evil, host=stored.host, service=stored.service, fingerprint=stored.fingerprint, policy_version=stored.policy_version))
+    with pytest.raises(ApprovalRefused, match="the policy blocks 'reboot'"):
+        approvals.authorize(forged, host="web1", policy=tools.policy)
+
+
+def test_a_denied_plan_cannot_be_approved(tmp_path: Path) -> None:
+    tools, _executor, stored = _waiting(tmp_path)
+    assert tools.memory is not None
+    assert tools.memory.deny_plan(stored.plan_id, by="carol", at=time.time(), note="not during business hours")
+    assert not tools.memory.deny_plan(stored.plan_id, by="dave", at=time.time(), note="again")
+    with pytest.raises(ApprovalRefused, match="already denied by carol"):
+        approvals.authorize(approvals.load(tools.memory, stored.plan_id), host="web1", policy=tools.policy)
+
+
+def test_an_unknown_plan_id_is_a_clear_error(tmp_path: Path) -> None:
+    tools, _executor, _stored = _waiting(tmp_path)
+    assert tools.memory is not None
+    with pytest.raises(ApprovalRefused) as caught:
+        approvals.load(tools.memory, "nope")
+    assert (caught.value.field, caught.value.value) == ("plan_id", "nope")
+
+
+def test_interactive_approval_runs_the_plan_at_once(tmp_path: Path) -> None:
+    asked: list[list[str]] = []
+
+    def operator(failure: Any, plan: Any, verdicts: Any) -> tuple[str, str]:
+        asked.append([v.command for v in verdicts])
+        return ("approved", "interactive:alice")
+
+    (tmp_path / "strict.yml").write_text(STRICT)
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY], policy=load_policy(tmp_path / "strict.yml"), ask_approval=operator)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "execute", "verify", "record", "healed"]
+    assert asked == [["rm -f /run/nginx.pid", "service nginx start"]]
+    assert outcome.state.attempt.approved_by == "interactive:alice"
+    assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
+
+
+def test_interactive_denial_escalates_and_nothing_runs(tmp_path: Path) -> None:
+    (tmp_path / "strict.yml").write_text(STRICT)
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], policy=load_policy(tmp_path / "strict.yml"), ask_approval=lambda *a: ("denied", "interactive:bob"))
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "record", "escalate"]
+    assert "interactive:bob denied the plan" in outcome.state.reason
+    assert executor.remediations == []
