@@ -4,24 +4,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import getpass
+import json
+from typing import Any, Mapping, Sequence
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsiblePromptInterrupt, AnsiblePromptNoninteractive
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor
-from ansible_collections.sentinel.heal.plugins.plugin_utils.target import target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import known_secrets, redact
 
-SERVICE_CHECK = "sentinel.heal.service_check"
+display = Display()
 
 ARGUMENT_SPEC = dict(
     services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
@@ -34,9 +39,12 @@ ARGUMENT_SPEC = dict(
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
     log_lines=dict(type="int", default=20),
+    interactive_approval=dict(type="bool", default=True),
+    approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
-LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600)}
+LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400)}
 
 
 class ActionModule(ActionBase):
@@ -51,20 +59,24 @@ class ActionModule(ActionBase):
             if not low <= args[name] <= high:
                 raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
         host = task_vars.get("inventory_hostname", "localhost")
+        check_mode = bool(self._task.check_mode)
+        secrets = known_secrets(task_vars, args["redact_values"])
         try:
-            failures = self._failures(host, args, task_vars)
+            failures = self._failures(host, args, task_vars, secrets)
             if not failures:
-                result.update(host_result(host, [], check_mode=self._task.check_mode))
+                result.update(host_result(host, [], check_mode=check_mode))
                 return result
             with Memory(args["state_dir"]) as memory:
                 tools = Toolkit(
                     planner=OfflinePlanner(RunbookLibrary.load(args["runbooks"]), memory),
                     policy=load_policy(args["policy"]),
-                    executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"]),
+                    executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
                     target=target_for_task(host, self._connection, task_vars, self._templar),
-                    verify=lambda spec: self._check_one(spec, args, task_vars),
-                    memory=None if self._task.check_mode else memory,
-                    check_mode=bool(self._task.check_mode),
+                    verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
+                    memory=None if check_mode else memory,
+                    check_mode=check_mode,
+                    ask_approval=self._ask_operator if args["interactive_approval"] else None,
+                    approval_ttl=args["approval_ttl"],
                     max_attempts=args["max_attempts"],
                     verify_retries=args["verify_retries"],
                     verify_wait=args["verify_delay"],
@@ -72,27 +84,32 @@ class ActionModule(ActionBase):
                 outcomes = [heal_incident(failure, tools) for failure in failures]
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
-        result.update(host_result(host, outcomes, check_mode=self._task.check_mode))
+        result.update(redact(host_result(host, outcomes, check_mode=check_mode), secrets))
+        if self._task.diff:
+            result["diff"] = redact(diff_of(outcomes), secrets)
         return result
 
-    def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any]) -> list[Failure]:
+    def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
-            checked = self._service_check(args["services"], args, task_vars)
-            raw_failures = checked["failures"]
+            raw_failures = service_check(self, args["services"], task_vars, secrets, args["log_lines"])["failures"]
         else:
-            raw_failures = args["failures"]
+            raw_failures = redact(args["failures"], secrets)
         return [Failure.from_check(host, raw) for raw in raw_failures]
 
-    def _service_check(self, services: list[Mapping[str, Any]], args: Mapping[str, Any], task_vars: dict[str, Any]) -> Mapping[str, Any]:
-        checked = self._execute_module(
-            module_name=SERVICE_CHECK,
-            module_args={"services": list(services), "log_lines": args["log_lines"]},
-            task_vars=task_vars,
-        )
-        if checked.get("failed") or checked.get("unreachable"):
-            raise AnsibleActionFail(f"{SERVICE_CHECK} failed: {checked.get('msg', checked)}")
-        return checked
-
-    def _check_one(self, spec: Mapping[str, Any], args: Mapping[str, Any], task_vars: dict[str, Any]) -> Mapping[str, Any]:
-        checked = self._service_check([spec], args, task_vars)
-        return checked["services"][0]
+    def _ask_operator(self, failure: Failure, plan: Plan, verdicts: Sequence[Verdict]) -> tuple[str, str] | None:
+        """Ask at the terminal; None when there is no terminal (AWX, cron, CI): the plan then waits."""
+        lines = [
+            "",
+            f"sentinel.heal: {failure.host}: {failure.service} ({failure.failure_class}): {failure.summary}",
+            f"Plan from {plan.source.value} {plan.reference}: {plan.rationale}",
+        ]
+        for number, verdict in enumerate(verdicts, start=1):
+            as_root = " as root" if verdict.become else ""
+            lines.append(f"  {number}. argv {json.dumps(list(verdict.argv))}{as_root}   [{verdict.decision.value}: {verdict.reason}]")
+        lines.append(f"Run exactly these steps on {failure.host}? Type yes to approve, anything else denies: ")
+        try:
+            answer = display.prompt_until("\n".join(lines))
+        except (AnsiblePromptNoninteractive, AnsiblePromptInterrupt):
+            return None
+        who = f"interactive:{getpass.getuser()}"
+        return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)

@@ -19,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 
 # Shared by the service_check module and the heal action plugin (one definition of a service).
 SERVICE_OPTIONS = dict(
@@ -162,8 +162,8 @@ def _check_one(spec, manager, log_lines, redact_values):
     result.update(
         failure_class=failure_class,
         summary=redact(summary, redact_values),
-        evidence=_redact_tree(evidence, redact_values),
-        checks=_redact_tree(checks, redact_values),
+        evidence=redact_tree(evidence, redact_values),
+        checks=redact_tree(checks, redact_values),
     )
     return result
 
@@ -363,12 +363,3 @@ def _clip(text, limit, keep="start"):
         return text
     return text[:limit] + " ..." if keep == "start" else "... " + text[-limit:]
 
-
-def _redact_tree(value, extra):
-    if isinstance(value, str):
-        return redact(value, extra)
-    if isinstance(value, dict):
-        return dict((key, _redact_tree(item, extra)) for key, item in value.items())
-    if isinstance(value, list):
-        return [_redact_tree(item, extra) for item in value]
-    return value

@@ -36,9 +36,20 @@ def redact(text, extra_values=()):
     """Return text with secrets masked; extra_values are literal secrets known to the caller."""
     if not text:
         return text
-    for value in extra_values:
+    for value in sorted(extra_values, key=len, reverse=True):
         if value and len(value) >= 4:
             text = text.replace(value, MASK)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact_tree(value, extra_values=()):
+    """redact() applied to every string inside lists and dicts (keys included)."""
+    if isinstance(value, str):
+        return redact(value, extra_values)
+    if isinstance(value, dict):
+        return dict((redact_tree(key, extra_values), redact_tree(item, extra_values)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(item, extra_values) for item in value]
+    return value

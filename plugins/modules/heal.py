@@ -28,9 +28,18 @@ description:
     resolved for it, one run per attempt, each step as C(ansible.builtin.command) with an argv
     (never a shell), privilege escalation where the policy rule says so, a timeout per step;
     the run's artifacts are kept under O(state_dir)C(/runs).
+  - A plan that needs approval is shown at the terminal (its argv, escaped, with each step's
+    verdict) when one is attached and O(interactive_approval) is on, and runs at once when the
+    operator types C(yes). Otherwise it is stored, bound by a hash to its exact steps, host,
+    service and policy version, with an expiry (O(approval_ttl)); C(playbooks/approve.yml) runs or
+    denies it later, and C(pending_plans) carries it to the next job of an AWX workflow.
   - Only a recovery that M(sentinel.heal.service_check) verifies counts as healed.
   - Every attempt is written to the SQLite memory in O(state_dir) as one episode, in one transaction.
+  - Secrets are masked on the controller in everything kept or shown (memory, run artifacts, the
+    result) - vault-encrypted variables, connection and become passwords, variables named like
+    secrets, C(OPENAI_API_KEY), O(redact_values) - besides the patterns service_check masks on the host.
   - In check mode the loop stops at the guard; nothing runs on the host and nothing is written.
+    With C(--diff) each incident shows its failure and the plan with the guard's verdict per step.
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:
@@ -47,7 +56,8 @@ attributes:
     support: full
     details: The loop stops at the guard; nothing runs on the host and nothing is written to memory.
   diff_mode:
-    support: none
+    support: full
+    details: Shows the failure and the plan, with the guard's verdict on each step.
   platform:
     support: full
     platforms: posix
@@ -97,6 +107,21 @@ options:
     description: Lines of each log file gathered as evidence when the host is checked here.
     type: int
     default: 20
+  interactive_approval:
+    description:
+      - Ask at the terminal when a plan needs approval. Without a terminal (AWX, cron, CI) the plan is
+        stored and waits, whatever this says.
+    type: bool
+    default: true
+  approval_ttl:
+    description: Seconds a stored plan can be approved before it expires (60 to 2592000).
+    type: int
+    default: 86400
+  redact_values:
+    description: More literal secrets to mask, in addition to those the play knows (vault values, passwords).
+    type: list
+    elements: str
+    default: []
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege
@@ -156,6 +181,14 @@ plan_ids:
   returned: always
   type: list
   elements: str
+pending_plans:
+  description:
+    - The plans that await approval, each with C(plan_id), C(host), C(service), C(reason) and its C(steps)
+      (C(argv), C(command), C(decision), C(reason)). The role exports them with C(set_stats) as
+      C(autoheal_pending_plans) for the next job of an AWX workflow.
+  returned: always
+  type: list
+  elements: dict
 incidents:
   description: One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
   returned: always

@@ -373,7 +373,7 @@ class RecordNode(_ToolNode):
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"
         if attempt.outcome == "failed":
-            state.reason = f"{state.failure.service}: not healed after {len(state.attempts)} attempts; last: {state.reason}"
+            state.reason = f"{state.failure.service}: not healed by attempt {attempt.number}, the last allowed; {state.reason}"
         return "escalate"
 
 
@@ -458,6 +458,7 @@ class IncidentOutcome:
             "decision": last.decision.value if last and last.verdicts else None,
             "results": [r.to_dict() for r in last.results] if last else [],
             "path": self.trace.path,
+            "approved_by": last.approved_by if last else None,
             "changed": state.changed,
             "warnings": state.warnings,
         }

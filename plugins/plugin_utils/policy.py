@@ -275,7 +275,9 @@ def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *
             return _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become)
     if globbed:
         return _verdict(command, argv, Decision.BLOCK, "glob characters where no rule of the policy accepts a pattern", "shell-syntax", policy)
-    return _verdict(command, argv, Decision.APPROVE, f"no rule of the policy covers {executable} with these arguments", "default-approve", policy)
+    # What a human approves without a rule runs as root, like remediation does; a rule can say otherwise.
+    return _verdict(command, argv, Decision.APPROVE, f"no rule of the policy covers {executable} with these arguments",
+                    "default-approve", policy, become=True)
 
 
 def evaluate_all(commands: Iterable[str], context: PolicyContext | None = None, policy: Policy | None = None) -> tuple[list[Verdict], Decision]:

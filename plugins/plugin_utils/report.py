@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome
@@ -13,7 +14,8 @@ def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: b
     status = Status.worst([Status(i["status"]) for i in incidents]).value
     plan_ids = [i["plan_id"] for i in incidents if i["plan_id"]]
     return {
-        "changed": any(i["changed"] for i in incidents),
+        # check mode reports what would change, as Ansible modules do: an allowed plan would run
+        "changed": any(i["changed"] or (check_mode and i["status"] == Status.PLANNED.value) for i in incidents),
         "status": status,
         "attempts": sum(i["attempts"] for i in incidents),
         "episodes": [episode for i in incidents for episode in i["episodes"]],
@@ -23,7 +25,41 @@ def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: b
         "timeline": [event for outcome in outcomes for event in outcome.state.timeline],
         "summary": [summary_line(host, i, check_mode) for i in incidents] or [f"{host}: every declared service is healthy"],
         "warnings": [warning for i in incidents for warning in i["warnings"]],
+        "pending_plans": [pending_plan(host, i) for i in incidents if i["plan_id"]],
     }
+
+
+def pending_plan(host: str, incident: dict[str, Any]) -> dict[str, Any]:
+    """What an approver needs, in the form set_stats hands to the next job of an AWX workflow."""
+    return {
+        "plan_id": incident["plan_id"],
+        "host": host,
+        "service": incident["service"],
+        "steps": [{"argv": v["argv"], "command": shlex.join(v["argv"]), "decision": v["decision"], "reason": v["reason"]}
+                  for v in incident["verdicts"]],
+        "reason": incident["reason"],
+    }
+
+
+def diff_of(outcomes: Sequence[IncidentOutcome]) -> list[dict[str, str]]:
+    """--diff: the failure before, the plan and the guard's verdict on each step after."""
+    diffs = []
+    for outcome in outcomes:
+        attempt = outcome.state.attempts[-1] if outcome.state.attempts else None
+        if attempt is None or attempt.plan is None:
+            continue
+        plan = attempt.plan
+        failure = outcome.state.failure
+        after = [f"# {plan.escalation}"] if plan.escalation else [
+            f"{verdict.decision.value:<8} {shlex.join(verdict.argv)}    # {verdict.rule}: {verdict.reason}" for verdict in attempt.verdicts
+        ]
+        diffs.append({
+            "before_header": f"{failure.host} {failure.service}: {failure.failure_class}",
+            "before": failure.summary + "\n",
+            "after_header": f"plan from {plan.source.value} {plan.reference}",
+            "after": "\n".join(after) + "\n",
+        })
+    return diffs
 
 
 def summary_line(host: str, incident: dict[str, Any], check_mode: bool) -> str:
@@ -35,7 +71,8 @@ def summary_line(host: str, incident: dict[str, Any], check_mode: bool) -> str:
         return f"{host}: {service} would be {status} (check mode): {commands or incident['reason']} [from {source}]"
     if status == Status.HEALED.value:
         tries = "attempt" if incident["attempts"] == 1 else "attempts"
-        return f"{host}: {service} healed in {incident['attempts']} {tries} with: {commands} [plan from {source}]"
+        approved = f", approved by {incident['approved_by']}" if incident["approved_by"] else ""
+        return f"{host}: {service} healed in {incident['attempts']} {tries} with: {commands} [plan from {source}{approved}]"
     if status == Status.AWAITING_APPROVAL.value:
         return f"{host}: {service} awaits approval of plan {incident['plan_id']}: {commands} ({incident['reason']})"
     return f"{host}: {service} {status}: {incident['reason']}"

@@ -56,10 +56,11 @@ class RunReport:
 
 
 class RunnerExecutor:
-    def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000) -> None:
+    def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000, secrets: Sequence[str] = ()) -> None:
         self.artifacts_root = Path(artifacts_root).expanduser()
         self.step_timeout = step_timeout
         self.output_limit = output_limit
+        self.secrets = tuple(secrets)
 
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str) -> RunReport:
         if not steps:
@@ -88,6 +89,7 @@ class RunnerExecutor:
         finally:
             # Passwords were handed over in this file only for the run; the artifacts stay, they do not.
             (run_dir / "env" / "extravars").unlink(missing_ok=True)
+            _redact_artifacts(run_dir / "artifacts", self.secrets)
         duration = time.monotonic() - started
         if any(event.get("unreachable") for event in events.values()):
             message = next(event["msg"] for event in events.values() if event.get("unreachable"))
@@ -109,10 +111,20 @@ class RunnerExecutor:
             argv=step.argv,
             status="failed" if failed else "ok",
             rc=res.get("rc"),
-            stdout=_cap(redact(str(res.get("stdout", ""))), self.output_limit),
-            stderr=_cap(redact(str(res.get("stderr", "") or ("" if not failed else res.get("msg", "")))), self.output_limit),
+            stdout=_cap(redact(str(res.get("stdout", "")), self.secrets), self.output_limit),
+            stderr=_cap(redact(str(res.get("stderr", "") or ("" if not failed else res.get("msg", ""))), self.secrets), self.output_limit),
             duration_s=_task_duration(res),
         )
+
+
+def _redact_artifacts(artifacts: Path, secrets: Sequence[str]) -> None:
+    """The artifacts are kept for audit: the host output in them is masked like everywhere else."""
+    for path in artifacts.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            masked = redact(text, secrets)
+            if masked != text:
+                path.write_text(masked, encoding="utf-8")
 
 
 def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> bool:
@@ -154,6 +166,7 @@ def _environment(target: Target) -> dict[str, str]:
     if target.config_file:
         env["ANSIBLE_CONFIG"] = target.config_file
     env["PATH"] = _path_with_ansible_playbook(env.get("PATH", os.defpath))
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")  # the artifacts are read by humans and tools
     # ansible-runner starts from os.environ and only adds envvars on top: blank what must not pass.
     env.update({name: "" for name in removed})
     return env

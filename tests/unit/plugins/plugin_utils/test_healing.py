@@ -89,7 +89,7 @@ def test_failing_verification_retries_with_a_new_plan_then_escalates(tmp_path: P
     outcome = heal_incident(nginx_failure("not_running"), _tools(tmp_path, executor, [STILL_DOWN] * 5, max_attempts=2))
     assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record"] * 2 + ["escalate"]
     assert outcome.state.status == "escalated"
-    assert "not healed after 2 attempts" in outcome.state.reason
+    assert "not healed by attempt 2, the last allowed" in outcome.state.reason
     # never the same plan twice
     assert executor.remediations == [[("service", "nginx", "start")], [("service", "nginx", "restart")]]
     assert len(outcome.state.episodes) == 2

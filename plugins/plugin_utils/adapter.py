@@ -1,6 +1,7 @@
-"""Turn the connection Ansible resolved for a task into a Target ansible-runner can reach.
+"""What the action plugins share to adapt Ansible to the engine.
 
-Every option of the task's connection plugin (and of its become plugin) that has an
+:func:`target_for_task` turns the connection Ansible resolved for a task into a Target
+ansible-runner can reach. Every option of the task's connection plugin (and of its become plugin) that has an
 ``ansible_*`` variable is passed on under that variable, so the run reaches the host exactly as
 the play did: dynamic inventories, ``-u``/``--private-key`` on the command line and AWX machine
 credentials included. Secret options travel separately and are never written to the artifacts.
@@ -8,11 +9,15 @@ credentials included. Secret options travel separately and are never written to 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ansible import constants as C
+from ansible.errors import AnsibleActionFail
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import redact
+
+SERVICE_CHECK = "sentinel.heal.service_check"
 
 _SECRET_OPTION_WORDS = ("pass", "private_key_passphrase", "token")
 _SECRET_OPTIONS = frozenset({"private_key"})
@@ -57,3 +62,14 @@ def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any
             continue
         secret = option in _SECRET_OPTIONS or any(word in option for word in _SECRET_OPTION_WORDS)
         (secret_vars if secret else host_vars)[variable] = value
+
+
+def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
+                  log_lines: int = 20) -> Mapping[str, Any]:
+    """Run service_check on the task's host through the action's connection; the result is redacted."""
+    checked = action._execute_module(
+        module_name=SERVICE_CHECK, module_args={"services": [dict(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
+    )
+    if checked.get("failed") or checked.get("unreachable"):
+        raise AnsibleActionFail(f"{SERVICE_CHECK} failed: {redact(checked.get('msg', checked), secrets)}")
+    return redact(checked, secrets)  # type: ignore[no-any-return]

@@ -1,0 +1,83 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of sentinel.heal.execute: runs stored plans a human approved, on their own host."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, run_approved_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import known_secrets, redact
+
+ARGUMENT_SPEC = dict(
+    plan_ids=dict(type="list", elements="str", required=True),
+    approved_by=dict(type="str", required=True),
+    state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    policy=dict(type="path"),
+    verify_retries=dict(type="int", default=3),
+    verify_delay=dict(type="float", default=2.0),
+    step_timeout=dict(type="int", default=120),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
+)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = True
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        if not args["approved_by"].strip():
+            raise AnsibleActionFail("approved_by: name who approves (it is recorded with the plan and the episode)")
+        host = task_vars.get("inventory_hostname", "localhost")
+        secrets = known_secrets(task_vars, args["redact_values"])
+        try:
+            with Memory(args["state_dir"]) as memory:
+                stored_plans = [approvals.load(memory, plan_id) for plan_id in args["plan_ids"]]
+                policies = {stored.plan_id: load_policy(args["policy"] or stored.policy_file or None) for stored in stored_plans}
+                # Every plan is checked before any runs: one refusal and nothing runs.
+                verdicts = {stored.plan_id: approvals.authorize(stored, host=host, policy=policies[stored.plan_id]) for stored in stored_plans}
+                if self._task.check_mode:
+                    result.update(changed=bool(stored_plans), status=Status.PLANNED.value if stored_plans else Status.HEALTHY.value,
+                                  plans=[stored.summary() for stored in stored_plans])
+                    return result
+                outcomes = []
+                for stored in stored_plans:
+                    if not memory.claim_plan(stored.plan_id, by=args["approved_by"], at=time.time()):
+                        raise approvals.ApprovalRefused(f"plan {stored.plan_id} was decided by someone else meanwhile",
+                                                        field="plan_id", value=stored.plan_id)
+                    tools = self._tools(memory, policies[stored.plan_id], args, host, task_vars, secrets)
+                    outcomes.append(run_approved_plan(stored, verdicts[stored.plan_id], args["approved_by"], tools))
+        except SentinelError as exc:
+            raise AnsibleActionFail(redact(str(exc), secrets)) from exc
+        result.update(redact(host_result(host, outcomes, check_mode=False), secrets))
+        return result
+
+    def _tools(self, memory: Memory, policy: Any, args: Mapping[str, Any], host: str, task_vars: dict[str, Any],
+               secrets: Sequence[str]) -> Toolkit:
+        return Toolkit(
+            planner=OfflinePlanner(RunbookLibrary(()), memory),
+            policy=policy,
+            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
+            target=target_for_task(host, self._connection, task_vars, self._templar),
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets)["services"][0],
+            memory=memory,
+            verify_retries=args["verify_retries"],
+            verify_wait=args["verify_delay"],
+        )

@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+# This module is implemented as the action plugin plugins/action/execute.py; this file holds its documentation.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: execute
+short_description: Run plans a human approved, exactly as they were stored, and verify them
+version_added: 0.1.0
+description:
+  - Runs stored plans (see M(sentinel.heal.heal)) that waited for approval, on the host the task runs for.
+  - Every plan is checked before any runs, and one refusal means nothing runs - the plan must still be
+    pending, not expired, made for this very host, unchanged (its hash, bound to its steps, host,
+    service and policy version, must match) and judged by the same policy as today's, which must
+    not block any of its steps now.
+  - A plan is claimed before it runs, so of two approvals racing for it only one runs it.
+  - Steps run with ansible-runner like the heal loop's, then M(sentinel.heal.service_check) verifies
+    the service; the outcome is recorded as an episode with who approved it. A failed approved plan
+    is escalated, not followed by other plans.
+  - In check mode the plans are only checked.
+author:
+  - Sentinel Heal Maintainers (@sentinel-heal)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    platforms: posix
+options:
+  plan_ids:
+    description: The approved plans to run on this host.
+    type: list
+    elements: str
+    required: true
+  approved_by:
+    description: Who approved the plans; recorded with each plan and episode.
+    type: str
+    required: true
+  state_dir:
+    description: Directory of the memory on the controller.
+    type: path
+    default: ~/.local/state/sentinel-heal
+  policy:
+    description: The policy file that re-validates the plans. Defaults to the file that judged each plan.
+    type: path
+  verify_retries:
+    description: How many times verification checks the service before the plan counts as failed.
+    type: int
+    default: 3
+  verify_delay:
+    description: Seconds between two verification checks.
+    type: float
+    default: 2.0
+  step_timeout:
+    description: Seconds each step may run on the host.
+    type: int
+    default: 120
+  redact_values:
+    description: More literal secrets to mask, in addition to those the play knows.
+    type: list
+    elements: str
+    default: []
+seealso:
+  - module: sentinel.heal.heal
+  - module: sentinel.heal.memory
+"""
+
+EXAMPLES = r"""
+- name: Run the plan Alice approved
+  sentinel.heal.execute:
+    plan_ids: [8c1e4bd1f0b44f0aa7d9f3b1e2c0a6d5]
+    approved_by: alice
+  become: true
+"""
+
+RETURN = r"""
+status:
+  description: The worst end state of the plans run - C(healed), C(escalated) or C(unreachable).
+  returned: always
+  type: str
+  sample: healed
+incidents:
+  description: One entry per plan run, as M(sentinel.heal.heal) returns them.
+  returned: always
+  type: list
+  elements: dict
+summary:
+  description: One human line per plan run.
+  returned: always
+  type: list
+  elements: str
+episodes:
+  description: Ids of the episodes written.
+  returned: always
+  type: list
+  elements: int
+"""
