@@ -3,7 +3,7 @@
 Runs the guard over the project's corpus (hostile commands with their evasions, and legitimate
 commands) and, in the same process on the same commands, plain shlex.split as the baseline: the
 least any guard that parses must do. Prints decisions per second (target: at least 20,000), the
-ratio to the baseline, and the corpus scores. `make bench-policy`.
+ratio to the baseline, and the corpus scores. Part of `make bench`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
     policy = load_policy()
     context = CONTEXTS["nginx"]
     hostile = [command for _family, command in hostile_corpus()]
-    legitimate = [(service, command, expected) for service, command, expected in legitimate_corpus()]
+    legitimate = legitimate_corpus()
     commands = hostile + [command for _service, command, _expected in legitimate]
 
     def splitting(command: str) -> None:

@@ -362,4 +362,3 @@ def _clip(text, limit, keep="start"):
     if len(text) <= limit:
         return text
     return text[:limit] + " ..." if keep == "start" else "... " + text[-limit:]
-
