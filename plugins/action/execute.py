@@ -16,7 +16,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Sentin
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
@@ -72,7 +72,7 @@ class ActionModule(ActionBase):
     def _tools(self, memory: Memory, policy: Any, args: Mapping[str, Any], host: str, task_vars: dict[str, Any],
                secrets: Sequence[str]) -> Toolkit:
         return Toolkit(
-            planner=OfflinePlanner(RunbookLibrary(()), memory),
+            planner=Planner(RunbookLibrary(()), memory),
             policy=policy,
             executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
             target=target_for_task(host, self._connection, task_vars, self._templar),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 from typing import Any, Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail, AnsiblePromptInterrupt, AnsiblePromptNoninteractive
@@ -18,8 +19,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import DEF
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
@@ -42,9 +44,25 @@ ARGUMENT_SPEC = dict(
     interactive_approval=dict(type="bool", default=True),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    facts=dict(type="dict", default={}),
+    builtin_runbooks=dict(type="bool", default=True),
+    failed_ttl=dict(type="int", default=86400),
+    llm=dict(
+        type="dict",
+        options=dict(
+            model=dict(type="str", required=True),
+            base_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
+            timeout=dict(type="float", default=30.0),
+            max_retries=dict(type="int", default=3),
+            token_budget=dict(type="int", default=6000),
+            json_mode=dict(type="bool", default=True),
+        ),
+    ),
 )
 
-LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400)}
+LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
+          "failed_ttl": (0, 365 * 86400)}
 
 
 class ActionModule(ActionBase):
@@ -60,15 +78,21 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
         host = task_vars.get("inventory_hostname", "localhost")
         check_mode = bool(self._task.check_mode)
-        secrets = known_secrets(task_vars, args["redact_values"])
         try:
+            llm_settings = llm_settings_from(args["llm"])
+            api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
+            secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
             failures = self._failures(host, args, task_vars, secrets)
             if not failures:
                 result.update(host_result(host, [], check_mode=check_mode))
                 return result
             with Memory(args["state_dir"]) as memory:
+                planner = Planner(
+                    RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"]), memory,
+                    llm=LLMClient(llm_settings) if llm_settings else None, secrets=secrets,
+                )
                 tools = Toolkit(
-                    planner=OfflinePlanner(RunbookLibrary.load(args["runbooks"]), memory),
+                    planner=planner,
                     policy=load_policy(args["policy"]),
                     executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
                     target=target_for_task(host, self._connection, task_vars, self._templar),
@@ -80,6 +104,7 @@ class ActionModule(ActionBase):
                     max_attempts=args["max_attempts"],
                     verify_retries=args["verify_retries"],
                     verify_wait=args["verify_delay"],
+                    failed_plan_ttl=args["failed_ttl"],
                 )
                 outcomes = [heal_incident(failure, tools) for failure in failures]
         except SentinelError as exc:
@@ -91,10 +116,11 @@ class ActionModule(ActionBase):
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
-            raw_failures = service_check(self, args["services"], task_vars, secrets, args["log_lines"])["failures"]
+            checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"])
+            raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
-            raw_failures = redact(args["failures"], secrets)
-        return [Failure.from_check(host, raw) for raw in raw_failures]
+            raw_failures, facts = redact(args["failures"], secrets), args["facts"]
+        return [Failure.from_check(host, raw, facts) for raw in raw_failures]
 
     def _ask_operator(self, failure: Failure, plan: Plan, verdicts: Sequence[Verdict]) -> tuple[str, str] | None:
         """Ask at the terminal; None when there is no terminal (AWX, cron, CI): the plan then waits."""
@@ -113,3 +139,15 @@ class ActionModule(ActionBase):
             return None
         who = f"interactive:{getpass.getuser()}"
         return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)
+
+
+def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
+    """The task's llm options; the key comes from them or from OPENAI_API_KEY on the controller."""
+    if not options or not options.get("model"):
+        return None
+    return LLMSettings(
+        model=options["model"], base_url=options.get("base_url") or None,
+        api_key=options.get("api_key") or os.environ.get("OPENAI_API_KEY") or None,
+        timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
+        json_mode=options["json_mode"],
+    )

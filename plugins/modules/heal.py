@@ -18,8 +18,12 @@ description:
     loop, a small graph of nodes (diagnose, plan, guard, execute, verify, record), retrying up to
     O(max_attempts) times and escalating when the budget is spent or the guard blocks the plan.
   - Plans come, in order of trust, from a fix that was verified before for the same failure
-    fingerprint (memory), from the runbooks (the shipped ones and O(runbooks)), or a generic
-    restart of the service. A plan whose steps already failed for the fingerprint is not tried again.
+    fingerprint (memory), from the runbooks (the shipped ones and O(runbooks)), from the LLM
+    (O(llm), when configured), or the fallback runbooks and a generic restart of the service. A plan
+    whose steps already failed for the fingerprint is not tried again. When the LLM is down, slow,
+    over its token budget or answers nonsense, the offline planner plans and the timeline says so.
+  - Before planning, read-only evidence commands that the policy allows (such as C(nginx -t),
+    C(ss -ltnp), the tail of the service's log) may run on the host through the same executor.
   - The guard decides each step with the command policy (O(policy)) - allow, approve or block.
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
@@ -122,6 +126,56 @@ options:
     type: list
     elements: str
     default: []
+  facts:
+    description:
+      - The C(facts) that M(sentinel.heal.service_check) returned with O(failures) (service manager, OS).
+        They ground the LLM's prompt and key the memory by kind of host.
+    type: dict
+    default: {}
+  builtin_runbooks:
+    description: Use the runbooks shipped with the collection, besides O(runbooks).
+    type: bool
+    default: true
+  failed_ttl:
+    description:
+      - Seconds a plan that failed for a failure fingerprint is remembered and not tried again for it
+        (0 to 31536000). Plans that failed during the same incident are never repeated in it.
+    type: int
+    default: 86400
+  llm:
+    description:
+      - An OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's
+        server) that plans when memory and the specific runbooks have no answer. Without it (the
+        default) the offline planner runs and no network is needed.
+      - Its plans are judged by the guard like any other; the prompt is not a security boundary.
+    type: dict
+    suboptions:
+      model:
+        description: The model name.
+        type: str
+        required: true
+      base_url:
+        description: The API's base URL (for example C(http://127.0.0.1:11434/v1) for Ollama). Defaults to OpenAI's.
+        type: str
+      api_key:
+        description: The API key. Defaults to the controller's C(OPENAI_API_KEY). Never shown, stored or sent to hosts.
+        type: str
+      timeout:
+        description: Seconds one request may take.
+        type: float
+        default: 30.0
+      max_retries:
+        description: Retries, with exponential backoff (and C(Retry-After)), after HTTP 408, 409, 429, 5xx, timeouts and connection errors.
+        type: int
+        default: 3
+      token_budget:
+        description: Tokens (prompt and answer) one incident may spend over all its attempts.
+        type: int
+        default: 6000
+      json_mode:
+        description: Ask for a JSON answer (C(response_format)); turn off for servers that reject it.
+        type: bool
+        default: true
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege

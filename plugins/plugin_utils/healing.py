@@ -27,8 +27,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 
@@ -58,7 +59,7 @@ ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | 
 class Toolkit:
     """Everything the nodes use, built once per host by the action plugin."""
 
-    planner: OfflinePlanner
+    planner: Planner
     policy: Policy
     executor: Executor
     target: Target
@@ -83,6 +84,7 @@ class IncidentState:
     tried: set[tuple[str, ...]] = field(default_factory=set)
     diagnosis: Diagnosis | None = None
     excluded: frozenset[tuple[str, ...]] = frozenset()
+    llm_use: LLMUse | None = None
     status: str = ""
     reason: str = ""
     episodes: list[int] = field(default_factory=list)
@@ -171,18 +173,21 @@ class DiagnoseNode(_ToolNode):
 class PlanNode(_ToolNode):
     node_name = "plan"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]:
+    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None]:
         if state.diagnosis is None:
             raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
-        return state.failure, state.diagnosis, state.excluded
+        if state.llm_use is not None:
+            state.llm_use.fallback = None
+        return state.failure, state.diagnosis, state.excluded, state.llm_use
 
-    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]]]) -> Plan:
-        failure, diagnosis, excluded = prep_res
-        return self.tools.planner.plan(failure, diagnosis, excluded)
+    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None]) -> Plan:
+        return self.tools.planner.plan(*prep_res)
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Plan) -> str:
         plan = exec_res
         state.attempt.plan = plan
+        if state.llm_use is not None and state.llm_use.fallback:
+            state.log(self.name, f"LLM not used: {state.llm_use.fallback}; falling back to the offline planner")
         if plan.escalation:
             state.attempt.outcome = "escalated"
             state.reason = plan.escalation
@@ -459,13 +464,16 @@ class IncidentOutcome:
             "results": [r.to_dict() for r in last.results] if last else [],
             "path": self.trace.path,
             "approved_by": last.approved_by if last else None,
+            "llm": {"calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,
+                    "tokens_spent": state.llm_use.budget.spent} if state.llm_use else None,
             "changed": state.changed,
             "warnings": state.warnings,
         }
 
 
 def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
-    state = IncidentState(failure=failure)
+    llm = tools.planner.llm
+    state = IncidentState(failure=failure, llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace)

@@ -53,21 +53,37 @@ class PlanSource(StrEnum):
 
     MEMORY = "memory"
     RUNBOOK = "runbook"
+    LLM = "llm"
     GENERIC = "generic"
 
 
-_NUMBER = re.compile(r"\b\d+\b")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
-_SPACE = re.compile(r"\s+")
+# Order matters: timestamps before numbers, paths before the numbers inside them.
+_ABSTRACTIONS = (
+    (re.compile(r"\b\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}| UTC)?"), "<ts>"),
+    (re.compile(r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} \d{2}:\d{2}:\d{2}\b"), "<ts>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<uuid>"),
+    (re.compile(r"(?<![\w.])(?:/[\w.@+-]+)+/?"), "<path>"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
+    (re.compile(r"\b(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}\b", re.IGNORECASE), "<ip>"),
+    (re.compile(r"\b0x[0-9a-f]+\b", re.IGNORECASE), "<hex>"),
+    (re.compile(r"\b\d+\b"), "<n>"),
+    (re.compile(r"\s+"), " "),
+)
 
 
 def normalize_error_text(text: str) -> str:
-    """Abstract what changes between two occurrences of the same failure (pids, counts, addresses)."""
-    text = _IPV4.sub("<ip>", text)
-    text = _HEX.sub("<hex>", text)
-    text = _NUMBER.sub("<n>", text)
-    return _SPACE.sub(" ", text).strip().lower()
+    """Abstract what changes between two occurrences of the same failure: timestamps, ids, paths,
+    addresses, pids and counts."""
+    for pattern, replacement in _ABSTRACTIONS:
+        text = pattern.sub(replacement, text)
+    return text.strip().lower()
+
+
+def host_family(facts: Mapping[str, Any]) -> tuple[str, str]:
+    """(OS family, service manager): a fix verified on one kind of host is reused on the same kind only."""
+    os_facts = facts.get("os") or {}
+    family = (str(os_facts.get("id_like") or "").split() or [str(os_facts.get("id") or "")])[0]
+    return family or "unknown", str(facts.get("service_manager") or "unknown")
 
 
 @dataclass(frozen=True)
@@ -80,10 +96,11 @@ class Failure:
     summary: str
     evidence: Mapping[str, Any]
     spec: Mapping[str, Any]
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_check(cls, host: str, result: Mapping[str, Any]) -> Failure:
-        """Build from one entry of service_check's ``failures``."""
+    def from_check(cls, host: str, result: Mapping[str, Any], facts: Mapping[str, Any] | None = None) -> Failure:
+        """Build from one entry of service_check's ``failures`` (and the ``facts`` of the same check)."""
         for key in ("name", "failure_class", "summary", "evidence", "spec"):
             if key not in result:
                 raise ConfigError(
@@ -97,20 +114,26 @@ class Failure:
             summary=str(result["summary"]),
             evidence=dict(result["evidence"]),
             spec=dict(result["spec"]),
+            facts=dict(facts if facts is not None else result.get("facts") or {}),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The form service_check returns (and from_check reads back)."""
+        """The form service_check returns (and from_check reads back), with the host's facts."""
         return {"name": self.service, "failure_class": self.failure_class, "summary": self.summary,
-                "evidence": dict(self.evidence), "spec": dict(self.spec)}
+                "evidence": dict(self.evidence), "spec": dict(self.spec), "facts": dict(self.facts)}
 
     @property
     def init_service(self) -> str:
         return str(self.spec.get("service") or self.service)
 
     @property
+    def normalized_error(self) -> str:
+        return normalize_error_text(self.summary)
+
+    @property
     def fingerprint(self) -> str:
-        key = "\x1f".join((self.service, self.failure_class, normalize_error_text(self.summary)))
+        """Same service, same failure class, same error text once abstracted, same kind of host."""
+        key = "\x1f".join((self.service, self.failure_class, self.normalized_error, *host_family(self.facts)))
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 

@@ -9,6 +9,7 @@ wait for a human are stored beside the episodes.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -16,7 +17,15 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
+    Attempt,
+    Failure,
+    PendingPlan,
+    Plan,
+    PlanSource,
+    Step,
+    host_family,
+)
 
 MEMORY_FILE = "memory.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -75,6 +84,23 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE plans ADD COLUMN decision_note TEXT;
     ALTER TABLE plans ADD COLUMN executed_episode_id INTEGER REFERENCES episodes (id);
     CREATE INDEX plans_by_status ON plans (status, created_at);
+    """,
+    # 3: the kind of host an episode happened on, and similar-error search ranked by FTS5 (bm25).
+    """
+    ALTER TABLE episodes ADD COLUMN os_family TEXT NOT NULL DEFAULT '';
+    ALTER TABLE episodes ADD COLUMN service_manager TEXT NOT NULL DEFAULT '';
+    ALTER TABLE episodes ADD COLUMN normalized_error TEXT NOT NULL DEFAULT '';
+    UPDATE episodes SET normalized_error = lower(error_text);
+    CREATE INDEX episodes_by_finished ON episodes (finished_at);
+    CREATE VIRTUAL TABLE episodes_fts USING fts5(service, normalized_error, content='episodes', content_rowid='id');
+    CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+        INSERT INTO episodes_fts (rowid, service, normalized_error) VALUES (new.id, new.service, new.normalized_error);
+    END;
+    CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+        INSERT INTO episodes_fts (episodes_fts, rowid, service, normalized_error)
+        VALUES ('delete', old.id, old.service, old.normalized_error);
+    END;
+    INSERT INTO episodes_fts (episodes_fts) VALUES ('rebuild');
     """,
 )
 
@@ -154,8 +180,9 @@ class Memory:
             cursor = conn.execute(
                 """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text,
                        evidence_json, diagnosis, plan_source, plan_reference, plan_json, verdicts_json, policy_version,
-                       results_json, outcome, verified, started_at, finished_at, approved_by)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       results_json, outcome, verified, started_at, finished_at, approved_by, os_family, service_manager,
+                       normalized_error)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     incident_id, attempt.number, failure.host, failure.service, failure.fingerprint,
                     failure.failure_class, failure.summary, _json(failure.evidence), attempt.diagnosis,
@@ -163,6 +190,7 @@ class Memory:
                     _json(plan.to_dict()) if plan else None,
                     _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, _json(results),
                     attempt.outcome, int(attempt.verified), attempt.started_at, attempt.finished_at, attempt.approved_by,
+                    *host_family(failure.facts), failure.normalized_error,
                 ),
             )
             episode_id = int(cursor.lastrowid or 0)
@@ -212,9 +240,62 @@ class Memory:
         )
         return {tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]) for row in rows}
 
-    def episodes(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self._conn.execute("SELECT * FROM episodes ORDER BY id DESC LIMIT ?", (limit,))
+    def similar_fixes(self, failure: Failure, *, limit: int = 4) -> list[dict[str, Any]]:
+        """Verified fixes of other fingerprints of the same service whose error reads most alike (FTS5 bm25)."""
+        words = list(dict.fromkeys(_FTS_WORD.findall(failure.normalized_error)))[:32]
+        if not words:
+            return []
+        query = f'service : "{_fts_quote(failure.service)}" AND ({" OR ".join(f"{chr(34)}{_fts_quote(w)}{chr(34)}" for w in words)})'
+        rows = self._conn.execute(
+            """SELECT episodes.id, episodes.error_text, episodes.plan_json FROM episodes_fts
+               JOIN episodes ON episodes.id = episodes_fts.rowid
+               WHERE episodes_fts MATCH ? AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.fingerprint != ?
+               ORDER BY bm25(episodes_fts) LIMIT ?""",
+            (query, failure.fingerprint, limit),
+        )
+        return [{"episode": row["id"], "error": row["error_text"],
+                 "steps": [" ".join(step["argv"]) for step in json.loads(row["plan_json"])["steps"]]} for row in rows]
+
+    def episodes(self, *, limit: int = 50, host: str | None = None, service: str | None = None, outcome: str | None = None,
+                 fingerprint: str | None = None) -> list[dict[str, Any]]:
+        filters = {"host": host, "service": service, "outcome": outcome, "fingerprint": fingerprint}
+        clauses = [f"{column} = ?" for column, value in filters.items() if value is not None]
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._conn.execute(f"SELECT * FROM episodes{where} ORDER BY id DESC LIMIT ?",
+                                  (*[v for v in filters.values() if v is not None], limit))
         return [dict(row) for row in rows]
+
+    def episode(self, episode_id: int) -> dict[str, Any] | None:
+        row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        return dict(row) if row else None
+
+    def search(self, text: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Episodes whose error reads like the text, best first (FTS5 bm25 over the abstracted errors)."""
+        words = list(dict.fromkeys(_FTS_WORD.findall(text.lower())))[:32]
+        if not words:
+            return []
+        query = " OR ".join(f'"{_fts_quote(word)}"' for word in words)
+        rows = self._conn.execute(
+            """SELECT episodes.* FROM episodes_fts JOIN episodes ON episodes.id = episodes_fts.rowid
+               WHERE episodes_fts MATCH ? ORDER BY bm25(episodes_fts) LIMIT ?""",
+            (query, limit),
+        )
+        return [dict(row) for row in rows]
+
+    def prune(self, *, before: float) -> int:
+        """Forget episodes that finished before the time, except those a plan still refers to."""
+        with self._transaction() as conn:
+            return conn.execute(
+                """DELETE FROM episodes WHERE finished_at < ? AND id NOT IN (SELECT episode_id FROM plans)
+                   AND id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)""",
+                (before,),
+            ).rowcount
+
+    def forget(self, fingerprint: str) -> int:
+        """Forget every episode (and stored plan) of one failure fingerprint."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM plans WHERE fingerprint = ?", (fingerprint,))
+            return conn.execute("DELETE FROM episodes WHERE fingerprint = ?", (fingerprint,)).rowcount
 
     def plan(self, plan_id: str) -> dict[str, Any] | None:
         row = self._conn.execute(
@@ -244,6 +325,13 @@ class Memory:
             ).rowcount == 1
 
 
+_FTS_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+
+
+def _fts_quote(word: str) -> str:
+    return word.replace('"', '""')
+
+
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it."""
 
@@ -262,9 +350,15 @@ class _Transaction:
 
 
 def _statements(script: str) -> Iterator[str]:
-    for statement in script.split(";"):
-        if statement.strip():
-            yield statement
+    """Complete SQL statements of a migration (a trigger's body holds semicolons of its own)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            yield pending
+            pending = ""
+    if pending.strip():
+        raise MemoryStoreError("a migration ends with an incomplete statement", field="migration", value=pending.strip()[:80])
 
 
 def _json(value: Any) -> str:

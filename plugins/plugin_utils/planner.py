@@ -1,21 +1,27 @@
-"""The offline planner: memory first, then runbooks, then a generic restart.
+"""The planner: memory first, then runbooks, then the LLM, then a generic restart.
 
-Sources are tried in order of trust. A verified fix for the same failure fingerprint comes from
-memory; otherwise the most specific runbook whose match holds on the evidence; otherwise a restart
-of the service. A plan whose steps already failed for this fingerprint is not tried again; when no
-untried plan is left the incident is escalated.
+Sources are tried in order of trust. A fix verified before for the same failure fingerprint comes
+from memory; otherwise the most specific runbook whose match holds on the evidence; otherwise the
+LLM, when one is configured, grounded in the evidence, memory and knowledge; otherwise the fallback
+runbooks (priority 0 or lower) and a restart of the service. A plan whose steps already failed for
+this fingerprint is not tried again; when no untried plan is left the incident is escalated. When
+the LLM is down, slow, over budget or answers nonsense, the offline sources plan and the plan says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import AbstractSet, Mapping
+import shlex
+from dataclasses import dataclass, field
+from typing import AbstractSet, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory, RememberedFix
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary, render_step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import KnowledgeSource, build_messages, knowledge_query
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, Runbook, RunbookLibrary, placeholder_values, render_step
 
 GENERIC_RESTART = "service {init_service} restart"
+KNOWLEDGE_K = 3
 
 
 @dataclass(frozen=True)
@@ -27,10 +33,31 @@ class Diagnosis:
     outputs: Mapping[str, str]
 
 
-class OfflinePlanner:
-    def __init__(self, runbooks: RunbookLibrary, memory: Memory | None) -> None:
+@dataclass
+class LLMUse:
+    """What the LLM cost an incident, and why it was not used when it was not."""
+
+    budget: TokenBudget
+    calls: int = 0
+    prompt_tokens: list[int] = field(default_factory=list)
+    fallback: str | None = None
+
+
+class Planner:
+    def __init__(
+        self,
+        runbooks: RunbookLibrary,
+        memory: Memory | None,
+        *,
+        llm: LLMClient | None = None,
+        knowledge: KnowledgeSource | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
         self.runbooks = runbooks
         self.memory = memory
+        self.llm = llm
+        self.knowledge = knowledge
+        self.secrets = tuple(secrets)
 
     def remembered_fix(self, failure: Failure, excluded: AbstractSet[tuple[str, ...]]) -> RememberedFix | None:
         remembered = self.memory.verified_fix(failure.fingerprint) if self.memory else None
@@ -39,13 +66,20 @@ class OfflinePlanner:
         return remembered
 
     def evidence_commands(self, failure: Failure) -> list[str]:
-        """Read-only commands the candidate runbooks want to see the output of, each once, in order."""
+        """Read-only commands the candidate runbooks (and, with an LLM, a general look) want to see, each once."""
         commands: dict[str, None] = {}
         for runbook in self.runbooks.candidates(failure):
             commands.update(dict.fromkeys(runbook.evidence_commands))
-        return list(commands)
+        if self.llm is not None:
+            if failure.spec.get("ports"):
+                commands["ss -ltnp"] = None
+            if failure.spec.get("logs"):
+                commands[f"tail -n 30 {shlex.quote(str(failure.spec['logs'][0]))}"] = None
+            if failure.facts.get("service_manager") == "systemd":
+                commands[f"journalctl -u {shlex.quote(failure.init_service)} -n 30 --no-pager"] = None
+        return list(commands)[:4]
 
-    def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]]) -> Plan:
+    def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None) -> Plan:
         if diagnosis.remembered is not None:
             remembered = diagnosis.remembered.plan
             try:
@@ -54,28 +88,77 @@ class OfflinePlanner:
                 pass
             else:
                 return Plan(source=PlanSource.MEMORY, reference=remembered.reference, rationale=remembered.rationale, steps=steps)
-        matching = [
-            runbook for runbook in self.runbooks.candidates(failure)
-            if runbook.matches(failure, diagnosis.outputs) and runbook.templates not in excluded
-        ]
-        for runbook in sorted(matching, key=lambda rb: rb.specificity, reverse=True):
+        matching = sorted(
+            (rb for rb in self.runbooks.candidates(failure) if rb.matches(failure, diagnosis.outputs) and rb.templates not in excluded),
+            key=lambda rb: rb.specificity, reverse=True,
+        )
+        plan = self._from_runbooks([rb for rb in matching if rb.priority > 0], failure, diagnosis)
+        if plan is not None:
+            return plan
+        note = ""
+        if self.llm is not None and llm_use is not None:
+            try:
+                return self._from_llm(failure, diagnosis, excluded, llm_use)
+            except LLMError as exc:
+                llm_use.fallback = str(exc)
+                note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
+        plan = self._from_runbooks([rb for rb in matching if rb.priority <= 0], failure, diagnosis, note)
+        if plan is not None:
+            return plan
+        if (GENERIC_RESTART,) not in excluded:
+            return Plan(
+                source=PlanSource.GENERIC, reference="restart", rationale="no runbook matched: restart the service" + note,
+                steps=(render_step(GENERIC_RESTART, failure),),
+            )
+        tried = "; ".join(" && ".join(templates) for templates in sorted(excluded))
+        return Plan(
+            source=PlanSource.GENERIC, reference="exhausted", rationale="no untried plan is left" + note,
+            escalation=f"{failure.service}: every known plan was tried without a verified recovery ({tried})",
+        )
+
+    def _from_runbooks(self, runbooks: Sequence[Runbook], failure: Failure, diagnosis: Diagnosis, note: str = "") -> Plan | None:
+        for runbook in runbooks:
             if runbook.escalate:
                 return Plan(
-                    source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title,
+                    source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note,
                     escalation=runbook.render_escalation(failure, diagnosis.outputs),
                 )
             try:
                 steps = runbook.render_steps(failure)
             except NotApplicable:
                 continue
-            return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title, steps=steps)
-        if (GENERIC_RESTART,) not in excluded:
-            return Plan(
-                source=PlanSource.GENERIC, reference="restart", rationale="no runbook matched: restart the service",
-                steps=(render_step(GENERIC_RESTART, failure),),
-            )
-        tried = "; ".join(" && ".join(templates) for templates in sorted(excluded))
-        return Plan(
-            source=PlanSource.GENERIC, reference="exhausted", rationale="no untried plan is left",
-            escalation=f"{failure.service}: every known plan was tried without a verified recovery ({tried})",
+            return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note, steps=steps)
+        return None
+
+    def _from_llm(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse) -> Plan:
+        llm = self.llm
+        if llm is None:
+            raise LLMError("no LLM is configured", field="llm", value=None)
+        messages = build_messages(
+            failure,
+            outputs=diagnosis.outputs,
+            similar_fixes=self.memory.similar_fixes(failure) if self.memory else [],
+            failed_plans=sorted(excluded),
+            knowledge=self.knowledge.query(knowledge_query(failure), k=KNOWLEDGE_K) if self.knowledge else [],
+            secrets=self.secrets,
         )
+        completion = llm.complete(messages, llm_use.budget)
+        llm_use.calls += 1
+        llm_use.prompt_tokens.append(completion.prompt_tokens)
+        proposed = parse_plan(completion.text, init_service=failure.init_service)
+        model = llm.settings.model
+        rationale = "; ".join(part for part in (proposed.diagnosis, proposed.rationale) if part) or "proposed by the LLM"
+        if proposed.escalate:
+            return Plan(source=PlanSource.LLM, reference=model, rationale=rationale, escalation=f"the LLM escalates: {proposed.escalate}")
+        steps = tuple(Step(template=_templated(argv, failure), argv=argv) for argv in proposed.steps)
+        if tuple(step.template for step in steps) in excluded:
+            raise LLMError("the LLM proposed a plan that already failed for this failure", field="answer.steps",
+                           value=[step.command for step in steps])
+        return Plan(source=PlanSource.LLM, reference=model, rationale=rationale, steps=steps)
+
+
+def _templated(argv: Sequence[str], failure: Failure) -> str:
+    """Turn the incident's own values back into placeholders, so a remembered LLM fix is replayed
+    with the next incident's pid and paths, not this one's."""
+    by_value = {value: name for name, value in placeholder_values(failure).items()}
+    return " ".join(f"{{{by_value[arg]}}}" if arg in by_value else shlex.quote(arg) for arg in argv)

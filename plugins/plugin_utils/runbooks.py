@@ -13,7 +13,8 @@
       - rm -f {stale_pidfile}
       - service {init_service} start
     escalate: "..."                   # instead of steps: stop and hand over to a human with this text
-    priority: 50                      # higher wins when several runbooks match
+    priority: 50                      # higher wins when several runbooks match; 0 or lower: a fallback,
+                                      # tried only after the LLM (when one is configured)
     ---
     Why this happens and how an operator would fix it by hand.
 
@@ -159,10 +160,11 @@ class RunbookLibrary:
         self.runbooks = tuple(sorted(runbooks, key=lambda rb: rb.id))
 
     @classmethod
-    def load(cls, directories: Iterable[str | Path] = ()) -> RunbookLibrary:
-        """Load the shipped runbooks plus the user's; a user runbook replaces a shipped one with the same id."""
+    def load(cls, directories: Iterable[str | Path] = (), *, builtin: bool = True) -> RunbookLibrary:
+        """Load the shipped runbooks (unless ``builtin`` is false) plus the user's; a user runbook
+        replaces a shipped one with the same id."""
         by_id: dict[str, Runbook] = {}
-        for directory in (DEFAULT_RUNBOOK_DIR, *directories):
+        for directory in ((DEFAULT_RUNBOOK_DIR,) if builtin else ()) + tuple(directories):
             path = Path(directory).expanduser()
             if not path.is_dir():
                 raise RunbookError("runbook directory not found", field="runbooks", value=str(path), hint="give an existing directory of .md files")

@@ -15,7 +15,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
@@ -47,7 +47,7 @@ def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[st
     memory = Memory(tmp_path)
     answers = iter(verdicts)
     defaults: dict[str, Any] = dict(
-        planner=OfflinePlanner(RunbookLibrary.load(), memory),
+        planner=Planner(RunbookLibrary.load(), memory),
         policy=load_policy(),
         executor=executor,
         target=Target(name="web1", host_vars={}),
@@ -125,7 +125,7 @@ def test_blocked_plan_escalates_and_nothing_runs(tmp_path: Path) -> None:
         "priority: 1000\n---\n"
     )
     executor = ScriptedExecutor(CONFIG_OK)
-    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [], planner=OfflinePlanner(RunbookLibrary.load([runbooks]), None)))
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [], planner=Planner(RunbookLibrary.load([runbooks]), None)))
     assert outcome.trace.path == ["diagnose", "plan", "guard", "record", "escalate"]
     assert "blocked" in outcome.state.reason and "dd" in outcome.state.reason
     assert executor.remediations == []

@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, OfflinePlanner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary, parse_runbook
 from helpers import nginx_failure
 
@@ -23,7 +23,7 @@ def library() -> RunbookLibrary:
     return RunbookLibrary.load()
 
 
-def _plan(planner: OfflinePlanner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
+def _plan(planner: Planner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
     remembered = planner.remembered_fix(failure, excluded)
     return planner.plan(failure, Diagnosis("d", remembered, outputs or {}), excluded)
 
@@ -34,20 +34,20 @@ def test_the_shipped_runbooks_load_and_cover_the_lab_faults(library: RunbookLibr
 
 
 def test_stale_nginx_pid_plan_removes_exactly_that_file_and_starts(library: RunbookLibrary) -> None:
-    plan = _plan(OfflinePlanner(library, None), nginx_failure(), {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"})
+    plan = _plan(Planner(library, None), nginx_failure(), {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"})
     assert plan.source is PlanSource.RUNBOOK and plan.reference == "nginx-stale-pid"
     assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
 
 
 def test_port_conflict_plan_targets_the_pid_seen_on_the_port(library: RunbookLibrary) -> None:
     failure = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"})
-    plan = _plan(OfflinePlanner(library, None), failure)
+    plan = _plan(Planner(library, None), failure)
     assert plan.reference == "port-conflict"
     assert [step.argv for step in plan.steps] == [("kill", "-TERM", "4242"), ("service", "nginx", "start")]
 
 
 def test_a_config_error_escalates_with_nginx_own_words_instead_of_restarting(library: RunbookLibrary) -> None:
-    planner = OfflinePlanner(library, None)
+    planner = Planner(library, None)
     assert "nginx -t" in planner.evidence_commands(nginx_failure("not_running"))
     plan = _plan(planner, nginx_failure("not_running"), {"nginx -t": CONFIG_ERROR})
     assert plan.steps == () and plan.reference == "nginx-config-error"
@@ -57,7 +57,7 @@ def test_a_config_error_escalates_with_nginx_own_words_instead_of_restarting(lib
 def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, library: RunbookLibrary) -> None:
     failure = nginx_failure(pid=100)
     with Memory(tmp_path) as memory:
-        planner = OfflinePlanner(library, memory)
+        planner = Planner(library, memory)
         first = _plan(planner, failure)
         attempt = Attempt(number=1, plan=first, outcome="healed", verified=True, started_at=time.time(), finished_at=time.time())
         episode, _plan_id = memory.record_attempt(incident_id="x", failure=failure, attempt=attempt)
@@ -70,7 +70,7 @@ def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, libr
 
 
 def test_failed_plans_are_skipped_then_generic_restart_then_escalation(library: RunbookLibrary) -> None:
-    planner = OfflinePlanner(library, None)
+    planner = Planner(library, None)
     failure = nginx_failure("not_running")
     first = _plan(planner, failure)
     assert first.reference == "service-not-running"
@@ -82,7 +82,7 @@ def test_failed_plans_are_skipped_then_generic_restart_then_escalation(library: 
 
 def test_a_runbook_whose_placeholder_has_no_value_does_not_apply(library: RunbookLibrary) -> None:
     failure = nginx_failure("port_conflict")  # no port owner in the evidence
-    plan = _plan(OfflinePlanner(library, None), failure)
+    plan = _plan(Planner(library, None), failure)
     assert plan.reference != "port-conflict"
 
 
@@ -92,7 +92,7 @@ def test_a_user_runbook_replaces_a_shipped_one_with_the_same_id(tmp_path: Path) 
         "steps: ['service {init_service} restart']\npriority: 50\n---\nbody\n"
     )
     library = RunbookLibrary.load([tmp_path])
-    plan = _plan(OfflinePlanner(library, None), nginx_failure())
+    plan = _plan(Planner(library, None), nginx_failure())
     assert plan.rationale == "ours" and [s.argv for s in plan.steps] == [("service", "nginx", "restart")]
 
 

@@ -1,0 +1,171 @@
+"""A real HTTP server that speaks the OpenAI chat-completions API with scripted answers.
+
+Tests start it on 127.0.0.1 and point the real ``openai`` client (through sentinel.heal's LLM
+settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or the
+default one): a JSON plan, malformed text, an HTTP error such as 429 or 500, a slow answer. Every
+request is recorded (body and headers) so tests can assert on exactly what was sent.
+
+    with ScriptedLLM([Answer.plan([["service", "nginx", "start"]]), Answer.error(500)]) as llm:
+        ... llm.base_url ...  # http://127.0.0.1:PORT/v1
+        llm.requests          # what the client sent
+
+Also runnable by hand: ``python tests/llm_server.py --port 8089 --answer '{"steps": []}'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    content: str = ""
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    prompt_tokens: int | None = None
+
+    @classmethod
+    def text(cls, content: str, **kwargs: Any) -> Answer:
+        return cls(content=content, **kwargs)
+
+    @classmethod
+    def plan(cls, steps: list[list[str]], *, diagnosis: str = "scripted diagnosis", rationale: str = "scripted",
+             expected_signal: str = "the service answers", **kwargs: Any) -> Answer:
+        body = {"diagnosis": diagnosis, "steps": [{"argv": argv} for argv in steps], "rationale": rationale,
+                "expected_signal": expected_signal, "escalate": None}
+        return cls(content=json.dumps(body), **kwargs)
+
+    @classmethod
+    def error(cls, status: int, **kwargs: Any) -> Answer:
+        return cls(status=status, **kwargs)
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def prompt(self) -> str:
+        """Every message's content, joined: what the model was shown."""
+        return "\n".join(str(message.get("content", "")) for message in self.body.get("messages", []))
+
+
+class ScriptedLLM:
+    def __init__(self, answers: list[Answer] | None = None, *, default: Answer | None = None) -> None:
+        self.answers = list(answers or [])
+        self.default = default or Answer.error(503)
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def script(self, *answers: Answer) -> None:
+        with self._lock:
+            self.answers.extend(answers)
+
+    def __enter__(self) -> ScriptedLLM:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_answer(self, recorded: Recorded) -> Answer:
+        with self._lock:
+            self.requests.append(recorded)
+            return self.answers.pop(0) if self.answers else self.default
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        llm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._json(200, {"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tests"}]})
+                else:
+                    self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {"unparsable": raw.decode("utf-8", "replace")}
+                recorded = Recorded(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    llm._next_answer(recorded)
+                    self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                answer = llm._next_answer(recorded)
+                if answer.delay:
+                    time.sleep(answer.delay)
+                if answer.status != 200:
+                    self._json(answer.status, {"error": {"message": f"scripted {answer.status}", "type": "scripted_error", "code": answer.status}},
+                               answer.headers)
+                    return
+                prompt_tokens = answer.prompt_tokens if answer.prompt_tokens is not None else len(recorded.prompt) // 4
+                completion_tokens = len(answer.content) // 4 + 1
+                self._json(200, {
+                    "id": f"chatcmpl-{len(llm.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer.content}}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                              "total_tokens": prompt_tokens + completion_tokens},
+                }, answer.headers)
+
+            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in (headers or {}).items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test): nothing to answer to
+
+        return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Serve scripted OpenAI chat-completions answers on 127.0.0.1.")
+    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--answer", action="append", default=[], help="content of the next answer (repeatable)")
+    options = parser.parse_args()
+    llm = ScriptedLLM([Answer.text(content) for content in options.answer])
+    llm._server.server_close()
+    llm._server = ThreadingHTTPServer(("127.0.0.1", options.port), llm._handler())
+    print(f"scripted LLM on {llm.base_url}", flush=True)
+    llm._server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
