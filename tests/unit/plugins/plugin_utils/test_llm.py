@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from helpers import nginx_failure
 from llm_server import Answer, ScriptedLLM
 from test_healing import HEALTHY, ScriptedExecutor, _tools
 
@@ -19,6 +18,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import build_messages
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
+from helpers import nginx_failure
 
 FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]
 FACTS = {"service_manager": "sysv", "os": {"id": "debian", "version_id": "12"}}
@@ -202,5 +202,5 @@ def test_in_the_loop_a_second_identical_incident_costs_no_llm_call(llm: Scripted
     assert first.state.status == "healed" and first.to_dict()["plan"]["source"] == "llm"
     second = heal_incident(nginx_failure(pid=20), tools)
     assert second.state.status == "healed" and second.to_dict()["plan"]["source"] == "memory"
-    assert [step["argv"] for step in second.to_dict()["plan"]["steps"]][0] == ["rm", "-f", "/run/nginx.pid"]
+    assert second.to_dict()["plan"]["steps"][0]["argv"] == ["rm", "-f", "/run/nginx.pid"]
     assert len(llm.chat_requests) == 1 and second.to_dict()["llm"]["calls"] == 0
