@@ -1,10 +1,14 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of sentinel.heal.memory: reads and decides what the controller's memory holds."""
+"""Action plugin of sentinel.heal.memory: reads, exports, prunes and decides what the controller's memory holds."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
@@ -12,16 +16,37 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import PLAN_STATUSES, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import OUTCOMES, PLAN_STATUSES, Memory
+
+OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny"]
+_JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
 ARGUMENT_SPEC = dict(
-    operation=dict(type="str", required=True, choices=["plans", "plan", "deny"]),
+    operation=dict(type="str", required=True, choices=OPERATIONS),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    episode_id=dict(type="int"),
+    host=dict(type="str"),
+    service=dict(type="str"),
+    outcome=dict(type="str", choices=sorted(OUTCOMES)),
+    fingerprint=dict(type="str"),
+    text=dict(type="str"),
+    limit=dict(type="int", default=50),
+    dest=dict(type="path"),
+    older_than_days=dict(type="float"),
     plan_id=dict(type="str"),
     status=dict(type="str", default="pending", choices=sorted(PLAN_STATUSES | {"all"})),
     decided_by=dict(type="str"),
     note=dict(type="str", default=""),
 )
+
+REQUIRED_IF = [
+    ("operation", "episode", ["episode_id"]),
+    ("operation", "search", ["text"]),
+    ("operation", "prune", ["older_than_days"]),
+    ("operation", "forget", ["fingerprint"]),
+    ("operation", "plan", ["plan_id"]),
+    ("operation", "deny", ["plan_id", "decided_by"]),
+]
 
 
 class ActionModule(ActionBase):
@@ -30,10 +55,11 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(
-            argument_spec=ARGUMENT_SPEC,
-            required_if=[("operation", "plan", ["plan_id"]), ("operation", "deny", ["plan_id", "decided_by"])],
-        )
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF)
+        if not 1 <= args["limit"] <= 100_000:
+            raise AnsibleActionFail(f"limit: {args['limit']!r} is out of range (1-100000)")
+        if args["older_than_days"] is not None and args["older_than_days"] < 0:
+            raise AnsibleActionFail(f"older_than_days: {args['older_than_days']!r} must not be negative")
         try:
             with Memory(args["state_dir"]) as memory:
                 result.update(self._operate(memory, args))
@@ -42,6 +68,48 @@ class ActionModule(ActionBase):
         return result
 
     def _operate(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        operation = args["operation"]
+        if operation == "episodes":
+            rows = memory.episodes(limit=args["limit"], host=args["host"], service=args["service"], outcome=args["outcome"],
+                                   fingerprint=args["fingerprint"])
+            return {"changed": False, "episodes": [_brief(row) for row in rows]}
+        if operation == "episode":
+            row = memory.episode(args["episode_id"])
+            if row is None:
+                raise AnsibleActionFail(f"episode_id: no episode {args['episode_id']} in {memory.path}")
+            return {"changed": False, "episode": _full(row)}
+        if operation == "search":
+            return {"changed": False, "episodes": [_brief(row) for row in memory.search(args["text"], limit=args["limit"])]}
+        if operation == "export":
+            return self._export(memory, args)
+        if operation in ("prune", "forget"):
+            return self._forget(memory, args)
+        return self._plans(memory, args)
+
+    def _export(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        episodes = [_full(row) for row in memory.episodes(limit=args["limit"], host=args["host"], service=args["service"],
+                                                          outcome=args["outcome"], fingerprint=args["fingerprint"])]
+        if not args["dest"]:
+            return {"changed": False, "episodes": episodes}
+        if self._task.check_mode:
+            return {"changed": True, "dest": args["dest"], "count": len(episodes)}
+        dest = Path(args["dest"])
+        # Written completely or not at all: a temporary file renamed over the destination.
+        with tempfile.NamedTemporaryFile("w", dir=dest.parent, prefix=f".{dest.name}.", delete=False, encoding="utf-8") as handle:
+            json.dump({"exported_at": time.time(), "memory": str(memory.path), "episodes": episodes}, handle, indent=1, sort_keys=True)
+        os.replace(handle.name, dest)
+        return {"changed": True, "dest": str(dest), "count": len(episodes)}
+
+    def _forget(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        if self._task.check_mode:
+            return {"changed": True, "msg": "check mode: nothing was forgotten"}
+        if args["operation"] == "prune":
+            removed = memory.prune(before=time.time() - args["older_than_days"] * 86400)
+        else:
+            removed = memory.forget(args["fingerprint"])
+        return {"changed": removed > 0, "removed": removed}
+
+    def _plans(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         operation = args["operation"]
         if operation == "plans":
             rows = memory.plans(status=None if args["status"] == "all" else args["status"])
@@ -54,3 +122,16 @@ class ActionModule(ActionBase):
         if not memory.deny_plan(stored.plan_id, by=args["decided_by"], at=time.time(), note=args["note"]):
             raise AnsibleActionFail(f"plan {stored.plan_id} is {stored.status}, not pending: it cannot be denied")
         return {"changed": True, "plan": approvals.load(memory, stored.plan_id).summary()}
+
+
+def _brief(row: dict[str, Any]) -> dict[str, Any]:
+    keys = ("id", "incident_id", "attempt", "host", "service", "fingerprint", "failure_class", "error_text", "plan_source",
+            "plan_reference", "outcome", "verified", "approved_by", "started_at", "finished_at")
+    return {key: row[key] for key in keys}
+
+
+def _full(row: dict[str, Any]) -> dict[str, Any]:
+    episode = {key: value for key, value in row.items() if key not in _JSON_COLUMNS}
+    for column in _JSON_COLUMNS:
+        episode[column.removesuffix("_json")] = json.loads(row[column]) if row[column] else None
+    return episode

@@ -10,13 +10,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: memory
-short_description: Read and decide what sentinel.heal's memory holds on the controller
+short_description: Read, export, prune and decide what sentinel.heal's memory holds on the controller
 version_added: 0.1.0
 description:
   - Works on the SQLite memory in O(state_dir) on the controller, whatever host the task runs for.
-  - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows one,
-    C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never as a
-    raw command string.
+  - Episodes (one per attempt at healing an incident) - C(episodes) lists them (filter by O(host),
+    O(service), O(outcome), O(fingerprint)), C(episode) shows one whole, C(search) ranks them by how
+    alike their error reads to O(text) (SQLite FTS5), C(export) writes them as JSON to O(dest) (or
+    returns them), C(prune) forgets those older than O(older_than_days) (not those a stored plan
+    refers to), C(forget) forgets every episode and plan of one failure O(fingerprint).
+  - Plans - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows
+    one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
+    as a raw command string.
   - To approve (run) a plan use M(sentinel.heal.execute), or C(playbooks/approve.yml).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
@@ -42,11 +47,40 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [plans, plan, deny]
+    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny]
   state_dir:
     description: Directory of the memory on the controller.
     type: path
     default: ~/.local/state/sentinel-heal
+  episode_id:
+    description: The episode to show.
+    type: int
+  host:
+    description: Only episodes of this inventory host.
+    type: str
+  service:
+    description: Only episodes of this service.
+    type: str
+  outcome:
+    description: Only episodes with this outcome.
+    type: str
+    choices: [awaiting_approval, blocked, denied, escalated, failed, healed, unreachable]
+  fingerprint:
+    description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
+    type: str
+  text:
+    description: With C(search), the error text to look for.
+    type: str
+  limit:
+    description: At most this many episodes (1-100000).
+    type: int
+    default: 50
+  dest:
+    description: With C(export), the JSON file to write on the controller (written whole or not at all).
+    type: path
+  older_than_days:
+    description: With C(prune), forget episodes that finished more than this many days ago.
+    type: float
   plan_id:
     description: The plan to show or deny.
     type: str
@@ -68,6 +102,27 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: What happened to nginx on web1 lately
+  sentinel.heal.memory:
+    operation: episodes
+    host: web1
+    service: nginx
+    limit: 10
+  run_once: true
+
+- name: Export everything for the postmortem
+  sentinel.heal.memory:
+    operation: export
+    limit: 100000
+    dest: /tmp/sentinel-episodes.json
+  run_once: true
+
+- name: Forget what is older than 90 days
+  sentinel.heal.memory:
+    operation: prune
+    older_than_days: 90
+  run_once: true
+
 - name: List the plans waiting for approval
   sentinel.heal.memory:
     operation: plans
@@ -84,6 +139,27 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+episodes:
+  description: With C(episodes), C(search) and C(export) without O(dest), the episodes found, newest (or best) first.
+  returned: when operation is episodes, search or export
+  type: list
+  elements: dict
+episode:
+  description: With C(episode), the whole episode, with its evidence, plan, verdicts and results.
+  returned: when operation is episode
+  type: dict
+removed:
+  description: With C(prune) and C(forget), how many episodes were forgotten.
+  returned: when operation is prune or forget
+  type: int
+dest:
+  description: With C(export) and O(dest), the file written.
+  returned: when operation is export with dest
+  type: str
+count:
+  description: With C(export) and O(dest), how many episodes were written.
+  returned: when operation is export with dest
+  type: int
 plans:
   description: With C(plans), the plans found, newest first, each with C(plan_id), C(host), C(service), C(status), C(steps)
     (C(argv) and C(command)), C(rationale), C(source), C(failure), C(policy_version), C(created_at), C(expires_at) and C(decided_by).

@@ -4,12 +4,13 @@ import multiprocessing
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory, _statements
 from helpers import nginx_failure
 
 PENDING = PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0)
@@ -113,3 +114,62 @@ def test_concurrent_processes_lose_no_episode(tmp_path: Path) -> None:
         assert process.exitcode == 0
     conn = sqlite3.connect(tmp_path / MEMORY_FILE)
     assert conn.execute("SELECT count(*), count(DISTINCT incident_id) FROM episodes").fetchone() == (workers * per_worker,) * 2
+
+
+def _failure_with(summary: str, service: str = "nginx", failure_class: str = "not_running") -> Any:
+    base = nginx_failure(failure_class)
+    return type(base)(**{**base.__dict__, "summary": summary, "service": service})
+
+
+def test_similar_errors_are_ranked_by_fts5_and_only_verified_fixes_of_the_same_service_count(tmp_path: Path) -> None:
+    bind = _failure_with("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)")
+    bind_v6 = _failure_with("nginx: [emerg] bind() to [::]:8080 failed (98: Address already in use) while starting")
+    disk = _failure_with("nginx: [crit] write() to /var/log/nginx/access.log failed (28: No space left on device)")
+    other_service = _failure_with("redis: bind() failed Address already in use", service="redis")
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="a", failure=bind_v6, attempt=_attempt("healed", "kill -TERM {port_owner_pid}", verified=True))
+        memory.record_attempt(incident_id="b", failure=disk, attempt=_attempt("healed", "truncate -s 0 /var/log/nginx/access.log", verified=True))
+        memory.record_attempt(incident_id="c", failure=other_service, attempt=_attempt("healed", "service redis-server start", verified=True))
+        memory.record_attempt(incident_id="d", failure=bind_v6, attempt=_attempt("failed", "service nginx restart"))
+        similar = memory.similar_fixes(bind)
+    assert [fix["steps"] for fix in similar] == [["kill -TERM {port_owner_pid}"], ["truncate -s 0 /var/log/nginx/access.log"]]
+
+
+def test_search_ranks_episodes_by_their_error(tmp_path: Path) -> None:
+    with Memory(tmp_path) as memory:
+        for n, summary in enumerate(["postgres checkpoint too slow", "nginx bind address already in use", "redis oom"]):
+            memory.record_attempt(incident_id=str(n), failure=_failure_with(summary), attempt=_attempt("failed", "x"))
+        found = memory.search("Address already in use on port 80")
+    assert found[0]["error_text"] == "nginx bind address already in use"
+
+
+def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(tmp_path: Path) -> None:
+    old, new = time.time() - 100 * 86400, time.time()
+    failure = nginx_failure()
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="old", failure=failure, attempt=_attempt("failed", "x", finished_at=old))
+        memory.record_attempt(incident_id="old-waiting", failure=failure, attempt=_attempt("awaiting_approval", "y", finished_at=old),
+                              pending=PENDING)
+        memory.record_attempt(incident_id="new", failure=failure, attempt=_attempt("failed", "z", finished_at=new))
+        assert memory.prune(before=time.time() - 30 * 86400) == 1
+        assert {e["incident_id"] for e in memory.episodes()} == {"old-waiting", "new"}
+        assert memory.forget(failure.fingerprint) == 2
+        assert memory.episodes() == [] and memory.plans(status=None) == []
+        assert memory.search("nginx") == []  # the FTS index forgot them too
+
+
+def test_a_database_of_an_older_schema_is_migrated_in_place(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
+    for statement in _statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute(
+        """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text, evidence_json,
+           diagnosis, plan_json, verdicts_json, policy_version, results_json, outcome, verified, started_at, finished_at)
+           VALUES ('i', 1, 'web1', 'nginx', 'fp', 'not_running', 'Address already in use', '{}', '', NULL, '[]', '', '{}',
+           'failed', 0, 1, 2)""")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with Memory(tmp_path) as memory:
+        assert memory.schema_version == len(MIGRATIONS)
+        assert [e["incident_id"] for e in memory.search("address already in use")] == ["i"]
