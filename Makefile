@@ -77,6 +77,7 @@ build:
 
 bench: setup
 	$(BIN)/python bench/policy_speed.py
+	$(BIN)/python bench/memory_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 
 lab-up:

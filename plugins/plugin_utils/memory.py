@@ -91,7 +91,6 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE episodes ADD COLUMN service_manager TEXT NOT NULL DEFAULT '';
     ALTER TABLE episodes ADD COLUMN normalized_error TEXT NOT NULL DEFAULT '';
     UPDATE episodes SET normalized_error = lower(error_text);
-    CREATE INDEX episodes_by_finished ON episodes (finished_at);
     CREATE VIRTUAL TABLE episodes_fts USING fts5(service, normalized_error, content='episodes', content_rowid='id');
     CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
         INSERT INTO episodes_fts (rowid, service, normalized_error) VALUES (new.id, new.service, new.normalized_error);
@@ -235,14 +234,14 @@ class Memory:
     def failed_plans(self, fingerprint: str, since: float) -> set[tuple[str, ...]]:
         """Step templates of plans that ran for this fingerprint and did not heal it."""
         rows = self._conn.execute(
-            "SELECT plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ?",
+            "SELECT DISTINCT plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ?",
             (fingerprint, since),
         )
         return {tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]) for row in rows}
 
     def similar_fixes(self, failure: Failure, *, limit: int = 4) -> list[dict[str, Any]]:
         """Verified fixes of other fingerprints of the same service whose error reads most alike (FTS5 bm25)."""
-        words = list(dict.fromkeys(_FTS_WORD.findall(failure.normalized_error)))[:32]
+        words = _distinctive_words(failure.normalized_error)
         if not words:
             return []
         query = f'service : "{_fts_quote(failure.service)}" AND ({" OR ".join(f"{chr(34)}{_fts_quote(w)}{chr(34)}" for w in words)})'
@@ -250,7 +249,7 @@ class Memory:
             """SELECT episodes.id, episodes.error_text, episodes.plan_json FROM episodes_fts
                JOIN episodes ON episodes.id = episodes_fts.rowid
                WHERE episodes_fts MATCH ? AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.fingerprint != ?
-               ORDER BY bm25(episodes_fts) LIMIT ?""",
+               ORDER BY episodes_fts.rank LIMIT ?""",
             (query, failure.fingerprint, limit),
         )
         return [{"episode": row["id"], "error": row["error_text"],
@@ -271,13 +270,13 @@ class Memory:
 
     def search(self, text: str, *, limit: int = 20) -> list[dict[str, Any]]:
         """Episodes whose error reads like the text, best first (FTS5 bm25 over the abstracted errors)."""
-        words = list(dict.fromkeys(_FTS_WORD.findall(text.lower())))[:32]
+        words = _distinctive_words(text.lower())
         if not words:
             return []
         query = " OR ".join(f'"{_fts_quote(word)}"' for word in words)
         rows = self._conn.execute(
             """SELECT episodes.* FROM episodes_fts JOIN episodes ON episodes.id = episodes_fts.rowid
-               WHERE episodes_fts MATCH ? ORDER BY bm25(episodes_fts) LIMIT ?""",
+               WHERE episodes_fts MATCH ? ORDER BY episodes_fts.rank LIMIT ?""",
             (query, limit),
         )
         return [dict(row) for row in rows]
@@ -326,6 +325,14 @@ class Memory:
 
 
 _FTS_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+# Words that appear in most errors and only slow the search down.
+_COMMON_WORDS = frozenset({"the", "and", "for", "not", "failed", "error", "path", "with", "from", "was", "which", "names",
+                           "running", "status", "tcp", "connection", "refused", "http", "pid", "file", "process"})
+_MAX_WORDS = 12
+
+
+def _distinctive_words(text: str) -> list[str]:
+    return [w for w in dict.fromkeys(_FTS_WORD.findall(text)) if w not in _COMMON_WORDS][:_MAX_WORDS]
 
 
 def _fts_quote(word: str) -> str:
