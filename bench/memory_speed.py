@@ -102,11 +102,11 @@ def main() -> None:
         size = sum(path.stat().st_size for path in Path(directory).glob(f"{MEMORY_FILE}*"))
         probes = [rng.choice(failures) for _sample in range(SAMPLES)]
         ids = [rng.randint(1, EPISODES) for _sample in range(SAMPLES)]
-        baseline = _latencies(lambda episode_id: memory.episode(episode_id), ids)
+        baseline = _latencies(memory.episode, ids)
         rows = [
             ("verified fix for the fingerprint", _latencies(lambda f: memory.verified_fix(f.fingerprint), probes)),
             ("failed plans of the fingerprint", _latencies(lambda f: memory.failed_plans(f.fingerprint, since=0), probes)),
-            ("similar errors (FTS5 bm25)", _latencies(lambda f: memory.similar_fixes(f), probes)),
+            ("similar errors (FTS5 bm25)", _latencies(memory.similar_fixes, probes)),
         ]
         print(f"memory with {EPISODES:,} episodes ({FINGERPRINTS:,} fingerprints), filled in {filled:.1f} s")
         print(f"  primary-key read (baseline)          p50 {baseline[0]:6.3f} ms  p95 {baseline[1]:6.3f} ms")

@@ -55,3 +55,7 @@ class HostUnreachable(ExecutorError):
 
 class FlowError(SentinelError):
     """The heal graph reached a node/action pair it has no transition for."""
+
+
+class KnowledgeError(SentinelError):
+    """The knowledge base or its embedding model cannot be opened, built, written or asked."""

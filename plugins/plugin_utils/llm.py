@@ -61,9 +61,8 @@ class LLMSettings:
         if not self.model:
             raise LLMError("an LLM needs a model name", field="llm.model", value=self.model)
         if self.timeout <= 0 or self.max_retries < 0 or self.token_budget < 500:
-            raise LLMError("invalid LLM limits", field="llm", value={"timeout": self.timeout, "max_retries": self.max_retries,
-                                                                      "token_budget": self.token_budget},
-                           hint="timeout > 0, max_retries >= 0, token_budget >= 500")
+            limits = {"timeout": self.timeout, "max_retries": self.max_retries, "token_budget": self.token_budget}
+            raise LLMError("invalid LLM limits", field="llm", value=limits, hint="timeout > 0, max_retries >= 0, token_budget >= 500")
 
 
 @dataclass
