@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail, AnsiblePromptInterrupt, AnsiblePromptNoninteractive
@@ -16,9 +17,11 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import DEFAULT_TTL_S
+from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
@@ -45,6 +48,8 @@ ARGUMENT_SPEC = dict(
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
     facts=dict(type="dict", default={}),
+    knowledge=dict(type="bool", default=True),
+    embeddings=EMBEDDINGS_OPTION,
     builtin_runbooks=dict(type="bool", default=True),
     failed_ttl=dict(type="int", default=86400),
     llm=dict(
@@ -87,10 +92,12 @@ class ActionModule(ActionBase):
                 result.update(host_result(host, [], check_mode=check_mode))
                 return result
             with Memory(args["state_dir"]) as memory:
-                planner = Planner(
-                    RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"]), memory,
-                    llm=LLMClient(llm_settings) if llm_settings else None, secrets=secrets,
-                )
+                library = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
+                knowledge = None
+                if llm_settings and args["knowledge"]:  # retrieval grounds the LLM's prompt; nothing else reads it
+                    store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
+                    knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library)
+                planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
                 tools = Toolkit(
                     planner=planner,
                     policy=load_policy(args["policy"]),

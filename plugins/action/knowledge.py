@@ -10,7 +10,7 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, IngestReport, Knowledge, resolve_documents
 
@@ -21,17 +21,7 @@ ARGUMENT_SPEC = dict(
     text=dict(type="str"),
     k=dict(type="int", default=4),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
-    embeddings=dict(
-        type="dict", default={}, apply_defaults=True,
-        options=dict(
-            provider=dict(type="str", default="minilm", choices=["minilm", "openai"]),
-            base_url=dict(type="str"),
-            model=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
-            timeout=dict(type="float", default=30.0),
-        ),
-        required_if=[("provider", "openai", ["model"])],
-    ),
+    embeddings=EMBEDDINGS_OPTION,
     include_runbooks=dict(type="bool", default=True),
 )
 

@@ -142,6 +142,36 @@ options:
         (0 to 31536000). Plans that failed during the same incident are never repeated in it.
     type: int
     default: 86400
+  knowledge:
+    description:
+      - Ground the LLM's prompt in the closest runbooks and documents of the knowledge base in
+        O(state_dir)C(/knowledge) (see M(sentinel.heal.knowledge)); the runbooks in use are kept in it.
+      - Used only when O(llm) is set.
+    type: bool
+    default: true
+  embeddings:
+    description: The embedding model of the knowledge base, as in M(sentinel.heal.knowledge).
+    type: dict
+    default: {}
+    suboptions:
+      provider:
+        description: C(minilm) (offline, the default) or C(openai) (an OpenAI-compatible embeddings endpoint).
+        type: str
+        default: minilm
+        choices: [minilm, openai]
+      base_url:
+        description: The endpoint's base URL (provider C(openai)).
+        type: str
+      model:
+        description: The embedding model (provider C(openai)).
+        type: str
+      api_key:
+        description: The endpoint's API key (provider C(openai)).
+        type: str
+      timeout:
+        description: Seconds one request may take (provider C(openai)).
+        type: float
+        default: 30.0
   llm:
     description:
       - An OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's

@@ -373,6 +373,20 @@ class OpenAIEmbedder:
         return text.replace(self._api_key, "********") if self._api_key else text
 
 
+# The ``embeddings`` option of the actions that use the knowledge base (knowledge, heal).
+EMBEDDINGS_OPTION: dict[str, Any] = dict(
+    type="dict", default={}, apply_defaults=True,
+    options=dict(
+        provider=dict(type="str", default="minilm", choices=["minilm", "openai"]),
+        base_url=dict(type="str"),
+        model=dict(type="str"),
+        api_key=dict(type="str", no_log=True),
+        timeout=dict(type="float", default=30.0),
+    ),
+    required_if=[("provider", "openai", ["model"])],
+)
+
+
 def embedder_from_options(options: dict[str, Any] | None) -> Embedder:
     """The embedder an ``embeddings`` option asks for.
 

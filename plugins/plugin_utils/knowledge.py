@@ -18,6 +18,7 @@ share with the query, so that an error message pasted as the query finds the tex
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import os
@@ -177,7 +178,11 @@ class _Plan:
 
 
 class Knowledge:
-    """The store in ``directory``. One per process and task; ``close()`` (or ``with``) releases ChromaDB's files."""
+    """The store in ``directory``; ``close()`` (or ``with``) releases ChromaDB's files.
+
+    An open store holds an exclusive lock on the directory: the forks of one play and several plays
+    share it, and ChromaDB's files take one process at a time. Open it for as short as you can.
+    """
 
     def __init__(self, directory: str | Path, embedder: Embedder) -> None:
         self.directory = Path(directory).expanduser()
@@ -187,13 +192,20 @@ class Knowledge:
             from chromadb.config import Settings
 
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._lock = open(self.directory / ".lock", "a")  # noqa: SIM115 - held until close()
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
             self._client = cast("Client", chromadb.PersistentClient(path=str(self.directory), settings=Settings(anonymized_telemetry=False)))
         except Exception as exc:  # chromadb reports a bad directory with many exception types
+            if getattr(self, "_lock", None) is not None:
+                self._lock.close()
             raise KnowledgeError("cannot open the knowledge store", field="state_dir", value=str(self.directory), hint=str(exc)) from exc
         self._collection: Collection | None = None
 
     def close(self) -> None:
-        self._client.close()
+        try:
+            self._client.close()
+        finally:
+            self._lock.close()
 
     def __enter__(self) -> Knowledge:
         return self
@@ -770,3 +782,23 @@ _TROFF_ARGUMENT = re.compile(r'"((?:[^"]|"")*)(?:"|$)|(\S+)')
 
 def _troff_arguments(rest: str) -> list[str]:
     return [troff_text(quoted.replace('""', '"') if quoted else word) for quoted, word in _TROFF_ARGUMENT.findall(rest)]
+
+
+class SharedKnowledge:
+    """The store as the planner asks it: opened per question, so other processes can use it between.
+
+    The first question also brings the store's runbooks in line with the library in use.
+    """
+
+    def __init__(self, directory: str | Path, embedder: Embedder, library: RunbookLibrary) -> None:
+        self.directory = Path(directory).expanduser()
+        self.embedder = embedder
+        self.library = library
+        self._synced = False
+
+    def query(self, text: str, k: int = 4) -> list[Hit]:
+        with Knowledge(self.directory, self.embedder) as knowledge:
+            if not self._synced:
+                knowledge.sync_runbooks(self.library)
+                self._synced = True
+            return knowledge.query(text, k)

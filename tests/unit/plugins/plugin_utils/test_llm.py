@@ -204,3 +204,19 @@ def test_in_the_loop_a_second_identical_incident_costs_no_llm_call(llm: Scripted
     assert second.state.status == "healed" and second.to_dict()["plan"]["source"] == "memory"
     assert second.to_dict()["plan"]["steps"][0]["argv"] == ["rm", "-f", "/run/nginx.pid"]
     assert len(llm.chat_requests) == 1 and second.to_dict()["llm"]["calls"] == 0
+
+
+def test_the_prompt_carries_the_closest_runbooks_from_the_knowledge_base(llm: ScriptedLLM, tmp_path: Path) -> None:
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import MiniLMEmbedder
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import SharedKnowledge
+
+    library = RunbookLibrary.load()
+    planner = Planner(RunbookLibrary.load(builtin=False), None, llm=_client(llm),
+                      knowledge=SharedKnowledge(tmp_path / "knowledge", MiniLMEmbedder(), library))
+    squatted = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"})
+    squatted = type(squatted)(**{**squatted.__dict__, "summary": squatted.summary + "; bind() to 0.0.0.0:80 failed (98: Address already in use)"})
+    llm.script(Answer.plan([["kill", "-TERM", "4242"], ["service", "nginx", "start"]]))
+    plan, _use = _plan(planner, squatted)
+    assert plan.source is PlanSource.LLM and plan.templates == ("kill -TERM {port_owner_pid}", "service {init_service} start")
+    prompt = llm.chat_requests[0].prompt
+    assert "Knowledge (" in prompt and "another process holds the service's port" in prompt.lower()
