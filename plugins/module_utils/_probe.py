@@ -5,15 +5,19 @@
 
 ``check_services(params)`` runs every declared check of every service and, for the services
 that fail, gathers bounded evidence (status output, the tail of their logs, who holds their
-ports, what their pid file says), redacted before it leaves the host.
+ports, what their pid file says, the owner of their declared paths and how full the filesystems
+of their paths and logs are), redacted before it leaves the host.
 """
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import re
 import shlex
 import socket
+import stat
 import subprocess
 import time
 import urllib.error
@@ -57,6 +61,9 @@ OUTPUT_LIMIT = 2000
 LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
+MAX_PATHS = 8
+# A filesystem is reported full when this much of it (space or inodes) is used, as df counts it.
+FULL_PERCENT = 99
 _NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
 _TCP_LISTEN = "0A"
 
@@ -155,10 +162,15 @@ def _check_one(spec, manager, log_lines, redact_values):
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
     failure_class = _classify(checks, evidence, process_name)
     summary = "; ".join(check["detail"] for check in checks if not check["ok"])
-    if evidence["pidfile"] and evidence["pidfile"]["exists"] and not evidence["pidfile"]["alive"]:
-        summary += "; pid file %s names pid %s, which is not running" % (evidence["pidfile"]["path"], evidence["pidfile"]["pid"])
+    pidfile = evidence["pidfile"]
+    if pidfile and pidfile["exists"] and not pidfile["alive"]:
+        if pidfile["pid"] is None:
+            summary += "; pid file %s holds no pid" % pidfile["path"]
+        else:
+            summary += "; pid file %s names pid %s, which is not running" % (pidfile["path"], pidfile["pid"])
     for owner in evidence["port_owners"]:
         summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
+    summary += "".join("; " + note for note in _path_notes(evidence, spec.get("user")))
     result.update(
         failure_class=failure_class,
         summary=redact(summary, redact_values),
@@ -249,8 +261,87 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         port_owners=[owner for port in spec.get("ports") or [] for owner in port_owners(port)],
         pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
         processes=find_pids(process_name)[:MAX_PIDS],
+        paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
+        disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         collected_at=time.time(),
     )
+
+
+def _service_directories(spec):
+    """The declared paths and the directories of the declared logs, each once, at most MAX_PATHS."""
+    directories = []
+    for path in list(spec.get("paths") or []) + [os.path.dirname(log) for log in spec.get("logs") or []]:
+        if path and path not in directories:
+            directories.append(path)
+    return directories[:MAX_PATHS]
+
+
+def _path_notes(evidence, user):
+    """One short sentence per problem the path and disk evidence shows, for the summary."""
+    notes = []
+    for info in evidence["paths"]:
+        if info["exists"] is False:
+            notes.append("%s does not exist" % info["path"])
+        elif user and info.get("owner") is not None and info["owner"] != user:
+            notes.append("%s is owned by %s:%s, not %s" % (info["path"], info["owner"], info["group"], user))
+    for usage in evidence["disk"]:
+        if usage["full"]:
+            notes.append("disk full: %s (%d%% used, %d KiB free)" % (usage["path"], usage["used_percent"], usage["free_kb"]))
+        if usage["inodes_exhausted"]:
+            notes.append("inodes exhausted: %s (%d of %d used)" % (usage["path"], usage["inodes"] - usage["inodes_free"], usage["inodes"]))
+    return notes
+
+
+def path_info(path):
+    """Whether a path exists, its type, owner, group and mode (symbolic links are followed)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return dict(path=path, exists=False)
+    except OSError as exc:
+        return dict(path=path, exists=None, error=exc.strerror)
+    kind = "directory" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+    return dict(path=path, exists=True, type=kind, owner=_user_name(st.st_uid), group=_group_name(st.st_gid),
+                mode="%04o" % stat.S_IMODE(st.st_mode))
+
+
+def disk_usage(path):
+    """Space and inodes of the filesystem that holds path, counted like df (free = what non-root may use)."""
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    used = fs.f_blocks - fs.f_bfree
+    usable = used + fs.f_bavail
+    used_percent = -(-100 * used // usable) if usable else 0
+    inodes_used = fs.f_files - fs.f_ffree
+    inodes_percent = -(-100 * inodes_used // fs.f_files) if fs.f_files else 0
+    return dict(
+        path=path,
+        size_kb=fs.f_blocks * fs.f_frsize // 1024,
+        free_kb=fs.f_bavail * fs.f_frsize // 1024,
+        used_percent=used_percent,
+        inodes=fs.f_files,
+        inodes_free=fs.f_favail,
+        inodes_percent=inodes_percent,
+        # f_blocks/f_files are 0 on filesystems without such limits (procfs, some network filesystems)
+        full=bool(fs.f_blocks) and (fs.f_bavail == 0 or used_percent >= FULL_PERCENT),
+        inodes_exhausted=bool(fs.f_files) and (fs.f_favail == 0 or inodes_percent >= FULL_PERCENT),
+    )
+
+
+def _user_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
 
 
 def tail(path, lines):

@@ -18,9 +18,10 @@ description:
     and optional body match, a running process, and a command whose output must contain a
     running indicator.
   - For each failing service the module gathers bounded evidence (status output, the tail of the
-    service's log files, the processes that hold its ports, what its pid file says), classifies the
-    failure and redacts obvious secrets (passwords in URLs, tokens, private keys, C(PASSWORD=) lines)
-    before anything leaves the host.
+    service's log files, the processes that hold its ports, what its pid file says, the owner of its
+    declared paths, how full the filesystems of its paths and logs are), classifies the failure and
+    redacts obvious secrets (passwords in URLs, tokens, private keys, C(PASSWORD=) lines) before
+    anything leaves the host.
   - Never changes the host; runs the same in check mode.
   - Runs with the standard library of the target's Python only. Reading other users' logs and
     sockets needs privilege escalation (C(become)).
@@ -105,12 +106,18 @@ options:
         description:
           - The account the service runs as. The command policy lets remediation give ownership of the
             service's own directories back to this account (for example after a wrong C(chown)).
+          - When the service fails, each of O(services[].paths) not owned by this account is named in the
+            summary (C(/var/lib/redis is owned by root:root, not redis)).
         type: str
       paths:
         description:
           - Directories that belong to the service (data, runtime, logs). Remediation may write only below the
             service's directories - these, its log directories and C(/var/log), C(/run), C(/var/lib),
             C(/var/cache) followed by its name.
+          - When the service fails, the summary names those that do not exist (C(/run/redis does not exist))
+            or are not owned by O(services[].user), and the filesystems of these paths and of the log files
+            that are full (C(disk full) followed by the path, 99% or more used or nothing left) or out of
+            inodes (C(inodes exhausted) followed by the path). At most 8 are looked at.
         type: list
         elements: path
         default: []
@@ -191,8 +198,44 @@ failures:
       description: One line saying what failed, redacted.
       type: str
     evidence:
-      description: Status output, log tails, port owners, pid file and process ids, redacted.
+      description: What service_check saw about the failed service, redacted.
       type: dict
+      contains:
+        status:
+          description: The status command (C(command)), its C(rc) and its C(output).
+          type: dict
+        logs:
+          description: The tail of each declared log file, by path.
+          type: dict
+        port_owners:
+          description: The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline)).
+          type: list
+          elements: dict
+        pidfile:
+          description: The declared pid file (C(path), C(exists), C(pid), C(alive), C(process)), or null.
+          type: dict
+        processes:
+          description: The pids of the service's processes.
+          type: list
+          elements: int
+        paths:
+          description:
+            - Each declared path (at most 8) with C(path) and C(exists) (null when it cannot be looked at, with
+              C(error)); existing ones also with C(type) (C(directory), C(file) or C(other)), C(owner),
+              C(group) and C(mode) (octal).
+          type: list
+          elements: dict
+        disk:
+          description:
+            - The filesystem of each declared path and log directory (at most 8), as df counts it - C(path),
+              C(size_kb), C(free_kb) (what non-root processes may still use), C(used_percent), C(inodes),
+              C(inodes_free), C(inodes_percent), and C(full) / C(inodes_exhausted) (99% or more used, or
+              nothing left).
+          type: list
+          elements: dict
+        collected_at:
+          description: When the evidence was gathered (seconds since the epoch).
+          type: float
   sample:
     - name: nginx
       failure_class: stale_pidfile

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import re
 import socket
 import subprocess
@@ -13,7 +15,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, port_owners
+from ansible_collections.sentinel.heal.plugins.module_utils import _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK, redact
 
 
@@ -93,6 +96,14 @@ def test_a_dead_pid_in_the_pid_file_is_a_stale_pidfile(tmp_path: Path) -> None:
     assert "Connection refused" in failure["summary"]
 
 
+def test_an_empty_pid_file_is_stale_and_says_so(tmp_path: Path) -> None:
+    pidfile = tmp_path / "svc.pid"
+    pidfile.write_text("")  # what an init script's `touch` leaves when the daemon never wrote its pid
+    failure = _check(_spec(name="svc", process="definitely-not-running", pidfile=str(pidfile)))["failures"][0]
+    assert failure["failure_class"] == "stale_pidfile"
+    assert f"pid file {pidfile} holds no pid" in failure["summary"] and "None" not in failure["summary"]
+
+
 def test_a_port_held_by_another_process_is_a_port_conflict_naming_the_squatter(web: dict[str, Any]) -> None:
     result = _check(_spec(name="webserver", ports=[web["port"]], process="no-such-webserver"))
     failure = result["failures"][0]
@@ -125,6 +136,76 @@ def test_check_command_and_running_indicator() -> None:
     assert "lacks 'running'" in summaries["says-no"]
     assert "rc=1" in summaries["exits-1"]
     assert "cannot run /nonexistent/binary" in summaries["absent"]
+
+
+def test_declared_paths_that_are_missing_or_not_the_users_are_named(tmp_path: Path) -> None:
+    data, runtime = tmp_path / "data", tmp_path / "run"
+    data.mkdir(mode=0o750)
+    me, my_group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    result = _check(
+        _spec(name="mine", process="definitely-not-running", user=me, paths=[str(data)]),
+        _spec(name="theirs", process="definitely-not-running", user="svc-account-xyz", paths=[str(data), str(runtime)]),
+    )
+    failures = {f["name"]: f for f in result["failures"]}
+    assert failures["mine"]["evidence"]["paths"] == [
+        {"path": str(data), "exists": True, "type": "directory", "owner": me, "group": my_group, "mode": "0750"},
+    ]
+    assert "owned by" not in failures["mine"]["summary"] and "does not exist" not in failures["mine"]["summary"]
+    theirs = failures["theirs"]
+    assert f"{data} is owned by {me}:{my_group}, not svc-account-xyz" in theirs["summary"]
+    assert f"{runtime} does not exist" in theirs["summary"]
+    assert theirs["evidence"]["paths"][1] == {"path": str(runtime), "exists": False}
+    # the filesystem of the existing path is measured; the missing one is skipped
+    assert [usage["path"] for usage in theirs["evidence"]["disk"]] == [str(data)]
+
+
+def test_disk_usage_of_a_real_filesystem_is_counted_like_df(tmp_path: Path) -> None:
+    usage = disk_usage(str(tmp_path))
+    assert usage is not None and usage["path"] == str(tmp_path)
+    assert 0 <= usage["used_percent"] <= 100 and usage["free_kb"] <= usage["size_kb"]
+    assert usage["full"] is (usage["used_percent"] >= _probe.FULL_PERCENT or usage["free_kb"] == 0)
+    assert disk_usage(str(tmp_path / "absent")) is None
+
+
+def _statvfs(blocks: int, bfree: int, bavail: int, files: int, ffree: int) -> os.statvfs_result:
+    return os.statvfs_result((4096, 4096, blocks, bfree, bavail, files, ffree, ffree, 0, 255))
+
+
+@pytest.mark.parametrize(("fs", "full", "exhausted"), [
+    (_statvfs(1024, 512, 512, 100, 50), False, False),
+    (_statvfs(1024, 0, 0, 100, 50), True, False),
+    (_statvfs(1024, 40, 0, 100, 50), True, False),            # only root's reserve is left: full for the service
+    (_statvfs(100_000, 900, 900, 100, 50), True, False),      # 99% used
+    (_statvfs(1024, 512, 512, 13, 0), False, True),
+    (_statvfs(1024, 0, 0, 13, 0), True, True),
+    (_statvfs(0, 0, 0, 0, 0), False, False),                   # no limits (procfs-like): never full
+])
+def test_full_filesystems_and_exhausted_inodes_are_flagged(monkeypatch: pytest.MonkeyPatch, fs: os.statvfs_result, full: bool,
+                                                           exhausted: bool) -> None:
+    monkeypatch.setattr(_probe.os, "statvfs", lambda path: fs)
+    usage = disk_usage("/var/log/svc")
+    assert usage is not None and (usage["full"], usage["inodes_exhausted"]) == (full, exhausted)
+
+
+def test_a_full_log_filesystem_is_in_the_summary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "svc.log"
+    log.parent.mkdir()
+    log.write_text("hello\n")
+    monkeypatch.setattr(_probe.os, "statvfs", lambda path: _statvfs(1024, 0, 0, 13, 0))
+    failure = _check(_spec(name="svc", process="definitely-not-running", logs=[str(log)]))["failures"][0]
+    assert f"disk full: {log.parent} (100% used, 0 KiB free)" in failure["summary"]
+    assert f"inodes exhausted: {log.parent} (13 of 13 used)" in failure["summary"]
+    [usage] = failure["evidence"]["disk"]
+    assert usage == {"path": str(log.parent), "size_kb": 4096, "free_kb": 0, "used_percent": 100, "inodes": 13, "inodes_free": 0,
+                     "inodes_percent": 100, "full": True, "inodes_exhausted": True}
+
+
+def test_path_and_disk_evidence_is_bounded(tmp_path: Path) -> None:
+    paths = [str(tmp_path / f"d{n}") for n in range(12)]
+    logs = [str(tmp_path / f"l{n}" / "x.log") for n in range(12)]
+    failure = _check(_spec(name="svc", process="definitely-not-running", paths=paths, logs=logs))["failures"][0]
+    assert len(failure["evidence"]["paths"]) == _probe.MAX_PATHS
+    assert failure["evidence"]["disk"] == []  # none of them exists
 
 
 def test_a_status_check_of_an_unknown_service_fails_clearly() -> None:

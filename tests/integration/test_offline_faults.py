@@ -1,0 +1,165 @@
+"""Three more realistic faults, healed by the offline planner (memory + runbooks, no LLM) through
+`ansible-playbook playbooks/heal.yml` with the default policy: every step ALLOWed, the plan from the
+fault's own runbook, the recovery checked on the host independently of sentinel.heal, and the fault
+undone afterwards."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from conftest import Faults, commands_run, episodes, run_playbook, sh
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_argv, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary
+
+HEAL = "playbooks/heal.yml"
+
+# Declarations like an operator's (the lab's, plus services the lab does not run), for the policy check below.
+SPECS: dict[str, dict[str, Any]] = {
+    "nginx": {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid", "logs": ["/var/log/nginx/error.log"]},
+    "postgresql": {"name": "postgresql", "ports": [5432], "process": "postgres", "pidfile": "/var/lib/postgresql/15/main/postmaster.pid",
+                   "logs": ["/var/log/postgresql/postgresql-15-main.log"], "user": "postgres",
+                   "paths": ["/var/lib/postgresql/15/main", "/run/postgresql"]},
+    "redis": {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "pidfile": "/run/redis/redis-server.pid",
+              "logs": ["/var/log/redis/redis-server.log"], "user": "redis", "paths": ["/var/lib/redis", "/run/redis"]},
+    "apache2": {"name": "apache2", "ports": [80], "logs": ["/var/log/apache2/error.log"]},
+    "mariadb": {"name": "mariadb", "ports": [3306], "process": "mariadbd", "user": "mysql", "logs": ["/var/log/mysql/error.log"]},
+    "sshd": {"name": "sshd", "service": "ssh", "ports": [22], "process": "sshd"},
+    "cron": {"name": "cron", "process": "cron"},
+    "packages": {"name": "packages", "status_check": False, "check_command": "apt-get -qq check"},
+}
+
+
+def one_line(text: str) -> str:
+    """The job's output with the YAML callback's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def healed_by(tmp_path: Path, runbook: str) -> dict[str, Any]:
+    """The one episode of the run: healed, verified, planned by the runbook, every step allowed."""
+    [episode] = episodes(tmp_path)
+    assert (episode["outcome"], episode["verified"]) == ("healed", 1), episode
+    assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", runbook)
+    assert episode["verdicts"] and all(v["decision"] == "allow" for v in episode["verdicts"]), episode["verdicts"]
+    assert all(step["status"] == "ok" for step in episode["results"]["steps"]), episode["results"]
+    return episode
+
+
+def undo_and_check_clean(lab: Any, faults: Faults, host: str) -> None:
+    """Undo the fault (it is idempotent, the fixture undoes it again) and check the host is as the lab made it."""
+    faults.undo_all()
+    [state] = [s for s in lab.status() if s.name == host]
+    assert state.up and state.problems == (), state
+    assert "lab-redis-logs" not in sh(lab, host, "cat", "/proc/mounts")
+
+
+def redis_answers(lab: Any, host: str) -> bool:
+    return sh(lab, host, "redis-cli", "ping").strip() == "PONG"
+
+
+def test_redis_orphaned_by_a_removed_run_dir_is_stopped_by_pid_and_restarted(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "redis-rundir-gone")
+    orphan = sh(lab, "node1", "pgrep", "-x", "redis-server").strip()
+    # what an operator sees: redis answers, but its init script says it is not running
+    assert "redis-server is not running" in sh(lab, "node1", "service", "redis-server", "status")
+    assert redis_answers(lab, "node1")
+    assert "No such file or directory" in sh(lab, "node1", "ls", "-ld", "/run/redis")
+
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert run.rc == 0 and run.recap["node1"]["changed"] == 1, run.output
+    assert "[plan from runbook redis-runtime-dir-missing]" in one_line(run.output)
+    episode = healed_by(tmp_path, "redis-runtime-dir-missing")
+    assert "/run/redis does not exist" in episode["error_text"]
+    assert f"port 6379/tcp is held by redis-server (pid {orphan})" in episode["error_text"]
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", orphan], ["service", "redis-server", "restart"]]
+    assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "service-control"]
+
+    # checked on the host: one redis, started by its init script, in its pid file, answering
+    assert "redis-server is running" in sh(lab, "node1", "service", "redis-server", "status")
+    assert redis_answers(lab, "node1")
+    pid = sh(lab, "node1", "cat", "/run/redis/redis-server.pid").strip()
+    assert sh(lab, "node1", "pgrep", "-x", "redis-server").split() == [pid] and pid != orphan
+    assert sh(lab, "node1", "stat", "-c", "%U:%G", "/run/redis").strip() == "redis:redis"
+    undo_and_check_clean(lab, faults, "node1")
+
+
+def test_a_full_redis_log_partition_loses_its_rotated_logs_and_redis_starts(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node2", "redis-log-disk-full")
+    # what an operator sees: redis is down, and its log partition has neither space nor inodes left
+    assert "Connection refused" in sh(lab, "node2", "redis-cli", "ping")
+    df_lines = sh(lab, "node2", "df", "-P", "/var/log/redis").splitlines() + sh(lab, "node2", "df", "-Pi", "/var/log/redis").splitlines()
+    assert [line.split()[4] for line in df_lines if line.startswith("lab-redis-logs")] == ["100%", "100%"]
+    data_before = sh(lab, "node2", "ls", "-ln", "/var/lib/redis")
+
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0 and run.recap["node2"]["changed"] == 1, run.output
+    assert "[plan from runbook redis-log-disk-full]" in one_line(run.output)
+    episode = healed_by(tmp_path, "redis-log-disk-full")
+    assert "disk full: /var/log/redis (100% used, 0 KiB free)" in episode["error_text"]
+    assert "inodes exhausted: /var/log/redis (13 of 13 used)" in episode["error_text"]
+    assert [v["rule"] for v in episode["verdicts"]] == ["remove-rotated-logs", "remove-rotated-logs", "service-control"]
+    removed = [arg for step in episode["plan"]["steps"][:2] for arg in step["argv"][2:]]
+    assert all(path.startswith("/var/log/redis/redis-server.log.") for path in removed) and len(removed) == 13
+
+    # checked on the host: redis answers and writes its log again; only rotated logs went, no data
+    assert redis_answers(lab, "node2")
+    assert sh(lab, "node2", "ls", "/var/log/redis").split() == ["redis-server.log"]
+    assert "Ready to accept connections" in sh(lab, "node2", "cat", "/var/log/redis/redis-server.log")
+    assert sh(lab, "node2", "ls", "-ln", "/var/lib/redis") == data_before
+    undo_and_check_clean(lab, faults, "node2")
+
+
+def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node3", "postgres-root-owned")
+    # what an operator sees: the cluster is down, owned by root, and will not start
+    assert re.search(r"\bdown\s+root\s+/var/lib/postgresql/15/main\b", sh(lab, "node3", "pg_lsclusters"))
+    assert "must not be owned by root" in sh(lab, "node3", "service", "postgresql", "start")
+
+    run = run_playbook(HEAL, "--limit", "node3", state_dir=tmp_path)
+    assert run.rc == 0 and run.recap["node3"]["changed"] == 1, run.output
+    assert "[plan from runbook postgres-data-dir-owner]" in one_line(run.output)
+    episode = healed_by(tmp_path, "postgres-data-dir-owner")
+    assert "/var/lib/postgresql/15/main is owned by root:root, not postgres" in episode["error_text"]
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [
+        ["chown", "-R", "postgres:postgres", "/var/lib/postgresql"], ["service", "postgresql", "start"],
+    ]
+    assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "service-control"]
+    # the runbook recognised the fault from PostgreSQL's own cluster list (read-only, allowed)
+    assert ("evidence", ["pg_lsclusters"]) in commands_run(tmp_path, "node3")
+
+    # checked on the host: postgres accepts connections and owns every file of its home again
+    assert "accepting connections" in sh(lab, "node3", "runuser", "-u", "postgres", "--", "pg_isready")
+    assert sh(lab, "node3", "find", "/var/lib/postgresql", "!", "-user", "postgres") == ""
+    assert re.search(r"\bonline\s+postgres\s+/var/lib/postgresql/15/main\b", sh(lab, "node3", "pg_lsclusters"))
+    undo_and_check_clean(lab, faults, "node3")
+
+
+def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services() -> None:
+    """No lab needed: what each runbook would run gets ALLOW from the default policy for the incidents it is for."""
+    policy = load_policy()
+    for runbook in RunbookLibrary.load().runbooks:
+        services = [name for name in SPECS if name in runbook.services or SPECS[name].get("service") in runbook.services] or list(SPECS)
+        assert services, runbook.id
+        for service in services:
+            spec = SPECS[service]
+            # a squatter on the port (a protected one, such as sshd, would rightly need a human)
+            owners = [{"port": spec["ports"][0], "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server"}] if spec.get("ports") else []
+            failure = Failure(host="h", service=service, failure_class=(runbook.failure_classes or ("not_running",))[0], summary="",
+                              evidence={"status": {"output": ""}, "logs": {}, "port_owners": owners, "processes": [4343],
+                                        "pidfile": {"path": spec.get("pidfile", "/run/x.pid"), "exists": True, "pid": 812, "alive": False}},
+                              spec=spec)
+            context = PolicyContext.from_failure(failure)
+            for command in runbook.evidence_commands:
+                verdict = evaluate(command, context, policy)
+                assert verdict.decision is Decision.ALLOW, (runbook.id, service, command, verdict.reason)
+            try:
+                steps = runbook.render_steps(failure)
+            except NotApplicable:  # a port owner's pid for a service without ports: the planner skips the runbook too
+                assert not spec.get("ports"), (runbook.id, service)
+                continue
+            for step in steps:
+                verdict = evaluate_argv(step.argv, context, policy)
+                assert verdict.decision is Decision.ALLOW, (runbook.id, service, step.command, verdict.reason)

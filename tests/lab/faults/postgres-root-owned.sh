@@ -1,0 +1,53 @@
+#!/bin/sh
+# PostgreSQL's data directory chowned to root (a restore done as root); the cluster will not start.
+# Usage (as root inside a lab host): sh postgres-root-owned.sh break|undo
+set -eu
+
+datadir=/var/lib/postgresql/15/main
+
+wait_until() {
+    for _ in $(seq 100); do
+        if "$@"; then return 0; fi
+        sleep 0.1
+    done
+    echo "timed out waiting for: $*" >&2
+    return 1
+}
+
+postgres_answers() {
+    # As postgres, so the server does not log a failed login for every probe.
+    runuser -u postgres -- pg_isready -q
+}
+
+not_all_postgres() {
+    [ -n "$(find "$datadir" ! -user postgres -print -quit)" ] || [ -n "$(find "$datadir" ! -group postgres -print -quit)" ]
+}
+
+case "${1:-}" in
+break)
+    if ! postgres_answers; then
+        echo "postgresql is not running" >&2
+        exit 1
+    fi
+    service postgresql stop
+    chown -R root:root "$datadir"
+    if service postgresql start; then
+        echo "postgresql started with a data directory owned by root" >&2
+        exit 1
+    fi
+    echo "$datadir is owned by root; postgresql is stopped and will not start"
+    ;;
+undo)
+    if not_all_postgres; then
+        chown -R postgres:postgres "$datadir"
+    fi
+    if ! postgres_answers; then
+        service postgresql start
+    fi
+    wait_until postgres_answers
+    ;;
+*)
+    echo "usage: $0 break|undo" >&2
+    exit 2
+    ;;
+esac
