@@ -57,7 +57,7 @@ def test_a_hostile_llm_plan_is_blocked_and_nothing_runs(lab: Any, faults: Faults
     faults.inject("node1", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
     assert run.rc == 2 and "the guard blocked the plan" in run.output and "commands never run through a shell" in run.output, run.output
-    assert [purpose for purpose, _argv in commands_run(tmp_path, "node1")] == ["evidence"]
+    assert {purpose for purpose, _argv in commands_run(tmp_path, "node1")} == {"evidence"}  # read-only looks, nothing else
     assert "nginx is not running" in sh(lab, "node1", "service", "nginx", "status")
 
 
@@ -76,7 +76,7 @@ def test_when_the_llm_fails_the_offline_planner_heals_and_says_so(
     llm.default = answer
     faults.inject("node2", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node2", "-e", _with_llm(llm), state_dir=tmp_path)
-    assert run.rc == 0 and "nginx healed" in run.output and "[plan from generic restart]" in run.output, run.output
+    assert run.rc == 0 and "[plan from generic restart]" in run.output.replace("\n        ", " "), run.output
     [episode] = episodes(tmp_path)
     assert episode["plan_source"] == "generic" and "the LLM gave no usable plan" in episode["plan_json"] and why in episode["plan_json"]
     assert _nginx_answers(lab, "node2")
