@@ -13,6 +13,7 @@ from conftest import Faults, commands_run, episodes, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
+
 def one_line(text: str) -> str:
     """The job's output with the YAML callback's line wrapping undone."""
     return " ".join(text.split())

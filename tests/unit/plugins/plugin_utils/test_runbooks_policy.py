@@ -24,7 +24,6 @@ SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-
 def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services() -> None:
     """No lab needed: what each runbook would run gets ALLOW from the default policy for the incidents it is for."""
     policy = load_policy()
