@@ -1,0 +1,62 @@
+"""sentinel.heal.memory through ansible-playbook, on a memory filled by the engine (no lab needed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT, run_playbook
+
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from helpers import nginx_failure
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - {name: list, sentinel.heal.memory: {operation: episodes, service: nginx, state_dir: "{{ d }}"}, register: listed}
+    - {name: search, sentinel.heal.memory: {operation: search, text: "Address already in use", state_dir: "{{ d }}"}, register: found}
+    - {name: show, sentinel.heal.memory: {operation: episode, episode_id: "{{ found.episodes[0].id }}", state_dir: "{{ d }}"}, register: shown}
+    - {name: export, sentinel.heal.memory: {operation: export, dest: "{{ d }}/export.json", state_dir: "{{ d }}"}, register: exported}
+    - {name: prune, sentinel.heal.memory: {operation: prune, older_than_days: 30, state_dir: "{{ d }}"}, register: pruned}
+    - name: forget
+      sentinel.heal.memory: {operation: forget, fingerprint: "{{ shown.episode.fingerprint }}", state_dir: "{{ d }}"}
+      register: forgot
+    - {name: after, sentinel.heal.memory: {operation: episodes, state_dir: "{{ d }}"}, register: after}
+    - name: report
+      ansible.builtin.copy:
+        dest: "{{ d }}/report.json"
+        content: "{{ {'listed': listed.episodes | length, 'found': found.episodes[0].error_text, 'shown': shown.episode.plan.source,
+                     'exported': exported.count, 'pruned': pruned.removed, 'forgot': forgot.removed,
+                     'left': after.episodes | map(attribute='error_text') | list} | to_json }}"
+        mode: "0600"
+"""
+
+
+def _attempt(finished_at: float) -> Attempt:
+    plan = Plan(source=PlanSource.RUNBOOK, reference="port-conflict", rationale="r",
+                steps=(Step(template="kill -TERM {port_owner_pid}", argv=("kill", "-TERM", "4242")),))
+    return Attempt(number=1, plan=plan, outcome="healed", verified=True, started_at=finished_at - 1, finished_at=finished_at)
+
+
+def test_memory_operations_through_a_playbook(tmp_path: Path) -> None:
+    bind = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "x"})
+    bind = type(bind)(**{**bind.__dict__, "summary": "nginx: bind() to 0.0.0.0:80 failed (98: Address already in use)"})
+    old = nginx_failure("not_running")
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="bind", failure=bind, attempt=_attempt(time.time()))
+        memory.record_attempt(incident_id="old", failure=old, attempt=_attempt(time.time() - 90 * 86400))
+        memory.record_attempt(incident_id="recent", failure=old, attempt=_attempt(time.time()))
+    (tmp_path / "memory.yml").write_text(PLAYBOOK)
+    run = run_playbook(str(tmp_path / "memory.yml"), "-e", f"d={tmp_path}", state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "pruned": 1, "forgot": 1,
+                      "left": [old.summary]}
+    exported = json.loads((tmp_path / "export.json").read_text())
+    assert len(exported["episodes"]) == 3 and exported["episodes"][0]["plan"]["steps"][0]["argv"] == ["kill", "-TERM", "4242"]
