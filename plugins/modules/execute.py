@@ -28,20 +28,11 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.heal.controller
+  - sentinel.heal.controller.attributes
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 options:
   plan_ids:
     description: The approved plans to run on this host.
@@ -52,10 +43,6 @@ options:
     description: Who approved the plans; recorded with each plan and episode.
     type: str
     required: true
-  state_dir:
-    description: Directory of the memory on the controller.
-    type: path
-    default: ~/.local/state/sentinel-heal
   policy:
     description: The policy file that re-validates the plans. Defaults to the file that judged each plan.
     type: path

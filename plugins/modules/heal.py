@@ -49,22 +49,15 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.heal.controller
+  - sentinel.heal.controller.attributes
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: The loop stops at the guard; nothing runs on the host and nothing is written to memory.
   diff_mode:
     support: full
     details: Shows the failure and the plan, with the guard's verdict on each step.
-  platform:
-    support: full
-    platforms: posix
 options:
   services:
     description:
@@ -79,10 +72,6 @@ options:
       - When omitted, the services are checked first.
     type: list
     elements: dict
-  state_dir:
-    description: Directory on the controller for the memory (C(memory.sqlite3)) and run artifacts.
-    type: path
-    default: ~/.local/state/sentinel-heal
   max_attempts:
     description: Attempts per failed service before it is escalated (1-10).
     type: int

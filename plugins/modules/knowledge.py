@@ -38,20 +38,11 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.heal.controller
+  - sentinel.heal.controller.attributes
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 options:
   operation:
     description: What to do.
@@ -79,10 +70,6 @@ options:
     description: With C(query), how many chunks to return.
     type: int
     default: 4
-  state_dir:
-    description: Directory of sentinel.heal's state on the controller; the knowledge base is its C(knowledge) directory.
-    type: path
-    default: ~/.local/state/sentinel-heal
   embeddings:
     description: The embedding model. A store built with one model cannot be queried or extended with another.
     type: dict

@@ -28,30 +28,17 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.heal.controller
+  - sentinel.heal.controller.attributes
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 options:
   operation:
     description: What to do.
     type: str
     required: true
     choices: [episodes, episode, search, export, prune, forget, plans, plan, deny]
-  state_dir:
-    description: Directory of the memory on the controller.
-    type: path
-    default: ~/.local/state/sentinel-heal
   episode_id:
     description: The episode to show.
     type: int

@@ -27,20 +27,10 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - sentinel.heal.controller.attributes
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: posix
 options:
   commands:
     description: The commands to decide, as a plan would carry them (for example C(service nginx restart)).

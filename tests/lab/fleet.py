@@ -336,7 +336,7 @@ def run_in(
 def list_faults() -> dict[str, str]:
     """Fault name -> one-line summary, from the scripts in tests/lab/faults/."""
     faults = {}
-    for script in sorted(FAULTS_DIR.glob("*.sh")):
+    for script in sorted(FAULTS_DIR.glob("[!_]*.sh")):
         summary_lines = [line for line in script.read_text().splitlines() if line.startswith("# ")]
         faults[script.stem] = summary_lines[0].removeprefix("# ") if summary_lines else ""
     return faults
@@ -547,7 +547,7 @@ def _run_in_process(
 def _run_fault(host: str, fault: str, action: str) -> subprocess.CompletedProcess[str]:
     if fault not in list_faults():
         raise LabError(f"unknown fault {fault!r}; known: {', '.join(list_faults())}")
-    script = (FAULTS_DIR / f"{fault}.sh").read_text()
+    script = (FAULTS_DIR / "_lib.sh").read_text() + (FAULTS_DIR / f"{fault}.sh").read_text()
     result = run_in(host, ["sh", "-s", "--", action], input_text=script, timeout=120)
     if result.returncode != 0:
         raise LabError(f"{fault} {action} on {host} failed (rc {result.returncode}):\n{result.stdout}{result.stderr}")

@@ -1,24 +1,11 @@
 #!/bin/sh
 # nginx config broken by a typo'd directive (server_nmae), nginx stopped and its start failing.
 # The good config is kept in /var/backups/lab-nginx-default.
-# Usage (as root inside a lab host): sh nginx-config-error.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 site=/etc/nginx/sites-available/default
 backup=/var/backups/lab-nginx-default
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-nginx_answers() {
-    service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
-}
 
 case "${1:-}" in
 break)

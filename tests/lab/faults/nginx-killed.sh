@@ -1,26 +1,7 @@
 #!/bin/sh
 # nginx master and workers killed with SIGKILL; the stale /run/nginx.pid stays behind.
-# Usage (as root inside a lab host): sh nginx-killed.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-all_gone() {
-    for pid in "$@"; do
-        if kill -0 "$pid" 2>/dev/null; then return 1; fi
-    done
-}
-
-nginx_answers() {
-    curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
-}
 
 case "${1:-}" in
 break)

@@ -1,19 +1,10 @@
 #!/bin/sh
 # nginx stopped and port 80 taken by another process, so `service nginx start` fails.
 # The squatter is `python3 -m http.server 80`, PID in /run/lab-squatter.pid.
-# Usage (as root inside a lab host): sh nginx-port-squat.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 squatter_pidfile=/run/lab-squatter.pid
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
 
 port_80_taken() {
     [ -n "$(ss -Hltn 'sport = :80')" ]
@@ -21,10 +12,6 @@ port_80_taken() {
 
 port_80_free() {
     ! port_80_taken
-}
-
-nginx_answers() {
-    service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
 }
 
 case "${1:-}" in

@@ -1,29 +1,9 @@
 #!/bin/sh
 # PostgreSQL postmaster killed with SIGKILL; postmaster.pid stays behind, its children exit.
-# Usage (as root inside a lab host): sh postgres-killed.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 pidfile=/var/lib/postgresql/15/main/postmaster.pid
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-all_gone() {
-    for pid in "$@"; do
-        if kill -0 "$pid" 2>/dev/null; then return 1; fi
-    done
-}
-
-postgres_answers() {
-    # As postgres, so the server does not log a failed login for every probe.
-    runuser -u postgres -- pg_isready -q
-}
 
 case "${1:-}" in
 break)

@@ -1,23 +1,9 @@
 #!/bin/sh
 # PostgreSQL's data directory chowned to root (a restore done as root); the cluster will not start.
-# Usage (as root inside a lab host): sh postgres-root-owned.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 datadir=/var/lib/postgresql/15/main
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-postgres_answers() {
-    # As postgres, so the server does not log a failed login for every probe.
-    runuser -u postgres -- pg_isready -q
-}
 
 not_all_postgres() {
     [ -n "$(find "$datadir" ! -user postgres -print -quit)" ] || [ -n "$(find "$datadir" ! -group postgres -print -quit)" ]

@@ -1,26 +1,9 @@
 #!/bin/sh
 # redis-server killed with SIGKILL; the stale /run/redis/redis-server.pid stays behind.
-# Usage (as root inside a lab host): sh redis-killed.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 pidfile=/run/redis/redis-server.pid
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-redis_gone() {
-    ! kill -0 "$1" 2>/dev/null
-}
-
-redis_answers() {
-    [ "$(redis-cli ping 2>/dev/null)" = PONG ]
-}
 
 case "${1:-}" in
 break)
@@ -30,7 +13,7 @@ break)
         exit 1
     fi
     kill -9 "$pid"
-    wait_until redis_gone "$pid"
+    wait_until all_gone "$pid"
     echo "killed redis-server $pid; $pidfile left behind"
     ;;
 undo)

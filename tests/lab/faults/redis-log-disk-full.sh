@@ -3,27 +3,14 @@
 # The log partition is a 4 MB tmpfs with 13 inodes (named lab-redis-logs), mounted inside the host's
 # own mount namespace and filled with rotated logs; the real /var/log/redis underneath is untouched
 # and comes back with undo.
-# Usage (as root inside a lab host): sh redis-log-disk-full.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 logdir=/var/log/redis
 line='1234:M 01 Jan 2026 00:00:00.000 * 1 changes in 3600 seconds. Saving...'
 
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
 mounted() {
     grep -q "^lab-redis-logs $logdir " /proc/mounts
-}
-
-redis_answers() {
-    [ "$(redis-cli ping 2>/dev/null)" = PONG ]
 }
 
 unmount() {

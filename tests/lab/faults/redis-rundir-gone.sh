@@ -2,24 +2,11 @@
 # /run/redis removed under a running redis-server; its init script loses track of it.
 # redis keeps answering; `service redis-server status` says it is not running; a start or restart
 # launches a second redis that cannot bind 6379 and exits.
-# Usage (as root inside a lab host): sh redis-rundir-gone.sh break|undo
+# Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
 rundir=/run/redis
 pidfile=$rundir/redis-server.pid
-
-wait_until() {
-    for _ in $(seq 100); do
-        if "$@"; then return 0; fi
-        sleep 0.1
-    done
-    echo "timed out waiting for: $*" >&2
-    return 1
-}
-
-redis_answers() {
-    [ "$(redis-cli ping 2>/dev/null)" = PONG ]
-}
 
 init_script_sees_redis() {
     service redis-server status >/dev/null 2>&1

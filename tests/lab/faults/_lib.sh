@@ -1,0 +1,30 @@
+# shellcheck shell=sh
+# Functions every fault script may use; fleet.py puts this file in front of the script it runs.
+
+wait_until() {
+    for _ in $(seq 100); do
+        if "$@"; then return 0; fi
+        sleep 0.1
+    done
+    echo "timed out waiting for: $*" >&2
+    return 1
+}
+
+all_gone() {
+    for pid in "$@"; do
+        if kill -0 "$pid" 2>/dev/null; then return 1; fi
+    done
+}
+
+nginx_answers() {
+    service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
+}
+
+postgres_answers() {
+    # As postgres, so the server does not log a failed login for every probe.
+    runuser -u postgres -- pg_isready -q
+}
+
+redis_answers() {
+    [ "$(redis-cli ping 2>/dev/null)" = PONG ]
+}
