@@ -1,9 +1,11 @@
-"""A real HTTP server that speaks the OpenAI chat-completions API with scripted answers.
+"""A real HTTP server that speaks the OpenAI chat-completions (and embeddings) API with scripted answers.
 
 Tests start it on 127.0.0.1 and point the real ``openai`` client (through sentinel.heal's LLM
 settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or the
 default one): a JSON plan, malformed text, an HTTP error such as 429 or 500, a slow answer. Every
 request is recorded (body and headers) so tests can assert on exactly what was sent.
+``/v1/embeddings`` answers a deterministic vector per input ([its length, its number of words]),
+in reverse order as the API allows, or ``embeddings_status`` when that is not 200.
 
     with ScriptedLLM([Answer.plan([["service", "nginx", "start"]]), Answer.error(500)]) as llm:
         ... llm.base_url ...  # http://127.0.0.1:PORT/v1
@@ -64,6 +66,7 @@ class ScriptedLLM:
         self.answers = list(answers or [])
         self.default = default or Answer.error(503)
         self.requests: list[Recorded] = []
+        self.embeddings_status = 200
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -77,6 +80,10 @@ class ScriptedLLM:
     @property
     def chat_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def embedding_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/embeddings")]
 
     def script(self, *answers: Answer) -> None:
         with self._lock:
@@ -116,6 +123,11 @@ class ScriptedLLM:
                 except json.JSONDecodeError:
                     body = {"unparsable": raw.decode("utf-8", "replace")}
                 recorded = Recorded(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    with llm._lock:
+                        llm.requests.append(recorded)
+                    self._embeddings(body)
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     llm._next_answer(recorded)
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
@@ -138,6 +150,15 @@ class ScriptedLLM:
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                               "total_tokens": prompt_tokens + completion_tokens},
                 }, answer.headers)
+
+            def _embeddings(self, body: dict[str, Any]) -> None:
+                if llm.embeddings_status != 200:
+                    self._json(llm.embeddings_status, {"error": {"message": "the model is not loaded", "type": "server_error"}})
+                    return
+                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = [{"object": "embedding", "index": i, "embedding": [float(len(text)), float(len(text.split()))]}
+                        for i, text in enumerate(inputs)]
+                self._json(200, {"object": "list", "data": data[::-1], "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
             def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from llm_server import ScriptedLLM
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
@@ -161,63 +159,29 @@ def test_the_model_directory_follows_the_environment(tmp_path: Path, monkeypatch
 # -- OpenAI-compatible endpoints ----------------------------------------------------------------------
 
 
-class EmbeddingsServer(BaseHTTPRequestHandler):
-    """A scripted /v1/embeddings: the vector of a text is [its length, its number of words], answered in reverse order."""
-
-    requests: list[dict[str, Any]] = []
-    fail = False
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
-        if self.fail:
-            self._answer(500, {"error": {"message": "the model is not loaded", "type": "server_error"}})
-            return
-        vectors = [[float(len(text)), float(len(text.split()))] for text in body["input"]]
-        data = [{"object": "embedding", "index": i, "embedding": vector} for i, vector in enumerate(vectors)]
-        self._answer(200, {"object": "list", "data": data[::-1], "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-
-    def _answer(self, status: int, payload: dict[str, Any]) -> None:
-        encoded = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(encoded)))
-        self.end_headers()
-        self.wfile.write(encoded)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def endpoint() -> Iterator[str]:
-    EmbeddingsServer.requests = []
-    EmbeddingsServer.fail = False
-    server = ThreadingHTTPServer(("127.0.0.1", 0), EmbeddingsServer)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+def endpoint() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
 
 
-def test_openai_embedder_batches_keeps_order_and_sends_the_key(endpoint: str) -> None:
-    embedder = OpenAIEmbedder(model="nomic-embed-text", base_url=endpoint, api_key="sk-test-secret", batch_size=2, retries=0)
+def test_openai_embedder_batches_keeps_order_and_sends_the_key(endpoint: ScriptedLLM) -> None:
+    embedder = OpenAIEmbedder(model="nomic-embed-text", base_url=endpoint.base_url, api_key="sk-test-secret", batch_size=2, retries=0)
     assert embedder.embed(["a", "bb cc", "ddd"]) == [[1.0, 1.0], [5.0, 2.0], [3.0, 1.0]]
     assert embedder.name == "openai:nomic-embed-text"
-    assert [request["body"]["input"] for request in EmbeddingsServer.requests] == [["a", "bb cc"], ["ddd"]]
-    assert {request["authorization"] for request in EmbeddingsServer.requests} == {"Bearer sk-test-secret"}
-    assert EmbeddingsServer.requests[0]["body"]["encoding_format"] == "float"
+    assert [request.body["input"] for request in endpoint.embedding_requests] == [["a", "bb cc"], ["ddd"]]
+    assert {request.headers["authorization"] for request in endpoint.embedding_requests} == {"Bearer sk-test-secret"}
+    assert endpoint.embedding_requests[0].body["encoding_format"] == "float"
     assert "sk-test-secret" not in repr(embedder)
 
 
-def test_openai_embedder_failure_names_the_endpoint_never_the_key(endpoint: str) -> None:
-    EmbeddingsServer.fail = True
-    embedder = OpenAIEmbedder(model="m", base_url=endpoint, api_key="sk-test-secret", retries=0)
+def test_openai_embedder_failure_names_the_endpoint_never_the_key(endpoint: ScriptedLLM) -> None:
+    endpoint.embeddings_status = 500
+    embedder = OpenAIEmbedder(model="m", base_url=endpoint.base_url, api_key="sk-test-secret", retries=0)
     with pytest.raises(KnowledgeError, match="embeddings endpoint failed") as failure:
         embedder.embed(["x"])
     assert failure.value.field == "embeddings.base_url"
-    assert failure.value.value == endpoint
+    assert failure.value.value == endpoint.base_url
     assert "sk-test-secret" not in str(failure.value)
 
 
