@@ -83,10 +83,6 @@ class FlowTrace:
     def path(self) -> list[str]:
         return [t.node for t in self.transitions]
 
-    @property
-    def last_node(self) -> str | None:
-        return self.transitions[-1].node if self.transitions else None
-
 
 class Flow(Generic[State]):
     """Runs nodes from ``start`` following ``edges`` until a node without outgoing edges ends it.

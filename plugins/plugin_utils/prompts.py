@@ -9,7 +9,6 @@ plans that already failed for this one), and the closest runbooks and documents.
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
@@ -37,10 +36,6 @@ SYSTEM = (
 _PACKAGE_MANAGERS = {"debian": "apt", "ubuntu": "apt", "rhel": "dnf", "centos": "dnf", "fedora": "dnf", "rocky": "dnf",
                      "almalinux": "dnf", "ol": "dnf", "amzn": "dnf", "sles": "zypper", "opensuse-leap": "zypper", "alpine": "apk",
                      "arch": "pacman"}
-
-
-class KnowledgeHit(Protocol):
-    text: str
 
 
 class KnowledgeSource(Protocol):
@@ -123,7 +118,3 @@ def _clip(text: str, limit: int = EVIDENCE_LIMIT, keep: str = "start") -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + " [...]" if keep == "start" else "[...] " + text[-limit:]
-
-
-def describe_steps(argvs: Sequence[Sequence[str]]) -> list[str]:
-    return [shlex.join(argv) for argv in argvs]

@@ -38,7 +38,6 @@ class Target:
     host_vars: Mapping[str, Any]
     secret_vars: Mapping[str, Any] = field(default_factory=dict)
     config_file: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,6 @@ def _playbook(steps: Sequence[RunStep], step_timeout: int) -> str:
 def _environment(target: Target) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name in _ENV_ALLOWED_DESPITE_NAME or not _SECRET_ENV.search(name)}
     removed = set(os.environ) - set(env)
-    env.update(target.env)
     if target.config_file:
         env["ANSIBLE_CONFIG"] = target.config_file
     env["PATH"] = _path_with_ansible_playbook(env.get("PATH", os.defpath))
