@@ -91,12 +91,14 @@ class ActionModule(ActionBase):
             if not failures:
                 result.update(host_result(host, [], check_mode=check_mode))
                 return result
-            with Memory(args["state_dir"]) as memory:
+            memory = Memory.for_check_mode(args["state_dir"]) if check_mode else Memory(args["state_dir"])
+            try:
                 library = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
                 knowledge = None
-                if llm_settings and args["knowledge"]:  # retrieval grounds the LLM's prompt; nothing else reads it
-                    store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
-                    knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library)
+                store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
+                # retrieval grounds the LLM's prompt, and nothing else reads it; check mode reads an existing store only
+                if llm_settings and args["knowledge"] and not (check_mode and not store.exists()):
+                    knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=not check_mode)
                 planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
                 tools = Toolkit(
                     planner=planner,
@@ -104,7 +106,7 @@ class ActionModule(ActionBase):
                     executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
                     target=target_for_task(host, self._connection, task_vars, self._templar),
                     verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
-                    memory=None if check_mode else memory,
+                    memory=None if check_mode else memory,  # the planner still reads it: check mode shows the real plan
                     check_mode=check_mode,
                     ask_approval=self._ask_operator if args["interactive_approval"] else None,
                     approval_ttl=args["approval_ttl"],
@@ -114,6 +116,9 @@ class ActionModule(ActionBase):
                     failed_plan_ttl=args["failed_ttl"],
                 )
                 outcomes = [heal_incident(failure, tools) for failure in failures]
+            finally:
+                if memory is not None:
+                    memory.close()
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         result.update(redact(host_result(host, outcomes, check_mode=check_mode), secrets))

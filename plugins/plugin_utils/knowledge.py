@@ -787,14 +787,15 @@ def _troff_arguments(rest: str) -> list[str]:
 class SharedKnowledge:
     """The store as the planner asks it: opened per question, so other processes can use it between.
 
-    The first question also brings the store's runbooks in line with the library in use.
+    The first question also brings the store's runbooks in line with the library in use (unless
+    ``sync_runbooks`` is false: check mode writes nothing).
     """
 
-    def __init__(self, directory: str | Path, embedder: Embedder, library: RunbookLibrary) -> None:
+    def __init__(self, directory: str | Path, embedder: Embedder, library: RunbookLibrary, *, sync_runbooks: bool = True) -> None:
         self.directory = Path(directory).expanduser()
         self.embedder = embedder
         self.library = library
-        self._synced = False
+        self._synced = not sync_runbooks
 
     def query(self, text: str, k: int = 4) -> list[Hit]:
         with Knowledge(self.directory, self.embedder) as knowledge:

@@ -116,18 +116,38 @@ class RememberedFix:
 class Memory:
     """The episode store. Open one per process; every write is its own short transaction."""
 
-    def __init__(self, state_dir: str | Path) -> None:
+    def __init__(self, state_dir: str | Path, *, read_only: bool = False) -> None:
+        """Open (and create or migrate) the memory; ``read_only`` (check mode) changes nothing at all and
+        needs an existing memory of the current schema."""
         self.path = Path(state_dir).expanduser() / MEMORY_FILE
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            if read_only:
+                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if read_only:
+                if self.schema_version != len(MIGRATIONS):
+                    raise MemoryStoreError("the memory is of another schema and check mode does not migrate it", field="state_dir",
+                                           value=str(self.path), hint="run once without --check")
+                return
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
         except sqlite3.Error as exc:
             raise MemoryStoreError("cannot open the memory database", field="state_dir", value=str(self.path), hint=str(exc)) from exc
+
+    @classmethod
+    def for_check_mode(cls, state_dir: str | Path) -> Memory | None:
+        """The memory to read in check mode, if there is a usable one; check mode never creates or migrates it."""
+        if not (Path(state_dir).expanduser() / MEMORY_FILE).exists():
+            return None
+        try:
+            return cls(state_dir, read_only=True)
+        except MemoryStoreError:
+            return None
 
     def close(self) -> None:
         self._conn.close()
@@ -159,7 +179,7 @@ class Memory:
                 conn.execute(f"PRAGMA user_version = {version}")
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn)
+        return _Transaction(self._conn, self.path)
 
     def record_attempt(
         self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
@@ -340,20 +360,29 @@ def _fts_quote(word: str) -> str:
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    A database error becomes a MemoryStoreError that names the file."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
+        self._path = path
 
     def __enter__(self) -> sqlite3.Connection:
-        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise MemoryStoreError("cannot write to the memory", field="state_dir", value=str(self._path), hint=str(exc)) from exc
         return self._conn
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
             self._conn.execute("COMMIT")
-        else:
-            self._conn.execute("ROLLBACK")
+            return
+        self._conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise MemoryStoreError("the memory refused a write; nothing of it was kept", field="state_dir", value=str(self._path),
+                                   hint=str(exc)) from exc
 
 
 def _statements(script: str) -> Iterator[str]:

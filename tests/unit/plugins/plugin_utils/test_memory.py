@@ -86,7 +86,7 @@ def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(tmp_
         assert plan_id and memory.plan(plan_id)["episode_id"] == episode  # type: ignore[index]
         # Break the plans table so the second insert of the transaction fails: the episode must roll back too.
         memory._conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON plans BEGIN SELECT RAISE(ABORT, 'disk full'); END")
-        with pytest.raises(sqlite3.DatabaseError, match="disk full"):
+        with pytest.raises(MemoryStoreError, match="disk full"):
             memory.record_attempt(incident_id="j", failure=failure, attempt=_attempt("awaiting_approval", "x"), pending=PENDING)
         assert [e["incident_id"] for e in memory.episodes()] == ["i"]
 
@@ -173,3 +173,17 @@ def test_a_database_of_an_older_schema_is_migrated_in_place(tmp_path: Path) -> N
     with Memory(tmp_path) as memory:
         assert memory.schema_version == len(MIGRATIONS)
         assert [e["incident_id"] for e in memory.search("address already in use")] == ["i"]
+
+
+def test_check_mode_reads_an_existing_memory_and_never_creates_or_writes_one(tmp_path: Path) -> None:
+    assert Memory.for_check_mode(tmp_path / "absent") is None
+    assert not (tmp_path / "absent").exists()
+    failure = nginx_failure()
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="i", failure=failure, attempt=_attempt("healed", "service {init_service} start", verified=True))
+    reader = Memory.for_check_mode(tmp_path)
+    assert reader is not None
+    with reader:
+        assert reader.verified_fix(failure.fingerprint) is not None
+        with pytest.raises(MemoryStoreError, match="readonly"):
+            reader.record_attempt(incident_id="j", failure=failure, attempt=_attempt("failed", "x"))
