@@ -17,7 +17,9 @@ MINILM_ONNX := $(MINILM_DIR)/onnx/model.onnx
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup system-packages demo test lint sanity unit integration bench lab-up lab-down build clean
+.PHONY: setup system-packages demo test lint sanity unit integration molecule bench lab-up lab-down build clean
+# One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
+.NOTPARALLEL:
 
 ## setup: system packages, the virtualenv with requirements.txt, the collection on Ansible's path
 setup: system-packages $(VENV)/.installed $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
@@ -63,12 +65,12 @@ demo: setup
 	curl -sS -m 5 -o /dev/null -w "http://10.77.0.11/ -> HTTP %{http_code}\n" http://10.77.0.11/
 
 ## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
-test: setup lint sanity unit integration
+test: setup lint sanity unit integration molecule
 
 lint:
 	ruff check plugins tests bench
 	mypy
-	ansible-lint roles playbooks
+	ansible-lint roles playbooks extensions
 
 sanity: $(HOME)/.ansible/test/cache/get_pip_24_2.py
 	rm -rf $(SANITY_BASE) && mkdir -p $(SANITY_ROOT)
@@ -80,6 +82,11 @@ unit:
 
 integration:
 	trap '$(LAB) down' EXIT; pytest -q tests/integration
+
+# The role through Molecule, as users test it (extensions/molecule/autoheal, on the lab fleet). ANSIBLE_HOME
+# keeps Molecule's files (its ephemeral directory, the collection it installs) in the ignored .ansible/.
+molecule:
+	trap '$(LAB) down' EXIT; cd $(CURDIR) && ANSIBLE_HOME=$(CURDIR)/.ansible molecule test -s autoheal
 
 build:
 	mkdir -p build
