@@ -8,6 +8,7 @@ wait for a human are stored beside the episodes.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import sqlite3
@@ -133,9 +134,13 @@ class Memory:
                     raise MemoryStoreError("the memory is of another schema and check mode does not migrate it", field="state_dir",
                                            value=str(self.path), hint="run once without --check")
                 return
-            self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
+            # Switching to WAL and migrating take locks SQLite's busy timeout does not wait for when
+            # several forks open a new memory at once: one process at a time does it.
+            with open(self.path.with_name(MEMORY_FILE + ".lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._migrate()
         except sqlite3.Error as exc:
             raise MemoryStoreError("cannot open the memory database", field="state_dir", value=str(self.path), hint=str(exc)) from exc
 

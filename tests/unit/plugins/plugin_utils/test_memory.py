@@ -103,6 +103,28 @@ def _writer(state_dir: str, worker: int, count: int) -> None:
             memory.record_attempt(incident_id=f"w{worker}-{n}", failure=nginx_failure(host=f"h{worker}"), attempt=_attempt("failed", "x"))
 
 
+def _open_at_once(state_dir: str, barrier: Any, worker: int) -> None:
+    barrier.wait()
+    with Memory(state_dir) as memory:
+        memory.record_attempt(incident_id=f"first-{worker}", failure=nginx_failure(host=f"h{worker}"), attempt=_attempt("failed", "x"))
+
+
+def test_many_processes_opening_a_new_memory_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
+    """The forks of one play meet a fresh memory together: creating, switching to WAL and migrating must not fail any."""
+    for round_number in range(3):
+        state_dir = tmp_path / f"round-{round_number}"
+        context = multiprocessing.get_context("fork")
+        barrier = context.Barrier(8)
+        processes = [context.Process(target=_open_at_once, args=(str(state_dir), barrier, w)) for w in range(8)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(60)
+        assert [process.exitcode for process in processes] == [0] * 8
+        with Memory(state_dir) as memory:
+            assert len(memory.episodes()) == 8
+
+
 def test_concurrent_processes_lose_no_episode(tmp_path: Path) -> None:
     workers, per_worker = 6, 40
     context = multiprocessing.get_context("spawn")
