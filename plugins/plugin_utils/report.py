@@ -1,9 +1,12 @@
-"""What the heal action returns for a host: status, counts, per-incident detail and a summary."""
+"""What the heal action returns for a host (status, counts, per-incident detail, a summary), and
+the timeline of a whole run for humans, as text and as HTML."""
 
 from __future__ import annotations
 
+import html
 import shlex
-from typing import Any, Sequence
+import time
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
@@ -76,3 +79,45 @@ def summary_line(host: str, incident: dict[str, Any], check_mode: bool) -> str:
     if status == Status.AWAITING_APPROVAL.value:
         return f"{host}: {service} awaits approval of plan {incident['plan_id']}: {commands} ({incident['reason']})"
     return f"{host}: {service} {status}: {incident['reason']}"
+
+
+def timeline_text(hosts: Mapping[str, Mapping[str, Any]]) -> str:
+    """The incidents of a run for a terminal: per host and service, the path and every step of the loop."""
+    lines = []
+    for host, result in sorted(hosts.items()):
+        for incident in result.get("incidents") or []:
+            lines.append(f"{host} {incident['service']}: {incident['status']} after {incident['attempts']} attempt(s) "
+                         f"[{' > '.join(incident['path'])}]")
+            for event in result.get("timeline") or []:
+                if event["service"] == incident["service"]:
+                    clock = time.strftime("%H:%M:%S", time.localtime(event["at"]))
+                    lines.append(f"  {clock} {event['node']:<14} {event['message']}")
+    return "\n".join(lines)
+
+
+def timeline_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
+    """The same as a self-contained HTML page (every value escaped: it carries host output)."""
+    rows = []
+    for host, result in sorted(hosts.items()):
+        for incident in result.get("incidents") or []:
+            events = "".join(
+                f"<tr><td>{html.escape(time.strftime('%H:%M:%S', time.localtime(e['at'])))}</td><td>{html.escape(e['node'])}</td>"
+                f"<td>{html.escape(e['message'])}</td></tr>"
+                for e in result.get("timeline") or [] if e["service"] == incident["service"]
+            )
+            verdicts = "".join(
+                f"<li><code>{html.escape(shlex.join(v['argv']))}</code> {html.escape(v['decision'])} - {html.escape(v['reason'])}</li>"
+                for v in incident.get("verdicts") or []
+            )
+            rows.append(
+                f"<section class='{html.escape(incident['status'])}'><h2>{html.escape(host)} {html.escape(incident['service'])}: "
+                f"{html.escape(incident['status'])}</h2><p>{html.escape(incident['summary'])}</p>"
+                f"<p>path: {html.escape(' > '.join(incident['path']))}</p><ul>{verdicts}</ul>"
+                f"<table><tr><th>time</th><th>node</th><th>what happened</th></tr>{events}</table></section>"
+            )
+    body = "".join(rows) or "<p>every declared service was healthy</p>"
+    style = ("body{font-family:sans-serif;margin:2em}section{border-left:6px solid #999;padding:0 1em;margin:1em 0}"
+             ".healed{border-color:#2a2}.escalated,.unreachable{border-color:#c22}.awaiting_approval,.planned{border-color:#d90}"
+             "td{padding:2px 8px;vertical-align:top}code{background:#eee}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style></head>"
+            f"<body><h1>{html.escape(title)}</h1>{body}</body></html>\n")

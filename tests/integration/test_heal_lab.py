@@ -32,8 +32,13 @@ def test_killed_services_on_three_hosts_are_healed_in_one_run(lab: Any, faults: 
     faults.inject("node1", "nginx-killed")
     faults.inject("node2", "postgres-killed")
     faults.inject("node3", "redis-killed")
-    run = run_playbook(HEAL, state_dir=tmp_path)
+    run = run_playbook(HEAL, state_dir=tmp_path, env={"SENTINEL_HEAL_REPORT_DIR": str(tmp_path / "reports")})
     assert run.rc == 0, run.output
+    # the timeline callback: every incident with its path, at the end of the run and as an HTML report
+    assert "SENTINEL.HEAL TIMELINE" in run.output
+    assert "node2 postgresql: healed after 1 attempt(s) [diagnose > plan > guard > execute > verify > record > healed]" in run.output
+    [report] = (tmp_path / "reports").glob("sentinel-heal-*.html")
+    assert "node3 redis: healed" in report.read_text() and "service redis-server start" in report.read_text()
     assert {host: counts["changed"] for host, counts in run.recap.items()} == {"node1": 1, "node2": 1, "node3": 1}
     healed = {(e["host"], e["service"]): e for e in episodes(tmp_path)}
     assert set(healed) == {("node1", "nginx"), ("node2", "postgresql"), ("node3", "redis")}

@@ -161,3 +161,17 @@ def test_attempt_budget_is_respected(tmp_path: Path, max_attempts: int) -> None:
     outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [STILL_DOWN] * 10, max_attempts=max_attempts))
     assert outcome.state.status == "escalated"
     assert len(executor.remediations) <= max_attempts
+
+
+def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result, timeline_html, timeline_text
+
+    failure = nginx_failure()
+    hostile = type(failure)(**{**failure.__dict__, "summary": "<script>alert('pwned')</script> nginx is not running"})
+    outcome = heal_incident(hostile, _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY]))
+    hosts = {"web1": host_result("web1", [outcome], check_mode=False)}
+    text = timeline_text(hosts)
+    assert text.startswith("web1 nginx: healed after 1 attempt(s) [diagnose > plan > guard > execute > verify > record > healed]")
+    page = timeline_html(hosts, title="run <1>")
+    assert "<script>" not in page and "&lt;script&gt;" in page and "<title>run &lt;1&gt;</title>" in page
+    assert "<code>rm -f /run/nginx.pid</code> allow" in page
