@@ -33,25 +33,20 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import known
 
 display = Display()
 
-ARGUMENT_SPEC = dict(
+# What planning needs: shared by heal, plan and diagnose.
+PLANNING_SPEC: dict[str, Any] = dict(
     services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
     failures=dict(type="list", elements="dict"),
-    state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
-    max_attempts=dict(type="int", default=3),
-    runbooks=dict(type="list", elements="path", default=[]),
-    policy=dict(type="path"),
-    verify_retries=dict(type="int", default=3),
-    verify_delay=dict(type="float", default=2.0),
-    step_timeout=dict(type="int", default=120),
-    log_lines=dict(type="int", default=20),
-    interactive_approval=dict(type="bool", default=True),
-    approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
-    redact_values=dict(type="list", elements="str", default=[], no_log=True),
     facts=dict(type="dict", default={}),
+    state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    runbooks=dict(type="list", elements="path", default=[]),
+    builtin_runbooks=dict(type="bool", default=True),
+    policy=dict(type="path"),
+    failed_ttl=dict(type="int", default=86400),
+    log_lines=dict(type="int", default=20),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
     knowledge=dict(type="bool", default=True),
     embeddings=EMBEDDINGS_OPTION,
-    builtin_runbooks=dict(type="bool", default=True),
-    failed_ttl=dict(type="int", default=86400),
     llm=dict(
         type="dict",
         options=dict(
@@ -66,6 +61,16 @@ ARGUMENT_SPEC = dict(
     ),
 )
 
+ARGUMENT_SPEC: dict[str, Any] = dict(
+    PLANNING_SPEC,
+    max_attempts=dict(type="int", default=3),
+    verify_retries=dict(type="int", default=3),
+    verify_delay=dict(type="float", default=2.0),
+    step_timeout=dict(type="int", default=120),
+    interactive_approval=dict(type="bool", default=True),
+    approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
+)
+
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
           "failed_ttl": (0, 365 * 86400)}
 
@@ -73,58 +78,73 @@ LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
+    argument_spec: dict[str, Any] = ARGUMENT_SPEC
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec)
         for name, (low, high) in LIMITS.items():
-            if not low <= args[name] <= high:
+            if name in args and not low <= args[name] <= high:
                 raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
         host = task_vars.get("inventory_hostname", "localhost")
-        check_mode = bool(self._task.check_mode)
         try:
-            llm_settings = llm_settings_from(args["llm"])
+            llm_settings = llm_settings_from(args.get("llm"))
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
             secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
             failures = self._failures(host, args, task_vars, secrets)
-            if not failures:
-                result.update(host_result(host, [], check_mode=check_mode))
+            if not failures:  # a healthy host: nothing to open, nothing to write
+                result.update(self._handle(host, [], None))
                 return result
-            memory = Memory.for_check_mode(args["state_dir"]) if check_mode else Memory(args["state_dir"])
+            writes = self._writes()
+            memory = Memory(args["state_dir"]) if writes else Memory.for_check_mode(args["state_dir"])
             try:
-                library = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
-                knowledge = None
-                store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
-                # retrieval grounds the LLM's prompt, and nothing else reads it; check mode reads an existing store only
-                if llm_settings and args["knowledge"] and not (check_mode and not store.exists()):
-                    knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=not check_mode)
-                planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
-                tools = Toolkit(
-                    planner=planner,
-                    policy=load_policy(args["policy"]),
-                    executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
-                    target=target_for_task(host, self._connection, task_vars, self._templar),
-                    verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
-                    memory=None if check_mode else memory,  # the planner still reads it: check mode shows the real plan
-                    check_mode=check_mode,
-                    ask_approval=self._ask_operator if args["interactive_approval"] else None,
-                    approval_ttl=args["approval_ttl"],
-                    max_attempts=args["max_attempts"],
-                    verify_retries=args["verify_retries"],
-                    verify_wait=args["verify_delay"],
-                    failed_plan_ttl=args["failed_ttl"],
-                )
-                outcomes = [heal_incident(failure, tools) for failure in failures]
+                tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes)
+                result.update(redact(self._handle(host, failures, tools), secrets))
             finally:
                 if memory is not None:
                     memory.close()
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
-        result.update(redact(host_result(host, outcomes, check_mode=check_mode), secrets))
-        if self._task.diff:
-            result["diff"] = redact(diff_of(outcomes), secrets)
         return result
+
+    def _writes(self) -> bool:
+        """Whether this action may run remediation and write memory (heal outside check mode)."""
+        return not self._task.check_mode
+
+    def _handle(self, host: str, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+        """What the action does with the failures (tools is None when there are none)."""
+        outcomes = [heal_incident(failure, tools) for failure in failures if tools is not None]
+        result = host_result(host, outcomes, check_mode=not self._writes())
+        if self._task.diff:
+            result["diff"] = diff_of(outcomes)
+        return result
+
+    def _toolkit(self, args: Mapping[str, Any], task_vars: dict[str, Any], host: str, secrets: Sequence[str],
+                 llm_settings: LLMSettings | None, memory: Memory | None, writes: bool) -> Toolkit:
+        library = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
+        knowledge = None
+        store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
+        # retrieval grounds the LLM's prompt, and nothing else reads it; without writes only an existing store is read
+        if llm_settings and args.get("knowledge") and (writes or store.exists()):
+            knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=writes)
+        planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
+        return Toolkit(
+            planner=planner,
+            policy=load_policy(args["policy"]),
+            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args.get("step_timeout", 120), secrets=secrets),
+            target=target_for_task(host, self._connection, task_vars, self._templar),
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
+            memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
+            check_mode=not writes,
+            run_evidence=not self._task.check_mode,
+            ask_approval=self._ask_operator if args.get("interactive_approval") else None,
+            approval_ttl=args.get("approval_ttl", DEFAULT_TTL_S),
+            max_attempts=args.get("max_attempts", 1),
+            verify_retries=args.get("verify_retries", 1),
+            verify_wait=args.get("verify_delay", 0.0),
+            failed_plan_ttl=args["failed_ttl"],
+        )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:

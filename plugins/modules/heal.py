@@ -51,6 +51,8 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
+  - sentinel.heal.planning
+  - sentinel.heal.planning.llm
 attributes:
   check_mode:
     support: full
@@ -59,31 +61,10 @@ attributes:
     support: full
     details: Shows the failure and the plan, with the guard's verdict on each step.
 options:
-  services:
-    description:
-      - The declared services, in the form of O(sentinel.heal.service_check#module:services).
-      - Used to check the host when O(failures) is omitted, and to verify each service after its plan ran.
-    type: list
-    elements: dict
-    required: true
-  failures:
-    description:
-      - The C(failures) that M(sentinel.heal.service_check) returned for this host, unchanged.
-      - When omitted, the services are checked first.
-    type: list
-    elements: dict
   max_attempts:
     description: Attempts per failed service before it is escalated (1-10).
     type: int
     default: 3
-  runbooks:
-    description: Directories of your own runbooks (Markdown with YAML front matter), added to the shipped ones.
-    type: list
-    elements: path
-    default: []
-  policy:
-    description: The command policy file. Defaults to the policy shipped in the collection (C(policies/default.yml)).
-    type: path
   verify_retries:
     description: How many times verification checks the service before the attempt counts as failed (1-30).
     type: int
@@ -96,10 +77,6 @@ options:
     description: Seconds each step may run on the host (1-3600).
     type: int
     default: 120
-  log_lines:
-    description: Lines of each log file gathered as evidence when the host is checked here.
-    type: int
-    default: 20
   interactive_approval:
     description:
       - Ask at the terminal when a plan needs approval. Without a terminal (AWX, cron, CI) the plan is
@@ -110,91 +87,6 @@ options:
     description: Seconds a stored plan can be approved before it expires (60 to 2592000).
     type: int
     default: 86400
-  redact_values:
-    description: More literal secrets to mask, in addition to those the play knows (vault values, passwords).
-    type: list
-    elements: str
-    default: []
-  facts:
-    description:
-      - The C(facts) that M(sentinel.heal.service_check) returned with O(failures) (service manager, OS).
-        They ground the LLM's prompt and key the memory by kind of host.
-    type: dict
-    default: {}
-  builtin_runbooks:
-    description: Use the runbooks shipped with the collection, besides O(runbooks).
-    type: bool
-    default: true
-  failed_ttl:
-    description:
-      - Seconds a plan that failed for a failure fingerprint is remembered and not tried again for it
-        (0 to 31536000). Plans that failed during the same incident are never repeated in it.
-    type: int
-    default: 86400
-  knowledge:
-    description:
-      - Ground the LLM's prompt in the closest runbooks and documents of the knowledge base in
-        O(state_dir)C(/knowledge) (see M(sentinel.heal.knowledge)); the runbooks in use are kept in it.
-      - Used only when O(llm) is set.
-    type: bool
-    default: true
-  embeddings:
-    description: The embedding model of the knowledge base, as in M(sentinel.heal.knowledge).
-    type: dict
-    default: {}
-    suboptions:
-      provider:
-        description: C(minilm) (offline, the default) or C(openai) (an OpenAI-compatible embeddings endpoint).
-        type: str
-        default: minilm
-        choices: [minilm, openai]
-      base_url:
-        description: The endpoint's base URL (provider C(openai)).
-        type: str
-      model:
-        description: The embedding model (provider C(openai)).
-        type: str
-      api_key:
-        description: The endpoint's API key (provider C(openai)).
-        type: str
-      timeout:
-        description: Seconds one request may take (provider C(openai)).
-        type: float
-        default: 30.0
-  llm:
-    description:
-      - An OpenAI-compatible chat-completions endpoint (OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's
-        server) that plans when memory and the specific runbooks have no answer. Without it (the
-        default) the offline planner runs and no network is needed.
-      - Its plans are judged by the guard like any other; the prompt is not a security boundary.
-    type: dict
-    suboptions:
-      model:
-        description: The model name.
-        type: str
-        required: true
-      base_url:
-        description: The API's base URL (for example C(http://127.0.0.1:11434/v1) for Ollama). Defaults to OpenAI's.
-        type: str
-      api_key:
-        description: The API key. Defaults to the controller's C(OPENAI_API_KEY). Never shown, stored or sent to hosts.
-        type: str
-      timeout:
-        description: Seconds one request may take.
-        type: float
-        default: 30.0
-      max_retries:
-        description: Retries, with exponential backoff (and C(Retry-After)), after HTTP 408, 409, 429, 5xx, timeouts and connection errors.
-        type: int
-        default: 3
-      token_budget:
-        description: Tokens (prompt and answer) one incident may spend over all its attempts.
-        type: int
-        default: 6000
-      json_mode:
-        description: Ask for a JSON answer (C(response_format)); turn off for servers that reject it.
-        type: bool
-        default: true
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege

@@ -66,6 +66,8 @@ class Toolkit:
     verify: Verifier
     memory: Memory | None
     check_mode: bool = False
+    # read-only evidence commands run before planning (not in check mode, where nothing runs)
+    run_evidence: bool | None = None
     ask_approval: ApprovalPrompt | None = None
     approval_ttl: float = approvals.DEFAULT_TTL_S
     max_attempts: int = 3
@@ -127,8 +129,9 @@ class DiagnoseNode(_ToolNode):
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         failure = state.failure
         excluded = set(state.tried)
-        if self.tools.memory is not None:
-            excluded |= self.tools.memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
+        memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
+        if memory is not None:
+            excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
         return failure, frozenset(excluded)
 
     def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]]) -> tuple[Diagnosis, dict[str, StepResult], frozenset[tuple[str, ...]]]:
@@ -145,7 +148,8 @@ class DiagnoseNode(_ToolNode):
         context = PolicyContext.from_failure(failure)
         verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
         allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
-        if not allowed or self.tools.check_mode:
+        run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
+        if not allowed or not run_evidence:
             return {}
         steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
@@ -477,6 +481,13 @@ def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace)
+
+
+def diagnose_incident(failure: Failure, tools: Toolkit) -> IncidentState:
+    """Only the first node: what memory, the runbooks and the evidence commands say, before any plan."""
+    state = IncidentState(failure=failure)
+    DiagnoseNode(tools).run(state)
+    return state
 
 
 def run_approved_plan(stored: approvals.StoredPlan, verdicts: list[Verdict], approved_by: str, tools: Toolkit) -> IncidentOutcome:

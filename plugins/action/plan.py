@@ -1,0 +1,30 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of sentinel.heal.plan: the heal loop up to the guard, nothing run, nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
+from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
+
+
+class ActionModule(HealAction):
+    argument_spec = PLANNING_SPEC
+
+    def _writes(self) -> bool:
+        return False
+
+    def _handle(self, host: str, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+        plans = []
+        for failure in failures:
+            if tools is None:
+                continue
+            incident = heal_incident(failure, tools).to_dict()
+            plans.append({key: incident[key] for key in ("service", "fingerprint", "failure_class", "summary", "plan", "verdicts",
+                                                         "decision", "reason", "path", "llm")})
+        decisions = [Decision(plan["decision"]) for plan in plans if plan["decision"]]
+        return {"changed": False, "plans": plans, "decision": Decision.strictest(decisions).value if plans else None}
