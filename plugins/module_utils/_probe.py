@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
 # Shared by the service_check module and the heal action plugin (one definition of a service).
 SERVICE_OPTIONS = dict(
@@ -213,7 +214,7 @@ def run(argv, timeout):
         return None, "timed out after %ss" % timeout
     except OSError as exc:
         return None, "cannot run %s: %s" % (argv[0], exc.strerror)
-    return proc.returncode, _clip(proc.stdout.decode("utf-8", "replace"), OUTPUT_LIMIT)
+    return proc.returncode, clip(proc.stdout.decode("utf-8", "replace"), OUTPUT_LIMIT)
 
 
 def _tcp(address, port, timeout):
@@ -353,7 +354,7 @@ def tail(path, lines):
             data = handle.read().decode("utf-8", "replace")
     except OSError as exc:
         return "(cannot read: %s)" % exc.strerror
-    return _clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
+    return clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
 
 
 def read_pidfile(path, process_name):
@@ -424,7 +425,7 @@ def _comm(pid):
 def _cmdline(pid):
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return _clip(handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip(), 200)
+            return clip(handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip(), 200)
     except OSError:
         return ""
 
@@ -447,9 +448,3 @@ def _first_line(text):
         if line.strip():
             return line.strip()[:300]
     return "(no output)"
-
-
-def _clip(text, limit, keep="start"):
-    if len(text) <= limit:
-        return text
-    return text[:limit] + " ..." if keep == "start" else "... " + text[-limit:]

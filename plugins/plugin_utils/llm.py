@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 
 MAX_STEPS = 3
@@ -126,7 +127,7 @@ class LLMClient:
             except self._openai.APIStatusError as exc:
                 if exc.status_code not in RETRYABLE_STATUS or attempt > self.settings.max_retries:
                     raise LLMError(f"the LLM answered HTTP {exc.status_code}", field="llm.base_url", value=self.settings.base_url,
-                                   hint=_short(exc.message)) from None
+                                   hint=_brief(exc.message)) from None
                 self._sleep(self._delay(attempt, exc.response.headers.get("retry-after")))
                 continue
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as exc:
@@ -158,16 +159,16 @@ def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
     """Read the model's JSON plan, tolerating code fences and prose around it."""
     data = _first_json_object(text)
     if not isinstance(data, dict):
-        raise LLMError("the LLM's answer holds no JSON plan", field="answer", value=_short(text))
+        raise LLMError("the LLM's answer holds no JSON plan", field="answer", value=_brief(text))
     escalate = data.get("escalate")
     raw_steps = data.get("steps") or []
     if not isinstance(raw_steps, list):
-        raise LLMError("'steps' in the LLM's plan is not a list", field="answer.steps", value=_short(json.dumps(raw_steps)))
+        raise LLMError("'steps' in the LLM's plan is not a list", field="answer.steps", value=_brief(json.dumps(raw_steps)))
     if len(raw_steps) > MAX_STEPS:
         raise LLMError(f"the LLM proposed more than {MAX_STEPS} steps", field="answer.steps", value=len(raw_steps))
     steps = tuple(_step_argv(index, step, init_service) for index, step in enumerate(raw_steps))
     if not steps and not escalate:
-        raise LLMError("the LLM's plan has neither steps nor a reason to escalate", field="answer", value=_short(text))
+        raise LLMError("the LLM's plan has neither steps nor a reason to escalate", field="answer", value=_brief(text))
     return ProposedPlan(
         diagnosis=str(data.get("diagnosis") or ""),
         steps=steps,
@@ -199,13 +200,13 @@ def _step_argv(index: int, step: Any, init_service: str) -> tuple[str, ...]:
     if isinstance(step, list):
         step = {"argv": step}
     if not isinstance(step, dict):
-        raise LLMError("a step is an object with argv, or with module and args", field=where, value=_short(json.dumps(step)))
+        raise LLMError("a step is an object with argv, or with module and args", field=where, value=_brief(json.dumps(step)))
     if "argv" in step:
         argv = step["argv"]
         if isinstance(argv, str):
-            raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_short(argv))
+            raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_brief(argv))
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_short(json.dumps(argv)))
+            raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
         return tuple(argv)
     return _module_argv(where, str(step.get("module", "")), step.get("args") or {}, init_service)
 
@@ -229,5 +230,6 @@ def _module_argv(where: str, module: str, args: Mapping[str, Any], init_service:
                    hint="ansible.builtin.service (state started/stopped/restarted/reloaded) or ansible.builtin.file (state absent/directory)")
 
 
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."
+def _brief(text: str) -> str:
+    """Enough of a value for an error message."""
+    return clip(text, 200)

@@ -12,6 +12,7 @@ import json
 from typing import Any, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 
 EVIDENCE_LIMIT = 1200
@@ -93,9 +94,9 @@ def _evidence_text(failure: Failure, outputs: Mapping[str, str]) -> str:
     parts = [f"summary: {failure.summary}"]
     status = evidence.get("status") or {}
     if status:
-        parts.append(f"$ {status.get('command')} (rc {status.get('rc')})\n{_clip(str(status.get('output', '')))}")
+        parts.append(f"$ {status.get('command')} (rc {status.get('rc')})\n{clip(str(status.get('output', '')).strip(), EVIDENCE_LIMIT)}")
     for path, tail in (evidence.get("logs") or {}).items():
-        parts.append(f"tail of {path}:\n{_clip(str(tail), keep='end')}")
+        parts.append(f"tail of {path}:\n{clip(str(tail).strip(), EVIDENCE_LIMIT, keep='end')}")
     owners = evidence.get("port_owners") or []
     if owners:
         parts.append("port owners: " + json.dumps(owners))
@@ -103,18 +104,11 @@ def _evidence_text(failure: Failure, outputs: Mapping[str, str]) -> str:
     if pidfile:
         parts.append("pid file: " + json.dumps(pidfile))
     for command, output in outputs.items():
-        parts.append(f"$ {command}\n{_clip(output)}")
+        parts.append(f"$ {command}\n{clip(output.strip(), EVIDENCE_LIMIT)}")
     return "\n".join(parts)
 
 
 def _fenced(text: str, limit: int, secrets: Sequence[str]) -> str:
     # The host cannot close the fence early: its text never contains the closing tag.
-    body = redact(_clip(text, limit), tuple(secrets)).replace("</data", "<\\/data")
+    body = redact(clip(text.strip(), limit), tuple(secrets)).replace("</data", "<\\/data")
     return f"<data>\n{body}\n</data>"
-
-
-def _clip(text: str, limit: int = EVIDENCE_LIMIT, keep: str = "start") -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    return text[:limit] + " [...]" if keep == "start" else "[...] " + text[-limit:]

@@ -34,6 +34,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
 
@@ -144,15 +145,10 @@ def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> 
     def fill(match: re.Match[str]) -> str:
         name, argument = match.groups()
         if name == "output" and argument:
-            return _clip(outputs.get(argument, "(no output)"))
+            return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
         return values.get(name, match.group(0))
 
     return _PLACEHOLDER.sub(fill, template)
-
-
-def _clip(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + " ..."
 
 
 class RunbookLibrary:

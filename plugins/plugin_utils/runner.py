@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
 
@@ -110,8 +111,9 @@ class RunnerExecutor:
             argv=step.argv,
             status="failed" if failed else "ok",
             rc=res.get("rc"),
-            stdout=_cap(redact(str(res.get("stdout", "")), self.secrets), self.output_limit),
-            stderr=_cap(redact(str(res.get("stderr", "") or ("" if not failed else res.get("msg", ""))), self.secrets), self.output_limit),
+            stdout=clip(redact(str(res.get("stdout", "")), self.secrets), self.output_limit, keep="middle"),
+            stderr=clip(redact(str(res.get("stderr", "") or ("" if not failed else res.get("msg", ""))), self.secrets), self.output_limit,
+                        keep="middle"),
             duration_s=_task_duration(res),
         )
 
@@ -178,13 +180,6 @@ def _path_with_ansible_playbook(path: str) -> str:
     if not shutil.which("ansible-playbook", path=path):
         raise ExecutorError("ansible-playbook not found", field="PATH", value=path, hint="install ansible-core on the controller")
     return path
-
-
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
 
 
 def _task_duration(res: Mapping[str, Any]) -> float:

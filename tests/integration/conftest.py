@@ -38,6 +38,11 @@ class PlaybookRun:
         return {m["host"]: {k: int(m[k]) for k in ("ok", "changed", "unreachable", "failed")} for m in RECAP.finditer(self.output)}
 
 
+def one_line(text: str) -> str:
+    """A job's output with the YAML callback's line wrapping undone."""
+    return " ".join(text.split())
+
+
 def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str] | None = None) -> PlaybookRun:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {}))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import Faults, commands_run, episodes, run_playbook, sh
+from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
 from llm_server import Answer, ScriptedLLM
 
 HEAL = "playbooks/heal.yml"
@@ -36,7 +36,7 @@ def test_a_plan_from_the_llm_heals_and_a_second_incident_needs_no_llm(lab: Any, 
     faults.inject("node1", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
     assert run.rc == 0 and "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start [plan from llm scripted-lab]" \
-        in run.output.replace("\n        ", " "), run.output
+        in one_line(run.output), run.output
     assert _nginx_answers(lab, "node1")
     [request] = llm.chat_requests
     prompt = request.prompt
@@ -76,7 +76,7 @@ def test_when_the_llm_fails_the_offline_planner_heals_and_says_so(
     llm.default = answer
     faults.inject("node2", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node2", "-e", _with_llm(llm), state_dir=tmp_path)
-    assert run.rc == 0 and "[plan from generic restart]" in run.output.replace("\n        ", " "), run.output
+    assert run.rc == 0 and "[plan from generic restart]" in one_line(run.output), run.output
     [episode] = episodes(tmp_path)
     assert episode["plan_source"] == "generic" and "the LLM gave no usable plan" in episode["plan_json"] and why in episode["plan_json"]
     assert _nginx_answers(lab, "node2")

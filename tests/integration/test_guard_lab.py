@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
-from conftest import ROOT, Faults, commands_run, episodes, run_playbook, sh
+from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -80,7 +80,7 @@ def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: A
     approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert approved.rc == 0, approved.output
     assert "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start [plan from runbook nginx-stale-pid, approved by alice]" \
-        in approved.output.replace("\n        ", " ")
+        in one_line(approved.output)
     row = _plan_row(state, plan_id)
     assert (row["status"], row["decided_by"]) == ("executed", "alice")
     last = episodes(state)[-1]

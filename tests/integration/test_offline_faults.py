@@ -9,14 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, commands_run, episodes, run_playbook, sh
+from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
-
-
-def one_line(text: str) -> str:
-    """The job's output with the YAML callback's line wrapping undone."""
-    return " ".join(text.split())
 
 
 def healed_by(tmp_path: Path, runbook: str) -> dict[str, Any]:
