@@ -11,6 +11,7 @@ Run as root: `make bench`.
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,14 +42,13 @@ def nginx_is_healthy() -> bool:
     return fleet.run_in("node1", ["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1/"]).returncode == 0
 
 
-def main() -> None:
-    fleet.down()
-    fleet.up()
+def measure(rounds: int) -> list[str]:
+    """The rows of the report, measured on a fleet that is up and healthy; leaves it healthy."""
     state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
     timed_playbook("playbooks/heal.yml", "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
     timed_playbook("bench/handwritten_check.yml")
     sweep, check, heal_runbook, heal_memory, restart = [], [], [], [], []
-    for round_number in range(ROUNDS):
+    for round_number in range(rounds):
         check.append(timed_playbook("bench/handwritten_check.yml"))
         sweep.append(timed_playbook("playbooks/heal.yml", "-e", f"autoheal_state_dir={state}"))
 
@@ -64,19 +64,30 @@ def main() -> None:
         fleet.inject("node1", "nginx-killed")
         heal_memory.append(timed_playbook("playbooks/heal.yml", "--limit", "node1", "-e", f"autoheal_state_dir={fresh}"))
         assert nginx_is_healthy()
-    fleet.down()
+    shutil.rmtree(state)
 
-    def row(name: str, samples: list[float], baseline: list[float], target: float | None) -> None:
+    def row(name: str, samples: list[float], baseline: list[float], target: float | None) -> str:
         ratio = statistics.median(samples) / statistics.median(baseline)
         verdict = "" if target is None else f"  target <= {target:.1f}x: {'met' if ratio <= target else 'MISSED'}"
-        print(f"{name:<44} median {statistics.median(samples):6.2f} s  ratio {ratio:4.2f}x{verdict}")
+        return f"{name:<44} median {statistics.median(samples):6.2f} s  ratio {ratio:4.2f}x{verdict}"
 
-    print(f"sentinel.heal speed on the lab fleet, {ROUNDS} interleaved rounds")
-    row("hand-written check (3 hosts, 3 services)", check, check, None)
-    row("heal.yml healthy sweep (3 hosts)", sweep, check, 1.5)
-    row("hand-written restart of killed nginx", restart, restart, None)
-    row("heal.yml, killed nginx, runbook path", heal_runbook, restart, 3.0)
-    row("heal.yml, killed nginx, fix from memory", heal_memory, restart, 3.0)
+    return [
+        f"sentinel.heal speed on the lab fleet, {rounds} interleaved rounds",
+        row("hand-written check (3 hosts, 3 services)", check, check, None),
+        row("heal.yml healthy sweep (3 hosts)", sweep, check, 1.5),
+        row("hand-written restart of killed nginx", restart, restart, None),
+        row("heal.yml, killed nginx, runbook path", heal_runbook, restart, 3.0),
+        row("heal.yml, killed nginx, fix from memory", heal_memory, restart, 3.0),
+    ]
+
+
+def main() -> None:
+    fleet.down()
+    fleet.up()
+    try:
+        print("\n".join(measure(ROUNDS)))
+    finally:
+        fleet.down()
 
 
 if __name__ == "__main__":

@@ -41,6 +41,10 @@ class PolicyFileError(ConfigError):
     """The command policy file cannot be loaded."""
 
 
+class PolicyEngineUnavailable(SentinelError):
+    """A parser the guard needs is not installed: nothing can be judged safe until it is."""
+
+
 class MemoryStoreError(SentinelError):
     """The SQLite memory cannot be opened, migrated or written."""
 

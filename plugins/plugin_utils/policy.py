@@ -2,7 +2,8 @@
 
 Parse, don't pattern-match. A command is refused outright when it carries characters the
 executor would never hand to a shell anyway (control and non-ASCII characters, shell syntax),
-then split with :mod:`shlex` and decided by rules read from a YAML policy file: hard denies by
+then split with :mod:`shlex`, cross-checked against bash's own grammar (both must read the same
+argv, see :mod:`.bash`) and decided by rules read from a YAML policy file: hard denies by
 executable, then the first rule of the executable whose arguments match. Anything the policy does
 not understand is APPROVE; nothing is allowed by default. The rule language is documented at the
 top of ``policies/default.yml``.
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure, Verdict
 
@@ -215,7 +217,8 @@ class Policy:
 
 
 def evaluate(command: Any, context: PolicyContext | None = None, policy: Policy | None = None) -> Verdict:
-    """Decide one command string. Never raises for hostile input: the worst input gets BLOCK."""
+    """Decide one command string. Never raises for hostile input: the worst input gets BLOCK. Raises
+    PolicyEngineUnavailable when the bash grammar that cross-checks every command is not installed."""
     policy = policy or load_policy()
     context = context or PolicyContext()
     if not isinstance(command, str):
@@ -237,7 +240,8 @@ def evaluate(command: Any, context: PolicyContext | None = None, policy: Policy 
 
 def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> Verdict:
     """Decide an already split command (the form plans and approvals carry). Every argument passes
-    the same character checks as a command string."""
+    the same character checks as a command string, and bash's grammar must read ``command`` (by
+    default the argv as approvers see it, shell-quoted) as exactly this argv."""
     argv = tuple(argv)
     if command is None:
         command = shlex.join(argv) if all(isinstance(a, str) for a in argv) else repr(argv)
@@ -253,6 +257,10 @@ def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *
     syntax = set().union(*(SHELL_SYNTAX.intersection(arg) for arg in argv)) - GLOB_CHARACTERS
     if syntax:
         return _verdict(command, argv, Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy)
+    read_by_bash = bash_words(command)
+    if read_by_bash != argv:
+        bash_reading = "not one simple command of literal words" if read_by_bash is None else f"the words {list(read_by_bash)}"
+        return _verdict(command, argv, Decision.BLOCK, f"bash's grammar reads {bash_reading}, shlex {list(argv)}", "bash-grammar", policy)
     if argv[0] == "sudo":
         if len(argv) == 1 or argv[1].startswith("-"):
             return _verdict(command, argv, Decision.BLOCK, "sudo with options or without a command (the executor decides privilege)", "sudo", policy)

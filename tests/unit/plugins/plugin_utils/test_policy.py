@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_all, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_all, evaluate_argv, load_policy
 
 NGINX = PolicyContext(
     service="nginx",
@@ -211,3 +216,73 @@ def test_a_user_policy_can_replace_the_default(tmp_path: Path) -> None:
     assert evaluate("redis-cli flushall", redis, policy).decision is Decision.APPROVE
     assert evaluate("service redis-server restart", redis, policy).decision is Decision.BLOCK
     assert evaluate("service redis-server restart", redis, policy).rule == "no-restarts"
+
+
+# -- bash's grammar: the second reading ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "LD_PRELOAD=/tmp/evil.so service nginx start",  # shlex: an executable named LD_PRELOAD=...; bash: an environment
+        "PATH=/tmp service nginx start",
+        "SYSTEMD_PAGER=less systemctl status nginx",
+        "export PATH=/tmp",
+        "declare -x LD_PRELOAD=/tmp/evil.so",
+        "unset PATH",
+        "if service nginx start",
+        "case nginx in",
+        "function service",
+    ],
+)
+def test_what_bash_reads_differently_from_shlex_is_blocked(command: str) -> None:
+    verdict = evaluate(command, NGINX)
+    assert (verdict.decision, verdict.rule) == (Decision.BLOCK, "bash-grammar"), verdict
+    assert "bash's grammar reads" in verdict.reason and "shlex" in verdict.reason
+
+
+@pytest.mark.parametrize("command", ["coproc nginx", "ulimit -n 65536", "cd /tmp", "source /tmp/x", ". /tmp/x", "'[[' -f x ']]'"])
+def test_shell_keywords_and_builtins_are_blocked_even_where_the_grammar_reads_a_command(command: str) -> None:
+    # tree-sitter-bash reads `coproc nginx` as a command named coproc; bash runs nginx as a coprocess
+    verdict = evaluate(command, NGINX)
+    assert (verdict.decision, verdict.rule) == (Decision.BLOCK, "blocked-executable"), verdict
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        ("service nginx restart", ("service", "nginx", "restart")),
+        ("kill -9 4242", ("kill", "-9", "4242")),
+        ("""find /var/log -name '*.gz'""", ("find", "/var/log", "-name", "*.gz")),
+        ("""x 'a b' "c d" e'f'"g" """, ("x", "a b", "c d", "efg")),
+        (shlex.join(["x", "it's", ""]), ("x", "it's", "")),
+        ("FOO=1 x", None),
+        ("x # comment", None),
+        ("x $HOME", None),
+        ('x "$(id)"', None),
+        ("x > /etc/passwd", None),
+        ("a; b", None),
+        ("", None),
+    ],
+)
+def test_bash_words_are_the_argv_bash_would_run(command: str, words: tuple[str, ...] | None) -> None:
+    assert bash_words(command) == words
+
+
+def test_argv_plans_are_read_back_by_bash_as_the_argv_approvers_see() -> None:
+    verdict = evaluate_argv(["rm", "-f", "/run/nginx.pid"], NGINX, load_policy())
+    assert (verdict.decision, verdict.command) == (Decision.ALLOW, "rm -f /run/nginx.pid")
+    assert evaluate_argv(["FOO=1", "service", "nginx", "start"], NGINX, load_policy()).rule == "bash-grammar"
+
+
+def test_without_the_bash_grammar_nothing_is_judged_and_the_error_says_what_to_install() -> None:
+    # a fresh interpreter where importing tree_sitter_bash fails, as on a controller that skipped requirements.txt
+    script = (
+        "import sys; sys.modules['tree_sitter_bash'] = None\n"
+        "from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate\n"
+        "from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyEngineUnavailable\n"
+        "try:\n    evaluate('service nginx restart')\nexcept PolicyEngineUnavailable as exc:\n    print(exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env={"PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.stdout.strip() == ("the bash grammar that cross-checks every command is not installed; field: python package; "
+                                   "value: 'tree_sitter_bash'; fix: pip install -r requirements.txt on the controller")

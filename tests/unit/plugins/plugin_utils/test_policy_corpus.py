@@ -9,13 +9,16 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+import shutil
+import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
@@ -229,6 +232,37 @@ def test_random_argv_is_never_allowed_unless_intended(argv: list[str]) -> None:
     verdict = evaluate_argv(argv, NGINX, POLICY)
     if verdict.decision is Decision.ALLOW:
         assert _intended(tuple(_path(a) for a in argv), verdict.rule), argv
+
+
+# Syntax that makes bash run or redirect something: the guard refuses it before anything else, so a
+# command that contains it must never reach real bash below.
+BASH = shutil.which("bash") or "/bin/bash"
+_EXECUTING_SYNTAX = frozenset("$`;&|<>()\\\n\r")
+
+
+def _bash_reads(command: str, cwd: str) -> tuple[str, ...]:
+    """The words real bash makes of the command line, as arguments of its printf builtin (no globbing):
+    nothing is executed, nothing is looked up on PATH."""
+    script = "set -f; printf '%s\\0' " + command
+    proc = subprocess.run([BASH, "--noprofile", "--norc", "-c", script], cwd=cwd, env={"PATH": "/nonexistent"},
+                          capture_output=True, check=True)
+    return tuple(proc.stdout.decode("ascii").split("\0")[:-1])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.one_of(mutated_commands(), st.sampled_from([c for _s, c, _e in legitimate_corpus()]), st.text(alphabet=_ALPHABET, max_size=40)))
+@example("""x 'a b' "c d" e'f'"g" "'" '"'""")
+def test_every_command_the_guard_judges_is_read_by_real_bash_as_the_same_argv(command: str) -> None:
+    verdict = evaluate(command, NGINX, POLICY)
+    if verdict.decision is Decision.BLOCK and not verdict.argv:
+        return  # refused before splitting
+    event(f"read by bash, {verdict.decision.value}")
+    assert not _EXECUTING_SYNTAX & set(command), verdict
+    with tempfile.TemporaryDirectory() as empty:
+        words = _bash_reads(command, empty)
+    if words[:1] == ("sudo",) and verdict.argv[:1] != ("sudo",):
+        words = words[1:]  # the guard strips a bare sudo
+    assert words == verdict.argv, (command, verdict)
 
 
 def test_read_only_rules_exist_and_allow() -> None:

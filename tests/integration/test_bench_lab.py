@@ -1,0 +1,23 @@
+"""bench/heal_speed.py still runs on the lab fleet (one round): the comparison cannot rot between
+measurements. Nothing here asserts a speed: `make bench` reports those."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import heal_speed  # noqa: E402
+
+
+def test_the_heal_benchmark_runs_one_round_and_leaves_the_fleet_healthy(lab: Any) -> None:
+    report = heal_speed.measure(rounds=1)
+    assert report[0] == "sentinel.heal speed on the lab fleet, 1 interleaved rounds"
+    assert [row.split(" median ")[0].strip() for row in report[1:]] == [
+        "hand-written check (3 hosts, 3 services)", "heal.yml healthy sweep (3 hosts)", "hand-written restart of killed nginx",
+        "heal.yml, killed nginx, runbook path", "heal.yml, killed nginx, fix from memory",
+    ]
+    assert heal_speed.nginx_is_healthy()
