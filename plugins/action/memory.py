@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import OUTCOMES, PLAN_STATUSES, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
 
 OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny"]
 _JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
@@ -103,11 +104,13 @@ class ActionModule(ActionBase):
     def _forget(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         if self._task.check_mode:
             return {"changed": True, "msg": "check mode: nothing was forgotten"}
-        if args["operation"] == "prune":
-            removed = memory.prune(before=time.time() - args["older_than_days"] * 86400)
-        else:
+        if args["operation"] == "forget":
             removed = memory.forget(args["fingerprint"])
-        return {"changed": removed > 0, "removed": removed}
+            return {"changed": removed > 0, "removed": removed}
+        before = time.time() - args["older_than_days"] * 86400
+        removed = memory.prune(before=before)
+        runs_removed = remove_runs(Path(args["state_dir"]) / "runs", before=before, keep=memory.referenced_artifacts())
+        return {"changed": removed + runs_removed > 0, "removed": removed, "runs_removed": runs_removed}
 
     def _plans(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         operation = args["operation"]

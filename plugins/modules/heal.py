@@ -155,7 +155,10 @@ pending_plans:
   type: list
   elements: dict
 incidents:
-  description: One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
+  description:
+    - One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
+    - C(artifacts) lists the ansible-runner run directories of the incident (evidence and remediation runs), kept
+      under O(state_dir)/runs for audit until C(sentinel.heal.memory) prunes them.
   returned: always
   type: list
   elements: dict

@@ -18,7 +18,8 @@ description:
     O(service), O(outcome), O(fingerprint)), C(episode) shows one whole, C(search) ranks them by how
     alike their error reads to O(text) (SQLite FTS5), C(export) writes them as JSON to O(dest) (or
     returns them), C(prune) forgets those older than O(older_than_days) (not those a stored plan
-    refers to), C(forget) forgets every episode and plan of one failure O(fingerprint).
+    refers to) and deletes the ansible-runner run directories under O(state_dir)/runs older than that
+    which no remaining episode points to, C(forget) forgets every episode and plan of one failure O(fingerprint).
   - Plans - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows
     one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
     as a raw command string.
@@ -138,6 +139,10 @@ episode:
 removed:
   description: With C(prune) and C(forget), how many episodes were forgotten.
   returned: when operation is prune or forget
+  type: int
+runs_removed:
+  description: With C(prune), how many ansible-runner run directories were deleted.
+  returned: when operation is prune
   type: int
 dest:
   description: With C(export) and O(dest), the file written.

@@ -122,6 +122,14 @@ class _ToolNode(Node[IncidentState]):
         return self.node_name
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What the read-only evidence commands answered, and where ansible-runner kept that run."""
+
+    results: dict[str, StepResult] = field(default_factory=dict)
+    artifacts: str = ""
+
+
 class DiagnoseNode(_ToolNode):
     node_name = "diagnose"
 
@@ -134,38 +142,41 @@ class DiagnoseNode(_ToolNode):
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
         return failure, frozenset(excluded)
 
-    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]]) -> tuple[Diagnosis, dict[str, StepResult], frozenset[tuple[str, ...]]]:
+    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]]) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]]:
         failure, excluded = prep_res
         remembered = self.tools.planner.remembered_fix(failure, excluded)
         if remembered is not None:
-            return Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}), {}, excluded
-        results = self._gather(failure)
-        outputs = {command: result.output for command, result in results.items()}
-        return Diagnosis(failure.summary, None, outputs), results, excluded
+            return Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}), Evidence(), excluded
+        evidence = self._gather(failure)
+        outputs = {command: result.output for command, result in evidence.results.items()}
+        return Diagnosis(failure.summary, None, outputs), evidence, excluded
 
-    def _gather(self, failure: Failure) -> dict[str, StepResult]:
+    def _gather(self, failure: Failure) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
         context = PolicyContext.from_failure(failure)
         verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
         allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
         run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
         if not allowed or not run_evidence:
-            return {}
+            return Evidence()
         steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
-        return dict(zip(allowed, report.results, strict=True))
+        return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
     def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             failure, excluded = prep_res
-            return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), {}, excluded
+            return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), Evidence(), excluded
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, dict[str, StepResult], frozenset[tuple[str, ...]]]) -> str:
-        diagnosis, results, excluded = exec_res
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]]) -> str:
+        diagnosis, evidence, excluded = exec_res
+        results = evidence.results
         attempt = state.attempt
         attempt.diagnosis = diagnosis.text
         attempt.evidence_results = results
+        if evidence.artifacts:
+            attempt.artifacts.append(evidence.artifacts)
         state.diagnosis = diagnosis
         state.excluded = excluded
         if results:
@@ -295,10 +306,13 @@ class ExecuteNode(_ToolNode):
             return "unreachable"
         state.changed = True
         if isinstance(exec_res, ExecutorError):
+            if exec_res.field == "artifacts":  # the run started and left its directory behind
+                attempt.artifacts.append(str(exec_res.value))
             attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res]
             state.log(self.name, f"the run failed: {exec_res}")
             return "executed"
         attempt.results = list(exec_res.results)
+        attempt.artifacts.append(exec_res.artifacts)
         for result in exec_res.results:
             state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
         return "executed"
@@ -466,6 +480,7 @@ class IncidentOutcome:
             "verdicts": [v.to_dict() for v in last.verdicts] if last else [],
             "decision": last.decision.value if last and last.verdicts else None,
             "results": [r.to_dict() for r in last.results] if last else [],
+            "artifacts": [path for attempt in state.attempts for path in attempt.artifacts],
             "path": self.trace.path,
             "approved_by": last.approved_by if last else None,
             "llm": {"calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,

@@ -251,6 +251,7 @@ class Attempt:
     verification: Mapping[str, Any] = field(default_factory=dict)
     approved_by: str | None = None
     outcome: str = ""
+    artifacts: list[str] = field(default_factory=list)  # ansible-runner's run directories, evidence and remediation
     started_at: float = 0.0
     finished_at: float = 0.0
 

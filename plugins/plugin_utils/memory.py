@@ -199,6 +199,7 @@ class Memory:
             "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
             "steps": [result.to_dict() for result in attempt.results],
             "verification": dict(attempt.verification),
+            "artifacts": list(attempt.artifacts),
         }
         with self._transaction() as conn:
             cursor = conn.execute(
@@ -314,6 +315,11 @@ class Memory:
                    AND id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)""",
                 (before,),
             ).rowcount
+
+    def referenced_artifacts(self) -> set[str]:
+        """The ansible-runner run directories that episodes still point to."""
+        rows = self._conn.execute("SELECT DISTINCT value FROM episodes, json_each(episodes.results_json, '$.artifacts')")
+        return {str(row[0]) for row in rows}
 
     def forget(self, fingerprint: str) -> int:
         """Forget every episode (and stored plan) of one failure fingerprint."""

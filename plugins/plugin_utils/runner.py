@@ -118,6 +118,22 @@ class RunnerExecutor:
         )
 
 
+def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str]) -> int:
+    """Delete the run directories (``HOST/RUN``) last changed before the time that no episode still
+    points to; returns how many went. A run being written now is newer than any cutoff in the past."""
+    removed = 0
+    for host_dir in sorted(Path(artifacts_root).expanduser().glob("*")):
+        if not host_dir.is_dir() or host_dir.is_symlink():
+            continue
+        for run_dir in sorted(host_dir.iterdir()):
+            if run_dir.is_dir() and not run_dir.is_symlink() and str(run_dir) not in keep and run_dir.stat().st_mtime < before:
+                shutil.rmtree(run_dir)
+                removed += 1
+        if not any(host_dir.iterdir()):
+            host_dir.rmdir()
+    return removed
+
+
 def _redact_artifacts(artifacts: Path, secrets: Sequence[str]) -> None:
     """The artifacts are kept for audit: the host output in them is masked like everywhere else."""
     for path in artifacts.rglob("*"):

@@ -62,6 +62,11 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
     assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", str(squatter)], ["service", "nginx", "start"]]
     assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "service-control"]
     assert nginx_serves_its_own_page(lab, "node2")
+    # the episode points to ansible-runner's record of both runs: the evidence it read, the steps it ran
+    evidence_run, remediation_run = (Path(path) for path in episode["results"]["artifacts"])
+    assert evidence_run.name.split("-")[1] == "evidence" and remediation_run.name.split("-")[1] == "remediation"
+    assert ["kill", "-TERM", str(squatter)] in [argv for _purpose, argv in commands_run(tmp_path, "node2")]
+    assert (remediation_run / "artifacts" / "run" / "rc").read_text() == "0"
 
 
 def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_policy(lab: Any, faults: Faults, tmp_path: Path) -> None:

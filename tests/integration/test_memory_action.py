@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,31 +33,48 @@ PLAYBOOK = """
       ansible.builtin.copy:
         dest: "{{ d }}/report.json"
         content: "{{ {'listed': listed.episodes | length, 'found': found.episodes[0].error_text, 'shown': shown.episode.plan.source,
-                     'exported': exported.count, 'pruned': pruned.removed, 'forgot': forgot.removed,
+                     'exported': exported.count, 'pruned': pruned.removed, 'runs_removed': pruned.runs_removed, 'forgot': forgot.removed,
                      'left': after.episodes | map(attribute='error_text') | list} | to_json }}"
         mode: "0600"
 """
 
 
-def _attempt(finished_at: float) -> Attempt:
+def _attempt(finished_at: float, artifacts: list[str] | None = None) -> Attempt:
     plan = Plan(source=PlanSource.RUNBOOK, reference="port-conflict", rationale="r",
                 steps=(Step(template="kill -TERM {port_owner_pid}", argv=("kill", "-TERM", "4242")),))
-    return Attempt(number=1, plan=plan, outcome="healed", verified=True, started_at=finished_at - 1, finished_at=finished_at)
+    return Attempt(number=1, plan=plan, outcome="healed", verified=True, started_at=finished_at - 1, finished_at=finished_at,
+                   artifacts=artifacts or [])
+
+
+def _run_dir(state_dir: Path, host: str, name: str, changed_at: float) -> str:
+    run_dir = state_dir / "runs" / host / name
+    (run_dir / "artifacts").mkdir(parents=True)
+    (run_dir / "artifacts" / "stdout").write_text("ok")
+    os.utime(run_dir, (changed_at, changed_at))
+    return str(run_dir)
 
 
 def test_memory_operations_through_a_playbook(tmp_path: Path) -> None:
     bind = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "x"})
     bind = type(bind)(**{**bind.__dict__, "summary": "nginx: bind() to 0.0.0.0:80 failed (98: Address already in use)"})
     old = nginx_failure("not_running")
+    long_ago = time.time() - 90 * 86400
+    runs = {name: _run_dir(tmp_path, host, name, changed_at) for host, name, changed_at in [
+        ("web1", "of-the-pruned-episode", long_ago), ("web1", "old-but-still-referenced", long_ago),
+        ("web2", "old-and-orphaned", long_ago), ("web1", "new-and-orphaned", time.time()),
+    ]}
     with Memory(tmp_path) as memory:
         memory.record_attempt(incident_id="bind", failure=bind, attempt=_attempt(time.time()))
-        memory.record_attempt(incident_id="old", failure=old, attempt=_attempt(time.time() - 90 * 86400))
-        memory.record_attempt(incident_id="recent", failure=old, attempt=_attempt(time.time()))
+        memory.record_attempt(incident_id="old", failure=old, attempt=_attempt(long_ago, [runs["of-the-pruned-episode"]]))
+        memory.record_attempt(incident_id="recent", failure=old, attempt=_attempt(time.time(), [runs["old-but-still-referenced"]]))
     (tmp_path / "memory.yml").write_text(PLAYBOOK)
     run = run_playbook(str(tmp_path / "memory.yml"), "-e", f"d={tmp_path}", state_dir=tmp_path)
     assert run.rc == 0, run.output
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "pruned": 1, "forgot": 1,
-                      "left": [old.summary]}
+    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "pruned": 1, "runs_removed": 2,
+                      "forgot": 1, "left": [old.summary]}
+    # the runs of pruned episodes and old orphans are gone; what an episode still points to, and anything new, stays
+    assert sorted(str(path.relative_to(tmp_path / "runs")) for path in (tmp_path / "runs").glob("*/*")) == [
+        "web1/new-and-orphaned", "web1/old-but-still-referenced"]
     exported = json.loads((tmp_path / "export.json").read_text())
     assert len(exported["episodes"]) == 3 and exported["episodes"][0]["plan"]["steps"][0]["argv"] == ["kill", "-TERM", "4242"]
