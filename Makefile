@@ -83,10 +83,10 @@ unit:
 integration:
 	trap '$(LAB) down' EXIT; pytest -q tests/integration
 
-# The role through Molecule, as users test it (extensions/molecule/autoheal, on the lab fleet). ANSIBLE_HOME
+# The role through Molecule, as users test it (extensions/molecule/default, on the lab fleet). ANSIBLE_HOME
 # keeps Molecule's files (its ephemeral directory, the collection it installs) in the ignored .ansible/.
 molecule:
-	trap '$(LAB) down' EXIT; cd $(CURDIR) && ANSIBLE_HOME=$(CURDIR)/.ansible molecule test -s autoheal
+	trap '$(LAB) down' EXIT; cd $(CURDIR) && ANSIBLE_HOME=$(CURDIR)/.ansible molecule test
 
 build:
 	mkdir -p build

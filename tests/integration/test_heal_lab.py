@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,21 @@ def test_killed_services_on_three_hosts_are_healed_in_one_run(lab: Any, faults: 
     assert nginx_serves_its_own_page(lab, "node1")
     assert "accepting connections" in sh(lab, "node2", "runuser", "-u", "postgres", "--", "pg_isready")
     assert sh(lab, "node3", "redis-cli", "ping").strip() == "PONG"
+
+
+def test_three_plays_at_once_share_one_memory_and_lose_nothing(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """Three jobs (AWX templates, cron, a human) heal different hosts at the same moment into the same state directory."""
+    breaks = {"node1": "nginx-killed", "node2": "postgres-killed", "node3": "redis-killed"}
+    for host, fault in breaks.items():
+        faults.inject(host, fault)
+    with ThreadPoolExecutor(len(breaks)) as pool:
+        runs = list(pool.map(lambda host: run_playbook(HEAL, "--limit", host, state_dir=tmp_path), breaks))
+    assert [run.rc for run in runs] == [0, 0, 0], "\n".join(run.output for run in runs)
+    healed = {(e["host"], e["service"], e["outcome"], e["verified"]) for e in episodes(tmp_path)}
+    assert healed == {("node1", "nginx", "healed", 1), ("node2", "postgresql", "healed", 1), ("node3", "redis", "healed", 1)}
+    with sqlite3.connect(tmp_path / "memory.sqlite3") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert {host for host in breaks if (tmp_path / "runs" / host).is_dir()} == set(breaks)
 
 
 def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, tmp_path: Path) -> None:
