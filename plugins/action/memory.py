@@ -102,14 +102,17 @@ class ActionModule(ActionBase):
         return {"changed": True, "dest": str(dest), "count": len(episodes)}
 
     def _forget(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
-        if self._task.check_mode:
-            return {"changed": True, "msg": "check mode: nothing was forgotten"}
         if args["operation"] == "forget":
+            if self._task.check_mode:
+                return {"changed": True, "msg": "check mode: nothing was forgotten"}
             removed = memory.forget(args["fingerprint"])
             return {"changed": removed > 0, "removed": removed}
+        # check mode counts exactly what a prune would remove, and removes nothing
+        dry_run = bool(self._task.check_mode)
         before = time.time() - args["older_than_days"] * 86400
-        removed = memory.prune(before=before)
-        runs_removed = remove_runs(Path(args["state_dir"]) / "runs", before=before, keep=memory.referenced_artifacts())
+        keep = memory.artifacts_kept_by_prune(before=before)
+        removed = memory.prune(before=before, dry_run=dry_run)
+        runs_removed = remove_runs(Path(args["state_dir"]) / "runs", before=before, keep=keep, dry_run=dry_run)
         return {"changed": removed + runs_removed > 0, "removed": removed, "runs_removed": runs_removed}
 
     def _plans(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,8 @@ description:
     alike their error reads to O(text) (SQLite FTS5), C(export) writes them as JSON to O(dest) (or
     returns them), C(prune) forgets those older than O(older_than_days) (not those a stored plan
     refers to) and deletes the ansible-runner run directories under O(state_dir)/runs older than that
-    which no remaining episode points to, C(forget) forgets every episode and plan of one failure O(fingerprint).
+    which no remaining episode points to (in check mode it counts them and removes nothing), C(forget)
+    forgets every episode and plan of one failure O(fingerprint).
   - Plans - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows
     one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
     as a raw command string.

@@ -104,6 +104,10 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 
+# Episodes a prune forgets: finished before the time (the one parameter), and no plan refers to them.
+_PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
+    AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
+
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 
@@ -307,18 +311,19 @@ class Memory:
         )
         return [dict(row) for row in rows]
 
-    def prune(self, *, before: float) -> int:
-        """Forget episodes that finished before the time, except those a plan still refers to."""
+    def prune(self, *, before: float, dry_run: bool = False) -> int:
+        """Forget episodes that finished before the time, except those a plan still refers to; with
+        ``dry_run`` only count them."""
+        if dry_run:
+            return int(self._conn.execute(f"SELECT count(*) FROM episodes WHERE {_PRUNABLE}", (before,)).fetchone()[0])
         with self._transaction() as conn:
-            return conn.execute(
-                """DELETE FROM episodes WHERE finished_at < ? AND id NOT IN (SELECT episode_id FROM plans)
-                   AND id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)""",
-                (before,),
-            ).rowcount
+            return conn.execute(f"DELETE FROM episodes WHERE {_PRUNABLE}", (before,)).rowcount
 
-    def referenced_artifacts(self) -> set[str]:
-        """The ansible-runner run directories that episodes still point to."""
-        rows = self._conn.execute("SELECT DISTINCT value FROM episodes, json_each(episodes.results_json, '$.artifacts')")
+    def artifacts_kept_by_prune(self, *, before: float) -> set[str]:
+        """The ansible-runner run directories of the episodes a prune at that time keeps."""
+        rows = self._conn.execute(
+            f"SELECT DISTINCT value FROM episodes, json_each(episodes.results_json, '$.artifacts') WHERE NOT ({_PRUNABLE})", (before,),
+        )
         return {str(row[0]) for row in rows}
 
     def forget(self, fingerprint: str) -> int:

@@ -118,18 +118,20 @@ class RunnerExecutor:
         )
 
 
-def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str]) -> int:
+def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str], dry_run: bool = False) -> int:
     """Delete the run directories (``HOST/RUN``) last changed before the time that no episode still
-    points to; returns how many went. A run being written now is newer than any cutoff in the past."""
+    points to; returns how many went (or would, with ``dry_run``). A run being written now is newer
+    than any cutoff in the past."""
     removed = 0
     for host_dir in sorted(Path(artifacts_root).expanduser().glob("*")):
         if not host_dir.is_dir() or host_dir.is_symlink():
             continue
         for run_dir in sorted(host_dir.iterdir()):
             if run_dir.is_dir() and not run_dir.is_symlink() and str(run_dir) not in keep and run_dir.stat().st_mtime < before:
-                shutil.rmtree(run_dir)
+                if not dry_run:
+                    shutil.rmtree(run_dir)
                 removed += 1
-        if not any(host_dir.iterdir()):
+        if not dry_run and not any(host_dir.iterdir()):
             host_dir.rmdir()
     return removed
 

@@ -24,6 +24,10 @@ PLAYBOOK = """
     - {name: search, sentinel.heal.memory: {operation: search, text: "Address already in use", state_dir: "{{ d }}"}, register: found}
     - {name: show, sentinel.heal.memory: {operation: episode, episode_id: "{{ found.episodes[0].id }}", state_dir: "{{ d }}"}, register: shown}
     - {name: export, sentinel.heal.memory: {operation: export, dest: "{{ d }}/export.json", state_dir: "{{ d }}"}, register: exported}
+    - name: prune in check mode
+      sentinel.heal.memory: {operation: prune, older_than_days: 30, state_dir: "{{ d }}"}
+      check_mode: true
+      register: would_prune
     - {name: prune, sentinel.heal.memory: {operation: prune, older_than_days: 30, state_dir: "{{ d }}"}, register: pruned}
     - name: forget
       sentinel.heal.memory: {operation: forget, fingerprint: "{{ shown.episode.fingerprint }}", state_dir: "{{ d }}"}
@@ -33,7 +37,8 @@ PLAYBOOK = """
       ansible.builtin.copy:
         dest: "{{ d }}/report.json"
         content: "{{ {'listed': listed.episodes | length, 'found': found.episodes[0].error_text, 'shown': shown.episode.plan.source,
-                     'exported': exported.count, 'pruned': pruned.removed, 'runs_removed': pruned.runs_removed, 'forgot': forgot.removed,
+                     'exported': exported.count, 'would_prune': [would_prune.removed, would_prune.runs_removed],
+                     'pruned': pruned.removed, 'runs_removed': pruned.runs_removed, 'forgot': forgot.removed,
                      'left': after.episodes | map(attribute='error_text') | list} | to_json }}"
         mode: "0600"
 """
@@ -71,7 +76,7 @@ def test_memory_operations_through_a_playbook(tmp_path: Path) -> None:
     run = run_playbook(str(tmp_path / "memory.yml"), "-e", f"d={tmp_path}", state_dir=tmp_path)
     assert run.rc == 0, run.output
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "pruned": 1, "runs_removed": 2,
+    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "would_prune": [1, 2], "pruned": 1, "runs_removed": 2,
                       "forgot": 1, "left": [old.summary]}
     # the runs of pruned episodes and old orphans are gone; what an episode still points to, and anything new, stays
     assert sorted(str(path.relative_to(tmp_path / "runs")) for path in (tmp_path / "runs").glob("*/*")) == [
