@@ -83,3 +83,34 @@ def test_memory_operations_through_a_playbook(tmp_path: Path) -> None:
         "web1/new-and-orphaned", "web1/old-but-still-referenced"]
     exported = json.loads((tmp_path / "export.json").read_text())
     assert len(exported["episodes"]) == 3 and exported["episodes"][0]["plan"]["steps"][0]["argv"] == ["kill", "-TERM", "4242"]
+
+
+ROLE_PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: sentinel.heal.autoheal
+      vars:
+        autoheal_services: [{name: controller, status_check: false, check_command: "true"}]  # healthy: nothing to heal
+        autoheal_become: false
+        autoheal_state_dir: "{{ d }}"
+"""
+
+
+def test_the_role_prunes_once_per_play_only_when_a_retention_is_set(tmp_path: Path) -> None:
+    long_ago = time.time() - 90 * 86400
+    old_run = _run_dir(tmp_path, "web1", "old", long_ago)
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="old", failure=nginx_failure("not_running"), attempt=_attempt(long_ago, [old_run]))
+        memory.record_attempt(incident_id="new", failure=nginx_failure("not_running"), attempt=_attempt(time.time()))
+    (tmp_path / "role.yml").write_text(ROLE_PLAYBOOK)
+
+    kept = run_playbook(str(tmp_path / "role.yml"), "-e", f"d={tmp_path}", state_dir=tmp_path)
+    assert kept.rc == 0 and kept.recap["localhost"]["changed"] == 0, kept.output
+    assert Path(old_run).is_dir()
+
+    pruned = run_playbook(str(tmp_path / "role.yml"), "-e", f"d={tmp_path}", "-e", "autoheal_retention_days=30", state_dir=tmp_path)
+    assert pruned.rc == 0 and pruned.recap["localhost"]["changed"] == 1, pruned.output
+    assert not Path(old_run).exists()
+    with Memory(tmp_path) as memory:
+        assert [episode["incident_id"] for episode in memory.episodes()] == ["new"]
