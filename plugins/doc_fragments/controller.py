@@ -25,6 +25,8 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
+  check_mode:
+    support: full
   diff_mode:
     support: none
   platform:

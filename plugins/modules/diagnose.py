@@ -26,9 +26,6 @@ extends_documentation_fragment:
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
   - sentinel.heal.planning
-attributes:
-  check_mode:
-    support: full
 options: {}
 seealso:
   - module: sentinel.heal.plan

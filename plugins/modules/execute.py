@@ -30,9 +30,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
-attributes:
-  check_mode:
-    support: full
 options:
   plan_ids:
     description: The approved plans to run on this host.

@@ -32,9 +32,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
-attributes:
-  check_mode:
-    support: full
 options:
   operation:
     description: What to do.

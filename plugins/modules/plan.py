@@ -27,9 +27,6 @@ extends_documentation_fragment:
   - sentinel.heal.controller.attributes
   - sentinel.heal.planning
   - sentinel.heal.planning.llm
-attributes:
-  check_mode:
-    support: full
 options: {}
 seealso:
   - module: sentinel.heal.heal

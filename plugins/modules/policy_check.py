@@ -28,9 +28,6 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller.attributes
-attributes:
-  check_mode:
-    support: full
 options:
   commands:
     description: The commands to decide, as a plan would carry them (for example C(service nginx restart)).

@@ -14,8 +14,12 @@ from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
 HEAL = "playbooks/heal.yml"
 
 
-def healed_by(tmp_path: Path, runbook: str) -> dict[str, Any]:
-    """The one episode of the run: healed, verified, planned by the runbook, every step allowed."""
+def heal_with_runbook(host: str, runbook: str, tmp_path: Path) -> dict[str, Any]:
+    """Run heal.yml on the host; returns the one episode of the run, which must be healed, verified,
+    planned by the runbook and have every step allowed."""
+    run = run_playbook(HEAL, "--limit", host, state_dir=tmp_path)
+    assert run.rc == 0 and run.recap[host]["changed"] == 1, run.output
+    assert f"[plan from runbook {runbook}]" in one_line(run.output)
     [episode] = episodes(tmp_path)
     assert (episode["outcome"], episode["verified"]) == ("healed", 1), episode
     assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", runbook)
@@ -44,10 +48,7 @@ def test_redis_orphaned_by_a_removed_run_dir_is_stopped_by_pid_and_restarted(lab
     assert redis_answers(lab, "node1")
     assert "No such file or directory" in sh(lab, "node1", "ls", "-ld", "/run/redis")
 
-    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
-    assert run.rc == 0 and run.recap["node1"]["changed"] == 1, run.output
-    assert "[plan from runbook redis-runtime-dir-missing]" in one_line(run.output)
-    episode = healed_by(tmp_path, "redis-runtime-dir-missing")
+    episode = heal_with_runbook("node1", "redis-runtime-dir-missing", tmp_path)
     assert "/run/redis does not exist" in episode["error_text"]
     assert f"port 6379/tcp is held by redis-server (pid {orphan})" in episode["error_text"]
     assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", orphan], ["service", "redis-server", "restart"]]
@@ -70,10 +71,7 @@ def test_a_full_redis_log_partition_loses_its_rotated_logs_and_redis_starts(lab:
     assert [line.split()[4] for line in df_lines if line.startswith("lab-redis-logs")] == ["100%", "100%"]
     data_before = sh(lab, "node2", "ls", "-ln", "/var/lib/redis")
 
-    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
-    assert run.rc == 0 and run.recap["node2"]["changed"] == 1, run.output
-    assert "[plan from runbook redis-log-disk-full]" in one_line(run.output)
-    episode = healed_by(tmp_path, "redis-log-disk-full")
+    episode = heal_with_runbook("node2", "redis-log-disk-full", tmp_path)
     assert "disk full: /var/log/redis (100% used, 0 KiB free)" in episode["error_text"]
     assert "inodes exhausted: /var/log/redis (13 of 13 used)" in episode["error_text"]
     assert [v["rule"] for v in episode["verdicts"]] == ["remove-rotated-logs", "remove-rotated-logs", "service-control"]
@@ -94,10 +92,7 @@ def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any
     assert re.search(r"\bdown\s+root\s+/var/lib/postgresql/15/main\b", sh(lab, "node3", "pg_lsclusters"))
     assert "must not be owned by root" in sh(lab, "node3", "service", "postgresql", "start")
 
-    run = run_playbook(HEAL, "--limit", "node3", state_dir=tmp_path)
-    assert run.rc == 0 and run.recap["node3"]["changed"] == 1, run.output
-    assert "[plan from runbook postgres-data-dir-owner]" in one_line(run.output)
-    episode = healed_by(tmp_path, "postgres-data-dir-owner")
+    episode = heal_with_runbook("node3", "postgres-data-dir-owner", tmp_path)
     assert "/var/lib/postgresql/15/main is owned by root:root, not postgres" in episode["error_text"]
     assert [step["argv"] for step in episode["plan"]["steps"]] == [
         ["chown", "-R", "postgres:postgres", "/var/lib/postgresql"], ["service", "postgresql", "start"],

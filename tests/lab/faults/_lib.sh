@@ -16,6 +16,29 @@ all_gone() {
     done
 }
 
+# The pid in the first line of PIDFILE, when that process runs; otherwise fail: nothing to break.
+running_pid() {
+    pid=$(head -n 1 "$1" 2>/dev/null || true)
+    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+        echo "$1 names no running process: nothing to break" >&2
+        return 1
+    fi
+    echo "$pid"
+}
+
+# Start the init script UNIT unless PROBE already succeeds, then wait until PROBE does.
+start_until_answers() {
+    if ! "$2"; then
+        service "$1" start
+    fi
+    wait_until "$2"
+}
+
+usage() {
+    echo "usage: $0 break|undo" >&2
+    exit 2
+}
+
 nginx_answers() {
     service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
 }

@@ -40,13 +40,9 @@ undo)
         fi
         rm -f "$squatter_pidfile"
     fi
-    if ! nginx_answers; then
-        service nginx start
-    fi
-    wait_until nginx_answers
+    start_until_answers nginx nginx_answers
     ;;
 *)
-    echo "usage: $0 break|undo" >&2
-    exit 2
+    usage
     ;;
 esac

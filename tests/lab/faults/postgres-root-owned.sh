@@ -27,13 +27,9 @@ undo)
     if not_all_postgres; then
         chown -R postgres:postgres "$datadir"
     fi
-    if ! postgres_answers; then
-        service postgresql start
-    fi
-    wait_until postgres_answers
+    start_until_answers postgresql postgres_answers
     ;;
 *)
-    echo "usage: $0 break|undo" >&2
-    exit 2
+    usage
     ;;
 esac

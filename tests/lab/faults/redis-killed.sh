@@ -7,23 +7,15 @@ pidfile=/run/redis/redis-server.pid
 
 case "${1:-}" in
 break)
-    pid=$(cat "$pidfile" 2>/dev/null || true)
-    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-        echo "redis-server is not running: nothing to kill" >&2
-        exit 1
-    fi
+    pid=$(running_pid "$pidfile")
     kill -9 "$pid"
     wait_until all_gone "$pid"
     echo "killed redis-server $pid; $pidfile left behind"
     ;;
 undo)
-    if ! redis_answers; then
-        service redis-server start
-    fi
-    wait_until redis_answers
+    start_until_answers redis-server redis_answers
     ;;
 *)
-    echo "usage: $0 break|undo" >&2
-    exit 2
+    usage
     ;;
 esac

@@ -54,13 +54,9 @@ undo)
     if mounted; then
         unmount
     fi
-    if ! redis_answers; then
-        service redis-server start
-    fi
-    wait_until redis_answers
+    start_until_answers redis-server redis_answers
     ;;
 *)
-    echo "usage: $0 break|undo" >&2
-    exit 2
+    usage
     ;;
 esac

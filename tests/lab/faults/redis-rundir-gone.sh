@@ -22,11 +22,7 @@ no_redis() {
 
 case "${1:-}" in
 break)
-    pid=$(cat "$pidfile" 2>/dev/null || true)
-    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-        echo "redis-server is not running under its init script: nothing to break" >&2
-        exit 1
-    fi
+    pid=$(running_pid "$pidfile")
     rm -rf "$rundir"
     if init_script_sees_redis; then
         echo "service redis-server status still passes without $rundir" >&2
@@ -50,7 +46,6 @@ undo)
     wait_until healthy
     ;;
 *)
-    echo "usage: $0 break|undo" >&2
-    exit 2
+    usage
     ;;
 esac
