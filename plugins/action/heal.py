@@ -15,7 +15,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import inventory_hosts, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
@@ -144,6 +144,7 @@ class ActionModule(ActionBase):
             verify_retries=args.get("verify_retries", 1),
             verify_wait=args.get("verify_delay", 0.0),
             failed_plan_ttl=args["failed_ttl"],
+            probe_hosts=inventory_hosts(task_vars, self._templar),
         )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:

@@ -10,8 +10,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan, load_policy
 
 ARGUMENT_SPEC = dict(
     commands=dict(type="list", elements="str", required=True),
@@ -39,11 +39,11 @@ class ActionModule(ActionBase):
                 context = PolicyContext()
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
-        verdicts = [evaluate(command, context, policy) for command in args["commands"]]
+        verdicts, decision = evaluate_plan(args["commands"], context, policy)
         result.update(
             changed=False,
             verdicts=[verdict.to_dict() for verdict in verdicts],
-            decision=Decision.strictest([verdict.decision for verdict in verdicts]).value,
+            decision=decision.value,
             policy_version=policy.version,
             policy_file=policy.source,
         )

@@ -14,9 +14,19 @@ import re
 MASK = "********"
 
 _PATTERNS = (
-    # -----BEGIN ... PRIVATE KEY----- blocks, also when cut off at the end of a log tail
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL),
+    # -----BEGIN ... PRIVATE KEY----- blocks (PEM, OpenSSH, PGP), also when cut off at the end of a log tail
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
      "[private key redacted]"),
+    # password hashes in crypt(3) form, as shadow files and htpasswd hold them: $y$ (yescrypt), $6$, $5$, $2b$, $1$,
+    # $argon2id$, ... and Apache's $apr1$
+    (re.compile(r"\$(?:1|2[abxy]?|5|6|7|y|gy|sha1|md5|apr1|argon2(?:id|i|d)|scrypt|pbkdf2(?:-sha\d+)?)\$[./A-Za-z0-9$=,+-]{6,}"), MASK),
+    # PostgreSQL's stored passwords (pg_authid): SCRAM verifiers and md5 hashes
+    (re.compile(r"SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+"), MASK),
+    (re.compile(r"\bmd5[0-9a-f]{32}\b"), MASK),
+    # redis and its sentinel: requirepass / masterauth / auth-pass lines and options, ACL passwords (user x on >secret)
+    (re.compile(r"(?i)(\b(?:requirepass|masterauth|masteruser|primaryauth|auth-pass(?:\s+\S+)?)[\s=]+)(\"[^\"]*\"|'[^']*'|\S+)"),
+     r"\1" + MASK),
+    (re.compile(r"(?im)^(\s*user\s+\S+\b.*?\s)[>#]\S+"), r"\1" + MASK),
     # scheme://user:password@host
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)"), r"\1" + MASK + r"\2"),
     # Authorization: Bearer/Basic <token>

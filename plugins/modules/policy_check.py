@@ -15,13 +15,17 @@ version_added: 0.1.0
 description:
   - Decides each command with the command policy, on the controller, without running anything
     anywhere - C(allow) (runs unattended), C(approve) (a human must approve) or C(block) (never runs) -
-    and the strictest decision over all of them, as a plan would get it.
+    and the strictest decision over all of them.
+  - The commands are judged as one plan, in order, with the rules that look at a plan as a whole - a
+    plan that leaves the incident's service stopped (its last word on the service is a stop) needs
+    approval, and so does every step that removes or empties the service's logs (rules
+    C(plan-leaves-service-stopped) and C(plan-removes-logs)). One command is a one-step plan.
   - Commands are parsed, never given to a shell; control characters, non-ASCII characters and shell
     syntax are refused. Anything the policy does not understand needs approval.
   - Rules that bind arguments to an incident (the service's own unit, the pid holding its port, its
     stale pid file, its directories) match only when the incident is given with O(service) or O(failure).
   - The same logic is importable for tests as
-    C(ansible_collections.sentinel.heal.plugins.plugin_utils.policy.evaluate).
+    C(ansible_collections.sentinel.heal.plugins.plugin_utils.policy.evaluate_plan(commands, context)).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:

@@ -48,6 +48,19 @@ def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], te
     return Target(name=host, host_vars=host_vars, secret_vars=secret_vars, config_file=C.CONFIG_FILE)
 
 
+def inventory_hosts(task_vars: Mapping[str, Any], templar: Any) -> frozenset[str]:
+    """The names and addresses (``ansible_host``) of the inventory's hosts: with loopback, the only hosts
+    the guard lets a probe reach."""
+    names = set((task_vars.get("groups") or {}).get("all") or ())
+    hostvars = task_vars.get("hostvars") or {}
+    addresses = set()
+    for name in names:
+        address = (hostvars.get(name) or {}).get("ansible_host")
+        if address:
+            addresses.add(str(templar.template(address)))
+    return frozenset(str(name) for name in names) | addresses
+
+
 def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any], secret_vars: dict[str, Any]) -> None:
     definitions = C.config.get_configuration_definitions(plugin_type, plugin._load_name) or {}
     for option, definition in definitions.items():

@@ -26,7 +26,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Verdict,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate_argv
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate_plan
 
 DEFAULT_TTL_S = 24 * 3600
 
@@ -139,7 +139,7 @@ def authorize(stored: StoredPlan, *, host: str, policy: Policy, now: float | Non
         raise ApprovalRefused(f"{where} was judged by policy {stored.policy_version}, the policy is now {policy.version}",
                               field="policy_version", value=policy.version, hint="run heal again so the current policy judges a new plan")
     context = PolicyContext.from_failure(stored.failure)
-    verdicts = [evaluate_argv(step.argv, context, policy) for step in stored.plan.steps]
+    verdicts, _decision = evaluate_plan([step.argv for step in stored.plan.steps], context, policy)
     blocked = [v for v in verdicts if v.decision is Decision.BLOCK]
     if blocked:
         raise ApprovalRefused(f"{where}: the policy blocks {blocked[0].command!r} ({blocked[0].reason})", field="steps",

@@ -30,7 +30,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
@@ -74,6 +74,8 @@ class Toolkit:
     verify_retries: int = 3
     verify_wait: float = 2.0
     failed_plan_ttl: float = 86400.0
+    # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
+    probe_hosts: frozenset[str] = frozenset()
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
@@ -153,7 +155,7 @@ class DiagnoseNode(_ToolNode):
 
     def _gather(self, failure: Failure) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
-        context = PolicyContext.from_failure(failure)
+        context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
         verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
         allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
         run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
@@ -218,11 +220,12 @@ class GuardNode(_ToolNode):
     node_name = "guard"
 
     def prep(self, state: IncidentState) -> tuple[Plan, PolicyContext]:
-        return _plan_of(state), PolicyContext.from_failure(state.failure)
+        return _plan_of(state), PolicyContext.from_failure(state.failure, self.tools.probe_hosts)
 
     def exec(self, prep_res: tuple[Plan, PolicyContext]) -> list[Any]:
         plan, context = prep_res
-        return [evaluate_argv(step.argv, context, self.tools.policy) for step in plan.steps]
+        verdicts, _decision = evaluate_plan([step.argv for step in plan.steps], context, self.tools.policy)
+        return verdicts
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: list[Any]) -> str:
         attempt = state.attempt

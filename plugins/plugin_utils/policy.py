@@ -16,20 +16,23 @@ Importable without Ansible's runtime for tests and benchmarks::
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.paths import PathResolver, compile_patterns, validate_symlinks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure, Verdict
 
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "policies" / "default.yml"
@@ -41,6 +44,7 @@ SHELL_SYNTAX = frozenset(";&|<>`$(){}*?[]\\!#~")
 GLOB_CHARACTERS = frozenset("*?[]")
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 ANY_EXECUTABLE = "*"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _CANONICAL_INT = re.compile(r"^(0|[1-9][0-9]*)$")
@@ -52,11 +56,14 @@ _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _SAFE_MODE = re.compile(r"^0?[0-7][0145][0145]$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
-_LOCAL_URL = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?(/[A-Za-z0-9._~%/=+,:@-]*)?$")
+_OCTAL_MODE = re.compile(r"^[0-7]{3,4}$")
+# No userinfo, query or escapes: what reaches the service is a plain GET of a plain path.
+_LOOPBACK_URL = re.compile(r"^(?P<scheme>https?)://(127\.0\.0\.1|localhost|\[::1\])(:(?P<port>[1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?$")
+_HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9]{1,5}))?(/|$)")
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",
-                       "protected_paths", "secret_paths", "blocked", "rules"})
+                       "protected_paths", "secret_paths", "not_secret", "path_symlinks", "package_paths", "blocked", "rules"})
 _RULE_KEYS = frozenset({"id", "description", "executable", "services", "argv", "options", "operands", "requires",
-                        "any_argument", "allow_globs", "decision", "become"})
+                        "any_argument", "allow_globs", "decision", "become", "restores", "effect"})
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,13 @@ class PolicyContext:
     log_files: tuple[str, ...] = ()
     service_dirs: tuple[str, ...] = ()
     log_dirs: tuple[str, ...] = ()
+    # the ports of the service's declared HTTP check: the only ones a loopback HTTP probe may reach
+    http_ports: frozenset[int] = frozenset()
+    # the inventory's hosts (names and addresses): with loopback, the only hosts a probe may reach
+    probe_hosts: frozenset[str] = frozenset()
 
     @classmethod
-    def from_failure(cls, failure: Failure) -> PolicyContext:
+    def from_failure(cls, failure: Failure, probe_hosts: Iterable[str] = ()) -> PolicyContext:
         spec, evidence = failure.spec, failure.evidence
         pidfile = evidence.get("pidfile") or {}
         owners = {
@@ -99,12 +110,22 @@ class PolicyContext:
             log_files=tuple(logs),
             service_dirs=service_dirs(failure),
             log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
+            http_ports=frozenset(port for port in [_http_port((spec.get("http") or {}).get("url"))] if port is not None),
+            probe_hosts=frozenset(probe_hosts),
         )
+
+
+def _http_port(url: Any) -> int | None:
+    match = _HTTP_URL.match(str(url or ""))
+    if match is None:
+        return None
+    return int(match.group("port")) if match.group("port") else (443 if match.group("scheme") == "https" else 80)
 
 
 def service_dirs(failure: Failure) -> tuple[str, ...]:
     """Directories that belong to the service: declared ``paths``, the usual per-service directories
-    and the directories of its log files. Remediation may write only below these."""
+    and the directories of its log files. Remediation may write only below these; the policy drops
+    the shared ones (``/var/log`` when a log is ``/var/log/auth.log``) when it compares."""
     names = dict.fromkeys((failure.service, failure.init_service))
     candidates = [str(p) for p in failure.spec.get("paths") or []]
     candidates += [f"{base}/{name}" for name in names for base in ("/var/log", "/run", "/var/run", "/var/lib", "/var/cache")]
@@ -131,6 +152,37 @@ class Pattern:
         return PLACEHOLDERS[self.placeholder](value, self.letters, context, policy)
 
 
+class Effect(StrEnum):
+    """What a step does to the incident's service, for the rules that judge a plan as a whole."""
+
+    STARTS = "starts"
+    STOPS = "stops"
+    REMOVES_LOGS = "removes_logs"
+
+
+@dataclass(frozen=True)
+class PackagePath:
+    """A directory of a service as its distribution package made it: the only owner, group and mode
+    remediation may give back. ``tree``: everything below belongs to the same owner and group. A
+    component of ``path`` may be a shell pattern (``/var/lib/postgresql/*/main``)."""
+
+    services: tuple[str, ...]
+    path: str
+    owner: str
+    group: str
+    mode: int
+    tree: bool = False
+
+    def top_of(self, path: str) -> str | None:
+        """The directory of this entry that ``path`` is, or is below when the entry is a tree."""
+        pattern, parts = self.path.split("/"), path.split("/")
+        if len(parts) < len(pattern) or (len(parts) > len(pattern) and not self.tree):
+            return None
+        if not all(fnmatch.fnmatchcase(part, expected) for part, expected in zip(parts, pattern, strict=False)):
+            return None
+        return "/".join(parts[:len(pattern)])
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -146,6 +198,8 @@ class Rule:
     requires: frozenset[str] = frozenset()
     any_argument: Pattern | None = None
     allow_globs: bool = False
+    restores: str | None = None
+    effect: Effect | Mapping[str, Effect] | None = None
 
     def applies(self, executable: str, context: PolicyContext) -> bool:
         if self.services and not {context.service, context.init_service} & set(self.services):
@@ -161,16 +215,21 @@ class Rule:
         if parsed is None:
             return False
         operands, seen_options = parsed
-        if not self.requires <= seen_options:
+        if not self.requires <= set(seen_options):
             return False
         if not self.variadic:
-            return len(operands) == len(self.operands) and all(
+            matched = len(operands) == len(self.operands) and all(
                 p.matches(a, context, policy) for p, a in zip(self.operands, operands, strict=True))
-        *fixed, repeated = self.operands
-        if len(operands) < len(fixed):
-            return False
-        patterns = fixed + [repeated] * (len(operands) - len(fixed))
-        return all(p.matches(a, context, policy) for p, a in zip(patterns, operands, strict=True))
+        else:
+            *fixed, repeated = self.operands
+            patterns = fixed + [repeated] * (len(operands) - len(fixed))
+            matched = len(operands) >= len(fixed) and all(p.matches(a, context, policy) for p, a in zip(patterns, operands, strict=True))
+        return matched and (self.restores is None or RESTORES[self.restores](operands, seen_options, context, policy))
+
+    def effect_of(self, args: Sequence[str]) -> Effect | None:
+        if self.effect is None or isinstance(self.effect, Effect):
+            return self.effect
+        return next((self.effect[arg] for arg in args if arg in self.effect), None)
 
 
 @dataclass(frozen=True)
@@ -190,8 +249,22 @@ class Policy:
     secret_paths: tuple[str, ...]
     blocked: tuple[BlockedGroup, ...]
     rules: tuple[Rule, ...]
+    path_symlinks: Mapping[str, str] = field(default_factory=dict)
+    not_secret: frozenset[str] = frozenset()
+    package_paths: tuple[PackagePath, ...] = ()
     _by_executable: dict[str, tuple[Rule, ...]] = field(default_factory=dict, compare=False, repr=False)
     _blocked_by_executable: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Exact protected paths are system directories: real directories owned by root, which `..` may climb out of.
+        real = frozenset(p for p in self.protected_paths if not GLOB_CHARACTERS.intersection(p)) - set(self.path_symlinks)
+        object.__setattr__(self, "paths", PathResolver(symlinks=dict(self.path_symlinks), real_directories=real))
+        object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
+        object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
+
+    paths: PathResolver = field(init=False, compare=False, repr=False)
+    _secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
         """The rules that name this executable (or every executable), in file order; memoized."""
@@ -208,89 +281,142 @@ class Policy:
             )
         return self._blocked_by_executable[executable]
 
-    def is_secret(self, path: str) -> bool:
-        """A secret path, or a path below one (a secret directory covers everything in it)."""
-        return any(fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(path, pattern.rstrip("/") + "/*") for pattern in self.secret_paths)
+    def is_secret(self, arg: str) -> bool:
+        """Whether any path ``arg`` may denote is a secret or below one (a secret directory covers everything in it)."""
+        return any(self._secret.match(path) and path not in self.not_secret for path in self.paths.readings(arg))
 
-    def is_protected(self, path: str) -> bool:
-        return any(fnmatch.fnmatchcase(path, pattern) for pattern in self.protected_paths)
+    def is_protected(self, arg: str) -> bool:
+        """Whether any path ``arg`` may denote is a protected system path."""
+        return any(self._protected.match(path) for path in self.paths.readings(arg))
+
+    def package_path(self, path: str, context: PolicyContext) -> tuple[str, PackagePath] | None:
+        """The package's directory and entry for a canonical path of the incident's service: the first
+        entry that names the path itself, or a tree the path is in."""
+        names = {context.service, context.init_service}
+        for entry in self.package_paths:
+            top = entry.top_of(path) if names & set(entry.services) else None
+            if top is not None:
+                return top, entry
+        return None
 
 
 def evaluate(command: Any, context: PolicyContext | None = None, policy: Policy | None = None) -> Verdict:
-    """Decide one command string. Never raises for hostile input: the worst input gets BLOCK. Raises
-    PolicyEngineUnavailable when the bash grammar that cross-checks every command is not installed."""
+    """Decide one command string, as a one-step plan. Never raises for hostile input: the worst input
+    gets BLOCK. Raises PolicyEngineUnavailable when the bash grammar that cross-checks every command
+    is not installed."""
     policy = policy or load_policy()
     context = context or PolicyContext()
-    if not isinstance(command, str):
-        return _verdict(repr(command), (), Decision.BLOCK, "a command must be a string", "input", policy)
-    if len(command) > policy.max_command_length:
-        return _verdict(command, (), Decision.BLOCK, f"longer than {policy.max_command_length} characters", "length", policy)
-    refused = _refused_character(command)
-    if refused:
-        return _verdict(command, (), Decision.BLOCK, refused, "charset", policy)
-    syntax = SHELL_SYNTAX.intersection(command)
-    if syntax - GLOB_CHARACTERS or (syntax and not _quoted_globs_only(command)):
-        return _verdict(command, (), Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy)
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        return _verdict(command, (), Decision.BLOCK, f"cannot be split into arguments: {exc}", "shell-syntax", policy)
-    return evaluate_argv(argv, context, policy, command=command)
+    [verdict], _decision = _judge_plan([_judge_command(command, context, policy)], context)
+    return verdict
 
 
 def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> Verdict:
-    """Decide an already split command (the form plans and approvals carry). Every argument passes
-    the same character checks as a command string, and bash's grammar must read ``command`` (by
-    default the argv as approvers see it, shell-quoted) as exactly this argv."""
+    """Decide an already split command (the form plans and approvals carry), as a one-step plan."""
+    policy = policy or load_policy()
+    [verdict], _decision = _judge_plan([_judge_argv(argv, context, policy, command=command)], context)
+    return verdict
+
+
+def evaluate_plan(steps: Sequence[Any], context: PolicyContext | None = None, policy: Policy | None = None) -> tuple[list[Verdict], Decision]:
+    """Judge a plan: each step (a command string, or an argv as plans carry them) by the rules, then the
+    plan as a whole: a plan whose net effect leaves the incident's service stopped needs a human, and
+    so does any step that removes or empties the service's logs. Returns the verdicts and the strictest
+    decision. The heal loop, approvals and ``policy_check`` all judge through here."""
+    policy = policy or load_policy()
+    context = context or PolicyContext()
+    judged = [_judge_argv(step, context, policy) if isinstance(step, (list, tuple)) else _judge_command(step, context, policy)
+              for step in steps]
+    verdicts, _ = _judge_plan(judged, context)
+    return verdicts, Decision.strictest([v.decision for v in verdicts])
+
+
+def _judge_plan(judged: Sequence[tuple[Verdict, Effect | None]], context: PolicyContext) -> tuple[list[Verdict], Decision]:
+    verdicts = [verdict for verdict, _effect in judged]
+    service = context.service or "the service"
+    last_stop = None
+    for index, (verdict, effect) in enumerate(judged):
+        if effect is Effect.STOPS:
+            last_stop = index
+        elif effect is Effect.STARTS:
+            last_stop = None
+        elif effect is Effect.REMOVES_LOGS and verdict.decision is Decision.ALLOW:
+            verdicts[index] = dataclasses.replace(
+                verdict, decision=Decision.APPROVE, rule="plan-removes-logs",
+                reason=f"removes or empties logs of {service} ({verdict.rule}: {verdict.reason}); a person decides what evidence goes")
+    if last_stop is not None and verdicts[last_stop].decision is Decision.ALLOW:
+        stop = verdicts[last_stop]
+        verdicts[last_stop] = dataclasses.replace(
+            stop, decision=Decision.APPROVE, rule="plan-leaves-service-stopped",
+            reason=f"the plan leaves {service} stopped (nothing starts it after this step; {stop.rule}); a person decides that")
+    return verdicts, Decision.strictest([v.decision for v in verdicts])
+
+
+def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tuple[Verdict, Effect | None]:
+    if not isinstance(command, str):
+        return _verdict(repr(command), (), Decision.BLOCK, "a command must be a string", "input", policy), None
+    if len(command) > policy.max_command_length:
+        return _verdict(command, (), Decision.BLOCK, f"longer than {policy.max_command_length} characters", "length", policy), None
+    refused = _refused_character(command)
+    if refused:
+        return _verdict(command, (), Decision.BLOCK, refused, "charset", policy), None
+    syntax = SHELL_SYNTAX.intersection(command)
+    if syntax - GLOB_CHARACTERS or (syntax and not _quoted_globs_only(command)):
+        return _verdict(command, (), Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy), None
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return _verdict(command, (), Decision.BLOCK, f"cannot be split into arguments: {exc}", "shell-syntax", policy), None
+    return _judge_argv(argv, context, policy, command=command)
+
+
+def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> tuple[Verdict, Effect | None]:
+    """Every argument passes the same character checks as a command string, and bash's grammar must
+    read ``command`` (by default the argv as approvers see it, shell-quoted) as exactly this argv."""
     argv = tuple(argv)
     if command is None:
         command = shlex.join(argv) if all(isinstance(a, str) for a in argv) else repr(argv)
     if not argv or not all(isinstance(a, str) for a in argv):
-        return _verdict(command, (), Decision.BLOCK, "a command needs an executable and string arguments", "input", policy)
+        return _verdict(command, (), Decision.BLOCK, "a command needs an executable and string arguments", "input", policy), None
     if sum(len(a) + 1 for a in argv) > policy.max_command_length:
-        return _verdict(command, argv, Decision.BLOCK, f"longer than {policy.max_command_length} characters", "length", policy)
+        return _verdict(command, argv, Decision.BLOCK, f"longer than {policy.max_command_length} characters", "length", policy), None
     for arg in argv:
         refused = _refused_character(arg) or ("" if arg else "an empty argument")
         if refused:
-            return _verdict(command, argv, Decision.BLOCK, refused, "charset", policy)
+            return _verdict(command, argv, Decision.BLOCK, refused, "charset", policy), None
     globbed = any(GLOB_CHARACTERS.intersection(arg) for arg in argv)
     syntax = set().union(*(SHELL_SYNTAX.intersection(arg) for arg in argv)) - GLOB_CHARACTERS
     if syntax:
-        return _verdict(command, argv, Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy)
+        return _verdict(command, argv, Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy), None
     read_by_bash = bash_words(command)
     if read_by_bash != argv:
         bash_reading = "not one simple command of literal words" if read_by_bash is None else f"the words {list(read_by_bash)}"
-        return _verdict(command, argv, Decision.BLOCK, f"bash's grammar reads {bash_reading}, shlex {list(argv)}", "bash-grammar", policy)
+        return _verdict(command, argv, Decision.BLOCK, f"bash's grammar reads {bash_reading}, shlex {list(argv)}", "bash-grammar", policy), None
     if argv[0] == "sudo":
         if len(argv) == 1 or argv[1].startswith("-"):
-            return _verdict(command, argv, Decision.BLOCK, "sudo with options or without a command (the executor decides privilege)", "sudo", policy)
+            reason = "sudo with options or without a command (the executor decides privilege)"
+            return _verdict(command, argv, Decision.BLOCK, reason, "sudo", policy), None
         argv = argv[1:]
     executable = argv[0]
     if "/" in executable:
-        directory, name = posixpath.split(posixpath.normpath(executable))
-        if directory not in TRUSTED_BIN_DIRS:
+        directory, name = posixpath.split(policy.paths.canonical(executable) or executable)
+        if directory not in TRUSTED_BIN_DIRS or policy.paths.canonical(executable) is None:
             reason = f"executable {executable!r} is outside the system bin directories"
-            return _verdict(command, argv, Decision.APPROVE, reason, "untrusted-path", policy)
+            return _verdict(command, argv, Decision.APPROVE, reason, "untrusted-path", policy), None
         executable = name
     blocked_reason = policy.blocked_reason(executable)
     if blocked_reason:
-        return _verdict(command, argv, Decision.BLOCK, f"{executable}: {blocked_reason}", "blocked-executable", policy)
+        return _verdict(command, argv, Decision.BLOCK, f"{executable}: {blocked_reason}", "blocked-executable", policy), None
     args = argv[1:]
     for rule in policy.rules_for(executable):
         if (globbed and not rule.allow_globs and rule.decision is not Decision.BLOCK) or not rule.applies(executable, context):
             continue
         if rule.matches(args, context, policy):
-            return _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become)
+            return _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become), rule.effect_of(args)
     if globbed:
-        return _verdict(command, argv, Decision.BLOCK, "glob characters where no rule of the policy accepts a pattern", "shell-syntax", policy)
+        return _verdict(command, argv, Decision.BLOCK, "glob characters where no rule of the policy accepts a pattern", "shell-syntax", policy), None
     # What a human approves without a rule runs as root, like remediation does; a rule can say otherwise.
     return _verdict(command, argv, Decision.APPROVE, f"no rule of the policy covers {executable} with these arguments",
-                    "default-approve", policy, become=True)
-
-
-def evaluate_all(commands: Iterable[str], context: PolicyContext | None = None, policy: Policy | None = None) -> tuple[list[Verdict], Decision]:
-    verdicts = [evaluate(command, context, policy) for command in commands]
-    return verdicts, Decision.strictest([v.decision for v in verdicts])
+                    "default-approve", policy, become=True), None
 
 
 def _verdict(command: str, argv: tuple[str, ...], decision: Decision, reason: str, rule: str, policy: Policy, become: bool = False) -> Verdict:
@@ -322,22 +448,24 @@ def _quoted_globs_only(command: str) -> bool:
 
 
 def _argument_values(args: Sequence[str]) -> Iterable[str]:
-    """Each argument, plus what an option carries attached (--file=/x, -o/x), as a path check must see them."""
+    """Each argument, plus what an option carries attached (--file=/x, -o/x, -w@x), as a hard deny must see them."""
     for arg in args:
         yield arg
         if arg.startswith("-"):
             if "=" in arg:
                 yield arg.split("=", 1)[1]
-            if "/" in arg:
-                yield arg[arg.index("/"):]
+            for marker in "/@.":
+                if marker in arg[1:]:
+                    yield arg[arg.index(marker, 1):]
 
 
 def _split_options(args: Sequence[str], options: Mapping[str, Pattern | None], context: PolicyContext,
-                   policy: Policy) -> tuple[list[str], set[str]] | None:
-    """Consume the options a rule knows, getopt-style; returns the operands and the options seen, or
-    None when an option is unknown or its value does not match."""
+                   policy: Policy) -> tuple[list[str], dict[str, str]] | None:
+    """Consume the options a rule knows, getopt-style (GNU: options may follow operands); returns the
+    operands and the options seen with their values ("" for a flag), or None when an option is
+    unknown or its value does not match."""
     operands: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     index = 0
     while index < len(args):
         arg = args[index]
@@ -353,10 +481,10 @@ def _split_options(args: Sequence[str], options: Mapping[str, Pattern | None], c
             if name not in options:
                 return None
             value_pattern = options[name]
-            seen.add(name)
             if value_pattern is None:
                 if _equals:
                     return None
+                seen[name] = ""
                 continue
             if not _equals:
                 if index >= len(args):
@@ -365,33 +493,31 @@ def _split_options(args: Sequence[str], options: Mapping[str, Pattern | None], c
                 index += 1
             if not value_pattern.matches(attached, context, policy):
                 return None
+            seen[name] = attached
             continue
         cluster = _short_cluster(arg[1:], options, context, policy)
         if cluster is None:
             return None
-        seen |= cluster
+        seen.update(cluster)
     return operands, seen
 
 
-def _short_cluster(letters: str, options: Mapping[str, Pattern | None], context: PolicyContext, policy: Policy) -> set[str] | None:
+def _short_cluster(letters: str, options: Mapping[str, Pattern | None], context: PolicyContext, policy: Policy) -> dict[str, str] | None:
     """-ltn (flags without values) ending, optionally, in one option with its value attached (-bn1)."""
-    seen = set()
+    seen = {}
     for position, letter in enumerate(letters):
         name = f"-{letter}"
         if name not in options:
             return None
-        seen.add(name)
         pattern = options[name]
         if pattern is not None:
             rest = letters[position + 1:]
-            return seen if rest and pattern.matches(rest, context, policy) else None
+            if not rest or not pattern.matches(rest, context, policy):
+                return None
+            seen[name] = rest
+            return seen
+        seen[name] = ""
     return seen
-
-
-def _normalized_path(arg: str) -> str | None:
-    if not arg.startswith("/") or GLOB_CHARACTERS.intersection(arg):
-        return None
-    return posixpath.normpath(arg).replace("//", "/")
 
 
 def _is_canonical_int(arg: str) -> bool:
@@ -402,34 +528,57 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
+    """Pids service_check saw that belong to a protected process: port owners by name, and the
+    service's own processes when the service itself is protected (sshd's listener in an ssh incident)."""
+    pids = {pid for pid, name in context.port_owners.items() if name in policy.protected_processes}
+    own = {context.service, context.init_service, context.process} - {None}
+    if own & (policy.protected_processes | policy.protected_services):
+        pids |= context.service_pids
+    return frozenset(pids)
+
+
 def _pid_placeholder(pids: Callable[[PolicyContext, Policy], Iterable[int]]) -> Callable[[str, str, PolicyContext, Policy], bool]:
     def match(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
-        return _is_canonical_int(arg) and int(arg) > 1 and int(arg) in set(pids(context, policy))
+        if not _is_canonical_int(arg) or int(arg) <= 1:
+            return False
+        pid = int(arg)
+        return pid in set(pids(context, policy)) and pid not in _protected_pids(context, policy)
     return match
 
 
 def _path_placeholder(accept: Callable[[str, PolicyContext, Policy], bool]) -> Callable[[str, str, PolicyContext, Policy], bool]:
+    """A path that has one canonical form, none of whose readings is a secret, accepted by ``accept``."""
     def match(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
-        path = _normalized_path(arg)
-        return path is not None and not policy.is_secret(path) and accept(path, context, policy)
+        path = policy.paths.canonical(arg)
+        return path is not None and not policy.is_secret(arg) and accept(path, context, policy)
     return match
 
 
+def _own_dirs(directories: Iterable[str], policy: Policy) -> Iterator[str]:
+    """The service's directories that are its own: never a shared system directory such as /var/log
+    (a declared /var/log/auth.log does not make /var/log the service's), nor one with no canonical form."""
+    for directory in directories:
+        path = policy.paths.canonical(directory)
+        if path is not None and not policy.is_protected(path):
+            yield path
+
+
 def _service_dir(path: str, context: PolicyContext, policy: Policy) -> bool:
-    return not policy.is_protected(path) and any(_under(path, d) for d in context.service_dirs)
+    return not policy.is_protected(path) and any(_under(path, d) for d in _own_dirs(context.service_dirs, policy))
 
 
 def _service_file(path: str, context: PolicyContext, policy: Policy) -> bool:
-    return not policy.is_protected(path) and any(path.startswith(d.rstrip("/") + "/") for d in context.service_dirs)
+    return not policy.is_protected(path) and any(path.startswith(d + "/") for d in _own_dirs(context.service_dirs, policy))
 
 
 def _service_log_file(path: str, context: PolicyContext, policy: Policy) -> bool:
-    return not policy.is_protected(path) and any(path.startswith(d.rstrip("/") + "/") for d in context.log_dirs)
+    return not policy.is_protected(path) and any(path.startswith(d + "/") for d in _own_dirs(context.log_dirs, policy))
 
 
 def _runtime_dir(path: str, context: PolicyContext, policy: Policy) -> bool:
     names = {context.service, context.init_service} - {None}
-    return any(_under(path, f"{base}/{name}") for name in names for base in ("/run", "/var/run"))
+    return any(_under(path, f"/run/{name}") for name in names)
 
 
 def _service_user(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
@@ -437,21 +586,94 @@ def _service_user(arg: str, letters: str, context: PolicyContext, policy: Policy
     return context.user is not None and user == context.user and (not group or bool(_WORD.match(group)))
 
 
+def _service_url(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
+    match = _LOOPBACK_URL.match(arg)
+    if match is None:
+        return False
+    port = int(match.group("port")) if match.group("port") else (443 if match.group("scheme") == "https" else 80)
+    return port in context.http_ports
+
+
+def _probe_host(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
+    return arg in LOOPBACK_HOSTS or arg in context.probe_hosts
+
+
+def _readable(path: str, context: PolicyContext, policy: Policy) -> bool:
+    return True
+
+
+# ---- owner and mode as the package set them -------------------------------------------------------------
+
+def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy) -> list[tuple[bool, PackagePath]] | None:
+    """For each path: whether it is a package directory itself (not below one), and its entry."""
+    found = []
+    for arg in paths:
+        path = policy.paths.canonical(arg)
+        located = None if path is None else policy.package_path(path, context)
+        if located is None:
+            return None
+        found.append((located[0] == path, located[1]))
+    return found
+
+
+def _restores_ownership(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
+    """chown OWNER[:GROUP] PATH...: the package's owner and group, on its paths. Below a package
+    directory the service account could have planted a symlink, so only a chown that does not follow
+    one (-h, or -R, which walks physically) reaches there; -R only where the package owns the whole tree."""
+    owner, colon, group = operands[0].partition(":")
+    entries = _entries(operands[1:], context, policy)
+    if not entries or (colon and not group):
+        return False
+    recursive = "-R" in options
+    no_dereference = recursive or "-h" in options or "--no-dereference" in options
+    return all(owner == entry.owner and (not group or group == entry.group) and (not recursive or entry.tree)
+               and (itself or no_dereference) for itself, entry in entries)
+
+
+def _restores_mode(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
+    """chmod MODE PATH...: the package's mode, on a package directory itself (chmod follows symlinks,
+    and only the directory's root-owned parent makes sure it is not one)."""
+    entries = _entries(operands[1:], context, policy) or []
+    return bool(entries) and all(itself and _mode(operands[0]) == entry.mode for itself, entry in entries)
+
+
+def _restores_directory(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
+    """install -d / mkdir: a package directory with the package's owner, group and mode (what the
+    command leaves unsaid is root, root and 0755)."""
+    entries = _entries(operands, context, policy) or []
+    return bool(entries) and all(
+        itself and options.get("-o", "root") == entry.owner and options.get("-g", "root") == entry.group
+        and _mode(options.get("-m", "0755")) == entry.mode for itself, entry in entries)
+
+
+def _mode(text: str) -> int | None:
+    return int(text, 8) if _OCTAL_MODE.match(text) else None
+
+
+RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, Policy], bool]] = {
+    "ownership": _restores_ownership,
+    "mode": _restores_mode,
+    "directory": _restores_directory,
+}
+
 PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "init_service": lambda arg, letters, context, policy: context.init_service is not None and arg == context.init_service,
     "process": lambda arg, letters, context, policy: context.process is not None and arg in (context.process, context.process[:15]),
-    "port_owner_pid": _pid_placeholder(lambda c, p: (pid for pid, name in c.port_owners.items() if name not in p.protected_processes)),
+    "port_owner_pid": _pid_placeholder(lambda c, p: c.port_owners),
     "service_pid": _pid_placeholder(lambda c, p: c.service_pids),
+    "protected_pid": lambda arg, letters, context, policy: _is_canonical_int(arg.lstrip("-"))
+    and int(arg.lstrip("-")) in _protected_pids(context, policy),
     "port": lambda arg, letters, context, policy: _is_canonical_int(arg) and int(arg) in context.ports,
     "stale_pidfile": _path_placeholder(lambda path, context, policy: context.stale_pidfile is not None
-                                       and path == posixpath.normpath(context.stale_pidfile)),
-    "log_file": _path_placeholder(lambda path, context, policy: path in {posixpath.normpath(log) for log in context.log_files}),
+                                       and path == policy.paths.canonical(context.stale_pidfile)),
+    "log_file": _path_placeholder(lambda path, context, policy: path in {policy.paths.canonical(log) for log in context.log_files}),
     "service_dir": _path_placeholder(_service_dir),
     "service_file": _path_placeholder(_service_file),
     "service_log_file": _path_placeholder(_service_log_file),
     "rotated_log": _path_placeholder(lambda path, context, policy: _service_log_file(path, context, policy) and bool(_ROTATED_LOG.search(path))),
     "runtime_dir": _path_placeholder(_runtime_dir),
-    "readable_file": _path_placeholder(lambda path, context, policy: True),
+    "package_path": _path_placeholder(lambda path, context, policy: policy.package_path(path, context) is not None),
+    "readable_file": _path_placeholder(_readable),
     "unit": lambda arg, letters, context, policy: context.init_service is not None
     and arg in (context.init_service, f"{context.init_service}.service"),
     "service_user": _service_user,
@@ -466,9 +688,10 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "name": lambda arg, letters, context, policy: bool(_NAME.match(arg)),
     "glob": lambda arg, letters, context, policy: bool(_GLOB.match(arg)),
     "sed_print": lambda arg, letters, context, policy: bool(_SED_PRINT.match(arg)),
-    "local_url": lambda arg, letters, context, policy: bool(_LOCAL_URL.match(arg)),
-    "secret_path": lambda arg, letters, context, policy: arg.startswith("/") and policy.is_secret(posixpath.normpath(arg)),
-    "protected_path": lambda arg, letters, context, policy: arg.startswith("/") and policy.is_protected(posixpath.normpath(arg)),
+    "service_url": _service_url,
+    "probe_host": _probe_host,
+    "secret_path": lambda arg, letters, context, policy: policy.is_secret(arg),
+    "protected_path": lambda arg, letters, context, policy: policy.is_protected(arg),
     "protected_process": lambda arg, letters, context, policy: arg in policy.protected_processes,
     "protected_service": lambda arg, letters, context, policy: arg.removesuffix(".service") in policy.protected_services,
 }
@@ -554,6 +777,13 @@ def parse_policy(data: Any, *, source: str, version: str, lines: Callable[[str],
         blocked.append(BlockedGroup(reason=str(group["reason"]), patterns=tuple(str(p) for p in group["executables"])))
     if not isinstance(data.get("rules") or [], list):
         raise fail("must be a list of rules", "rules", data.get("rules"))
+    symlinks = data.get("path_symlinks") or {}
+    if not isinstance(symlinks, dict):
+        raise fail("'path_symlinks' maps a symlink to its target", "path_symlinks", symlinks, "for example /var/run: /run")
+    broken = validate_symlinks(symlinks)
+    if broken:
+        raise fail(f"a symlink or target {broken}", "path_symlinks", symlinks)
+    package_paths = [_parse_package_path(index, raw, fail) for index, raw in enumerate(data.get("package_paths") or [])]
     rules = [_parse_rule(index, raw, fail) for index, raw in enumerate(data.get("rules") or [])]
     seen: set[str] = set()
     for index, rule in enumerate(rules):
@@ -571,7 +801,31 @@ def parse_policy(data: Any, *, source: str, version: str, lines: Callable[[str],
         blocked=tuple(blocked) + (base.blocked if base else ()),
         # Your rules come first, so they tighten or extend the default ones they precede.
         rules=tuple(rules) + (base.rules if base else ()),
+        path_symlinks={**(base.path_symlinks if base else {}), **symlinks},
+        not_secret=frozenset(string_list("not_secret")) | (base.not_secret if base else frozenset()),
+        package_paths=tuple(package_paths) + (base.package_paths if base else ()),
     )
+
+
+def _parse_package_path(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> PackagePath:
+    where = f"package_paths[{index}]"
+    keys = {"services", "path", "owner", "group", "mode", "tree"}
+    if not isinstance(raw, dict) or not {"services", "path", "owner", "group", "mode"} <= set(raw) or set(raw) - keys:
+        raise fail("a package path has services, path, owner, group, mode and optionally tree", where, raw)
+    services, path, mode = raw["services"], raw["path"], str(raw["mode"])
+    if not isinstance(services, list) or not services or not all(isinstance(s, str) and s for s in services):
+        raise fail("'services' must be a list of service names", f"{where}.services", services)
+    if not isinstance(path, str) or not path.startswith("/") or posixpath.normpath(path) != path or path == "/":
+        raise fail("'path' must be an absolute, normalised path below /", f"{where}.path", path)
+    for key in ("owner", "group"):
+        if not isinstance(raw[key], str) or not _NAME.match(raw[key]):
+            raise fail(f"'{key}' must be an account or group name", f"{where}.{key}", raw[key])
+    if _mode(mode) is None:
+        raise fail("'mode' must be an octal mode written as a string", f"{where}.mode", raw["mode"], 'for example "0755"')
+    if not isinstance(raw.get("tree", False), bool):
+        raise fail("'tree' must be true or false", f"{where}.tree", raw.get("tree"))
+    return PackagePath(services=tuple(services), path=path, owner=raw["owner"], group=raw["group"], mode=int(mode, 8),
+                       tree=raw.get("tree", False))
 
 
 def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> Rule:
@@ -607,9 +861,18 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     def pattern(key: str, value: Any) -> Pattern:
         return _parse_pattern(f"{where}.{key}", value, fail)
 
+    effect = raw.get("effect")
+    effects = [e.value for e in Effect]
+    if effect is not None and not (effect in effects or (isinstance(effect, dict) and effect and set(map(str, effect.values())) <= set(effects))):
+        raise fail("'effect' is one of the effects, or a map from an argument to one", f"{where}.effect", effect, f"effects: {effects}")
+    restores = raw.get("restores")
+    if restores is not None and (restores not in RESTORES or ("options" not in raw and "operands" not in raw)):
+        raise fail("'restores' checks options/operands against the package paths", f"{where}.restores", restores,
+                   f"one of {sorted(RESTORES)}, with options/operands")
     common: dict[str, Any] = dict(
         id=raw["id"], description=str(raw.get("description") or raw["id"]), executables=tuple(executables),
         services=tuple(services), decision=decision, become=raw.get("become", False), allow_globs=raw.get("allow_globs", False),
+        effect=None if effect is None else Effect(effect) if isinstance(effect, str) else {str(k): Effect(v) for k, v in effect.items()},
     )
     if "any_argument" in raw:
         return Rule(any_argument=pattern("any_argument", raw["any_argument"]), **common)
@@ -630,6 +893,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     if not isinstance(requires, list) or not set(requires) <= set(options):
         raise fail("'requires' lists options of the rule that must be present", f"{where}.requires", requires)
     return Rule(
+        restores=restores,
         options={name: None if value is None else pattern(f"options.{name}", value) for name, value in options.items()},
         operands=tuple(pattern(f"operands[{i}]", p) for i, p in enumerate(operands)),
         variadic=variadic,

@@ -1,7 +1,7 @@
 """Three more realistic faults, healed by the offline planner (memory + runbooks, no LLM) through
-`ansible-playbook playbooks/heal.yml` with the default policy: every step ALLOWed, the plan from the
-fault's own runbook, the recovery checked on the host independently of sentinel.heal, and the fault
-undone afterwards."""
+`ansible-playbook playbooks/heal.yml` with the default policy: the plan from the fault's own runbook,
+every step ALLOWed (or, where it removes logs, approved by a person with playbooks/approve.yml), the
+recovery checked on the host independently of sentinel.heal, and the fault undone afterwards."""
 
 from __future__ import annotations
 
@@ -63,19 +63,32 @@ def test_redis_orphaned_by_a_removed_run_dir_is_stopped_by_pid_and_restarted(lab
     undo_and_check_clean(lab, faults, "node1")
 
 
-def test_a_full_redis_log_partition_loses_its_rotated_logs_and_redis_starts(lab: Any, faults: Faults, tmp_path: Path) -> None:
+def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rotated_logs(lab: Any, faults: Faults, tmp_path: Path) -> None:
     faults.inject("node2", "redis-log-disk-full")
     # what an operator sees: redis is down, and its log partition has neither space nor inodes left
     assert "Connection refused" in sh(lab, "node2", "redis-cli", "ping")
     df_lines = sh(lab, "node2", "df", "-P", "/var/log/redis").splitlines() + sh(lab, "node2", "df", "-Pi", "/var/log/redis").splitlines()
     assert [line.split()[4] for line in df_lines if line.startswith("lab-redis-logs")] == ["100%", "100%"]
     data_before = sh(lab, "node2", "ls", "-ln", "/var/lib/redis")
+    logs_before = sh(lab, "node2", "ls", "/var/log/redis")
 
-    episode = heal_with_runbook("node2", "redis-log-disk-full", tmp_path)
+    # removing logs is a decision about evidence: the runbook's plan waits, and nothing ran
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", run.output)
+    [episode] = episodes(tmp_path)
     assert "disk full: /var/log/redis (100% used, 0 KiB free)" in episode["error_text"]
     assert "inodes exhausted: /var/log/redis (13 of 13 used)" in episode["error_text"]
-    assert [v["rule"] for v in episode["verdicts"]] == ["remove-rotated-logs", "remove-rotated-logs", "service-control"]
-    removed = [arg for step in episode["plan"]["steps"][:2] for arg in step["argv"][2:]]
+    assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "redis-log-disk-full")
+    assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
+        ("approve", "plan-removes-logs"), ("approve", "plan-removes-logs"), ("allow", "service-control")]
+    assert commands_run(tmp_path, "node2") == [] and sh(lab, "node2", "ls", "/var/log/redis") == logs_before
+
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=tmp_path)
+    assert approved.rc == 0 and "approved by alice" in one_line(approved.output), approved.output
+    last = episodes(tmp_path)[-1]
+    assert (last["outcome"], last["verified"], last["approved_by"]) == ("healed", 1, "alice")
+    removed = [arg for step in last["plan"]["steps"][:2] for arg in step["argv"][2:]]
     assert all(path.startswith("/var/log/redis/redis-server.log.") for path in removed) and len(removed) == 13
 
     # checked on the host: redis answers and writes its log again; only rotated logs went, no data

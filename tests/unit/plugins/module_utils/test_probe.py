@@ -246,10 +246,35 @@ def test_duplicate_names_are_refused() -> None:
         ("redis://:topsecret@127.0.0.1:6379/0", "topsecret"),
         ("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
         ("DB_PASSWORD: 'hunter2'", "hunter2"),
+        # what a shadow file, an htpasswd file, pg_authid and a redis configuration hold
+        ("root:$y$j9T$yK2Rgpv1rXxq6gH2H4i2E/$QtoLmQ0mI7V0m3F8jIc4fQ5tSg3yEBqqgS2k8cH7Q.6:19700:0:99999:7:::", "QtoLmQ0mI7V0m3F8"),
+        ("sentinel:$6$rounds=5000$saltsalt$Yq3Vh0B5x8kT1mN2pQ4rS6tU8vW0xY2zA4bC6dE8fG0hI2jK4lM6nO8pQ0rS2tU4vW6xY8z:19700::::::", "Yq3Vh0B5x8kT"),
+        ("admin:$apr1$abc12345$Mh4Lb6qXyZ0123456789ab", "Mh4Lb6qXyZ"),
+        ("admin:$2y$10$abcdefghijklmnopqrstuuJ9x8Yz7Wv6Ut5Sr4Qp3On2Ml1Kj0Ih", "abcdefghijklmnopqrstuu"),
+        (" postgres | SCRAM-SHA-256$4096:c2FsdHNhbHQ=$c3RvcmVka2V5:c2VydmVya2V5", "c3RvcmVka2V5"),
+        ("app | md5a3dcb4d229de6fde0db5686dee47145d", "a3dcb4d229de6fde0db5686dee47145d"),
+        ("requirepass hunter2secret", "hunter2secret"),
+        ('requirepass "two words"', "two words"),
+        ("masterauth Repl1cat10n", "Repl1cat10n"),
+        ("sentinel auth-pass mymaster S3ntinel", "S3ntinel"),
+        ("user default on >pa55word ~* +@all", "pa55word"),
+        ("redis     700  0.1 /usr/bin/redis-server 127.0.0.1:6379 --requirepass topsecret", "topsecret"),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX\n-----END PGP PRIVATE KEY BLOCK-----", "lQOYBGX"),
     ],
 )
 def test_redaction_masks_obvious_secrets(text: str, secret: str) -> None:
     assert secret not in redact(text)
+
+
+@pytest.mark.parametrize("line", [
+    "user www-data;",
+    "worker_processes auto; # costs $5$ per month",
+    "maxmemory 256mb",
+    "2026-11-23 10:00:01.123 UTC [812] LOG:  database system is ready to accept connections",
+    "sentinel:x:1000:1000::/home/sentinel:/bin/bash",
+])
+def test_redaction_keeps_configuration_and_account_lines_without_secrets(line: str) -> None:
+    assert redact(line) == line
 
 
 def test_redaction_keeps_ordinary_log_lines() -> None:

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_all, evaluate_argv, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_argv, evaluate_plan, load_policy
 
 NGINX = PolicyContext(
     service="nginx",
@@ -53,7 +53,6 @@ def test_known_remediations_are_allowed(command: str, rule: str) -> None:
     "command",
     [
         "service php-fpm restart",     # not the incident's service
-        "kill -TERM 77",               # sshd holds the port: protected
         "kill -TERM 999",              # a pid service_check did not see on the port
         "kill -9 4242",                # only TERM runs unattended
         "rm -rf /var/lib/postgresql",
@@ -102,6 +101,7 @@ def test_what_the_policy_does_not_know_needs_approval(command: str) -> None:
         ("sort -o/etc/passwd /tmp/x", "sort-never-writes"),
         ("sort -o /tmp/x /var/log/nginx/error.log", "sort-never-writes"),
         ("cat --file=/etc/shadow", "secrets-are-never-read"),
+        ("kill -TERM 77", "protected-pids-are-never-signalled"),  # sshd holds the port
     ],
 )
 def test_hostile_commands_are_blocked(command: str, rule: str) -> None:
@@ -118,10 +118,10 @@ def test_context_free_evaluation_never_allows_service_control() -> None:
 
 
 def test_plan_takes_the_strictest_decision() -> None:
-    verdicts, decision = evaluate_all(["service nginx start", "apt-get update"], NGINX)
+    verdicts, decision = evaluate_plan(["service nginx start", "apt-get update"], NGINX)
     assert [v.decision for v in verdicts] == [Decision.ALLOW, Decision.APPROVE]
     assert decision is Decision.APPROVE
-    _verdicts, decision = evaluate_all(["service nginx start", "apt-get update", "reboot"], NGINX)
+    _verdicts, decision = evaluate_plan(["service nginx start", "apt-get update", "reboot"], NGINX)
     assert decision is Decision.BLOCK
 
 

@@ -21,30 +21,41 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import TRUSTED_BIN_DIRS, PolicyContext, evaluate, load_policy
 
 CORPUS = Path(__file__).with_name("policy_corpus")
 POLICY = load_policy()
+
+INVENTORY = frozenset({"node1", "node2", "node3", "10.77.0.11", "10.77.0.12", "10.77.0.13"})
+# The ssh incident as service_check reports it: its pids are sshd's (the listener 610 holds port 22), and its
+# declared log /var/log/auth.log must not make /var/log its own.
+SSH_FAILURE = Failure(
+    host="node1", service="ssh", failure_class="unhealthy", summary="ssh does not answer on port 22",
+    evidence={"processes": [610, 611], "port_owners": [{"port": 22, "pid": 610, "process": "sshd"}], "pidfile": {}},
+    spec={"name": "ssh", "ports": [22], "process": "sshd", "user": "root", "logs": ["/var/log/auth.log"]},
+)
 
 CONTEXTS = {
     "nginx": PolicyContext(
         service="nginx", init_service="nginx", process="nginx", user="www-data", port_owners={4242: "python3"},
         service_pids=frozenset(), ports=frozenset({80}), stale_pidfile="/run/nginx.pid", log_files=("/var/log/nginx/error.log",),
         service_dirs=("/var/log/nginx", "/run/nginx", "/var/run/nginx", "/var/lib/nginx", "/var/cache/nginx"), log_dirs=("/var/log/nginx",),
+        http_ports=frozenset({80}), probe_hosts=INVENTORY,
     ),
     "postgresql": PolicyContext(
         service="postgresql", init_service="postgresql", process="postgres", user="postgres", service_pids=frozenset({900}),
         ports=frozenset({5432}), log_files=("/var/log/postgresql/postgresql-15-main.log",),
         service_dirs=("/var/log/postgresql", "/run/postgresql", "/var/run/postgresql", "/var/lib/postgresql", "/var/cache/postgresql"),
-        log_dirs=("/var/log/postgresql",),
+        log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY,
     ),
     "redis": PolicyContext(
         service="redis", init_service="redis-server", process="redis-server", user="redis", service_pids=frozenset({700}),
         ports=frozenset({6379}), stale_pidfile="/run/redis/redis-server.pid", log_files=("/var/log/redis/redis-server.log",),
         service_dirs=("/var/log/redis", "/run/redis", "/var/run/redis", "/var/lib/redis", "/var/log/redis-server", "/run/redis-server"),
-        log_dirs=("/var/log/redis", "/var/log/redis-server"),
+        log_dirs=("/var/log/redis", "/var/log/redis-server"), probe_hosts=INVENTORY,
     ),
+    "ssh": PolicyContext.from_failure(SSH_FAILURE, INVENTORY),
 }
 
 
