@@ -20,7 +20,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Plann
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import known_secrets, redact
 
 ARGUMENT_SPEC = dict(
@@ -31,6 +31,7 @@ ARGUMENT_SPEC = dict(
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
+    step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
@@ -74,7 +75,8 @@ class ActionModule(ActionBase):
         return Toolkit(
             planner=Planner(RunbookLibrary(()), memory),
             policy=policy,
-            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets),
+            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets,
+                                    privilege=args["step_privilege"]),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets)["services"][0],
             memory=memory,

@@ -28,7 +28,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Plann
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import known_secrets, redact
 
 display = Display()
@@ -67,6 +67,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
+    step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
     interactive_approval=dict(type="bool", default=True),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
 )
@@ -132,7 +133,8 @@ class ActionModule(ActionBase):
         return Toolkit(
             planner=planner,
             policy=load_policy(args["policy"]),
-            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args.get("step_timeout", 120), secrets=secrets),
+            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args.get("step_timeout", 120), secrets=secrets,
+                                    privilege=args.get("step_privilege", "become")),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one

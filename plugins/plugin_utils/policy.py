@@ -256,8 +256,10 @@ class Policy:
     _blocked_by_executable: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Exact protected paths are system directories: real directories owned by root, which `..` may climb out of.
-        real = frozenset(p for p in self.protected_paths if not GLOB_CHARACTERS.intersection(p)) - set(self.path_symlinks)
+        # Exact protected paths are system directories, and the symlinks' targets real ones: owned by root, so
+        # `..` may climb out of them.
+        exact = {p for p in self.protected_paths if not GLOB_CHARACTERS.intersection(p)}
+        real = frozenset(exact | set(self.path_symlinks.values())) - set(self.path_symlinks)
         object.__setattr__(self, "paths", PathResolver(symlinks=dict(self.path_symlinks), real_directories=real))
         object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))

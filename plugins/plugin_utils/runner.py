@@ -55,9 +55,21 @@ class RunReport:
     duration_s: float
 
 
+STEP_PRIVILEGES = ("become", "sudo")
+
+
 class RunnerExecutor:
-    def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000, secrets: Sequence[str] = ()) -> None:
+    """Runs steps on a host. ``privilege`` is how a step that needs root gets it: Ansible's become (which
+    runs a shell and Python as root, so the host's sudo rule must allow anything), or ``sudo -n -- ARGV``
+    with no become, so a sudo rule on the host can allow exactly the commands the policy can allow."""
+
+    def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000, secrets: Sequence[str] = (),
+                 privilege: str = "become") -> None:
+        if privilege not in STEP_PRIVILEGES:
+            raise ExecutorError("unknown way to run a step as root", field="step_privilege", value=privilege,
+                                hint=f"one of {', '.join(STEP_PRIVILEGES)}")
         self.artifacts_root = Path(artifacts_root).expanduser()
+        self.privilege = privilege
         self.step_timeout = step_timeout
         self.output_limit = output_limit
         self.secrets = tuple(secrets)
@@ -69,7 +81,7 @@ class RunnerExecutor:
 
         run_dir = self.artifacts_root / target.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
         (run_dir / "project").mkdir(parents=True, mode=0o700)
-        (run_dir / "project" / "steps.yml").write_text(_playbook(steps, self.step_timeout), encoding="utf-8")
+        (run_dir / "project" / "steps.yml").write_text(_playbook(steps, self.step_timeout, self.privilege), encoding="utf-8")
         events: dict[int, dict[str, Any]] = {}
         started = time.monotonic()
         try:
@@ -162,16 +174,18 @@ def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> boo
     return True
 
 
-def _playbook(steps: Sequence[RunStep], step_timeout: int) -> str:
+def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
     """A playbook whose every command word is `!unsafe`: nothing a plan says is ever templated."""
     lines = ["- name: sentinel.heal steps", "  hosts: all", "  gather_facts: false", "  tasks:"]
     for number, step in enumerate(steps, start=1):
-        argv = ", ".join(f"!unsafe {json.dumps(arg)}" for arg in step.argv)
+        through_sudo = step.become and privilege == "sudo"
+        words = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv
+        argv = ", ".join(f"!unsafe {json.dumps(arg)}" for arg in words)
         lines += [
             f"    - name: step {number}",
             "      ansible.builtin.command:",
             f"        argv: [{argv}]",
-            f"      become: {str(step.become).lower()}",
+            f"      become: {str(step.become and not through_sudo).lower()}",
             f"      ignore_errors: {str(step.may_fail).lower()}",
             f"      timeout: {int(step_timeout)}",
         ]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
+import yaml
 from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
@@ -190,3 +191,44 @@ def test_secrets_never_reach_memory_artifacts_or_output(lab: Any, faults: Faults
     for secret in (vault_secret, "hunter2pass", api_key):
         assert not [text[:80] for text in kept if secret in text], secret
     assert "upstream auth failed for app:********" in memory
+
+
+def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_the_rest(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """Least privilege on the host, the second line: sentinel may run as root only what policies/sudoers.example
+    lists (steps as `sudo -n -- ARGV`, no become) and reads logs as a member of adm."""
+    rule = (ROOT / "policies" / "sudoers.example").read_text()
+    lab.run_in("node1", ["sh", "-c", "cat > /etc/sudoers.d/sentinel-heal && chmod 0440 /etc/sudoers.d/sentinel-heal"], input_text=rule)
+    try:
+        assert "parsed OK" in sh(lab, "node1", "visudo", "-cf", "/etc/sudoers.d/sentinel-heal")
+        sh(lab, "node1", "rm", "/etc/sudoers.d/sentinel")
+        sh(lab, "node1", "usermod", "-aG", "adm", "sentinel")
+        # redis-server's init script answers `status` only to root: without become its port, process and ping tell
+        services = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]
+        services = [dict(spec, status_check=False) if spec["name"] == "redis" else spec for spec in services]
+        least = ("-e", "autoheal_step_privilege=sudo", "-e", "autoheal_become=false", "-e", json.dumps({"autoheal_services": services}))
+        faults.inject("node1", "nginx-killed")
+        run = run_playbook(HEAL, "--limit", "node1", *least, state_dir=tmp_path / "state")
+        assert run.rc == 0 and "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start" in one_line(run.output), run.output
+        assert [argv[:3] for _purpose, argv in commands_run(tmp_path / "state", "node1")] == [["sudo", "-n", "--"]] * 3  # nginx -t, rm, start
+        assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+
+        # a policy that wrongly allows reading the shadow file, and a runbook that asks for it: the host says no
+        policy = tmp_path / "careless.yml"
+        policy.write_text("version: 1\ninclude_default: true\nrules:\n"
+                          "  - {id: careless, executable: cat, argv: [/etc/shadow], decision: allow, become: true}\n")
+        runbooks = tmp_path / "runbooks"
+        runbooks.mkdir()
+        (runbooks / "careless.md").write_text(
+            "---\nid: careless\ntitle: reads what it should not\nservices: [nginx]\nmatch: {failure_class: [stale_pidfile]}\n"
+            "steps:\n  - cat /etc/shadow\n  - service {init_service} start\npriority: 1000\n---\n")
+        faults.inject("node1", "nginx-killed")
+        careless = run_playbook(HEAL, "--limit", "node1", *least, "-e", f"autoheal_policy_file={policy}", "-e", "autoheal_max_attempts=1",
+                                "-e", json.dumps({"autoheal_runbooks": [str(runbooks)]}), state_dir=tmp_path / "careless")
+        [episode] = episodes(tmp_path / "careless")
+        shadow_step = episode["results"]["steps"][0]
+        assert (shadow_step["argv"], shadow_step["status"]) == (["cat", "/etc/shadow"], "failed"), episode["results"]
+        assert "a password is required" in shadow_step["stderr"] and shadow_step["stdout"] == ""
+        assert "root:" not in careless.output
+    finally:
+        lab.run_in("node1", ["sh", "-c", "echo 'sentinel ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/sentinel && chmod 0440 /etc/sudoers.d/sentinel"
+                             " && rm -f /etc/sudoers.d/sentinel-heal && gpasswd -d sentinel adm"])

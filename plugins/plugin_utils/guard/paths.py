@@ -12,8 +12,9 @@ login user's home can climb anywhere. This module gives two answers for an argum
   swap them for a symlink). Anything else (a relative path, ``..`` after a directory that could be
   a symlink, globs) has no canonical form, and a rule that needs one does not match.
 * :meth:`PathResolver.readings`, every path the argument could denote, for rules that BLOCK:
-  the lexical reading, the reading through the known symlinks and, for a relative path, the
-  reading from ``/``. A hard deny matches when any reading does.
+  the lexical reading, the reading through the known symlinks (where a /proc magic link such as
+  ``/proc/1/root`` stands for whatever it leads to) and, for a relative path, the reading from
+  ``/``. A hard deny matches when any reading does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Iterable, Mapping
 
 _MAX_SYMLINK_HOPS = 40  # the kernel's limit (ELOOP)
 _GLOB_CHARACTERS = frozenset("*?[]")
+# /proc's links whose target depends on the process that follows them: its root, cwd, open files, itself
+_PROC_MAGIC_LINK = re.compile(r"^/proc/([^/]+/(task/[^/]+/)?(root|cwd|exe|fd|map_files|ns)|self|thread-self)$")
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class PathResolver:
         return readings
 
     def _resolve(self, path: str, *, strict: bool) -> str | None:
+        """Walk ``path`` one component at a time. Strict: None where the answer is not known here (``..``
+        out of a directory that may be a symlink, a /proc magic link). Otherwise: the walk through
+        every symlink the table knows, a /proc magic link itself standing for where it leads."""
         pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
         resolved: list[str] = []
         hops = 0
@@ -77,6 +83,9 @@ class PathResolver:
                     resolved.pop()
                 continue
             resolved.append(part)
+            if _PROC_MAGIC_LINK.match("/" + "/".join(resolved)):
+                # another process's root, cwd, executable, open files: a view of anything
+                return None if strict else "/" + "/".join(resolved)
             target = self.symlinks.get("/" + "/".join(resolved))
             if target is not None:
                 hops += 1

@@ -1,0 +1,222 @@
+"""Paths as the kernel opens them: the guard's resolver against a model filesystem walked the kernel's way."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.paths import PathResolver, compile_patterns, validate_symlinks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, Rule, evaluate, load_policy
+
+POLICY = load_policy()
+RESOLVER = POLICY.paths
+
+# A Debian bookworm host as the kernel sees it: merged /usr, /var/run, and /proc's magic links, which
+# lead back to the root (every process of the lab runs in /).
+HOST_SYMLINKS = {
+    "/bin": "/usr/bin", "/sbin": "/usr/sbin", "/lib": "/usr/lib", "/lib64": "/usr/lib64", "/var/run": "/run",
+    "/var/lock": "/run/lock", "/dev/fd": "/proc/self/fd", "/proc/self": "/proc/4242", "/proc/thread-self": "/proc/4242/task/4242",
+    "/proc/1/root": "/", "/proc/4242/root": "/", "/proc/4242/cwd": "/root", "/proc/4242/task/4242/root": "/",
+}
+
+
+def kernel_open(path: str) -> str:
+    """The path the kernel reaches for an absolute path on the model host: one component at a time,
+    each symlink replaced by its target (absolute targets from the root), '..' at the root staying there."""
+    stack: list[str] = []
+    pending = path.split("/")[::-1]
+    for _hop in range(1000):
+        if not pending:
+            return "/" + "/".join(stack)
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            stack = stack[:-1]
+            continue
+        here = "/" + "/".join([*stack, part])
+        if here in HOST_SYMLINKS:
+            stack = []
+            pending.extend(HOST_SYMLINKS[here].split("/")[::-1])
+        else:
+            stack.append(part)
+    raise AssertionError(f"symlink loop in {path}")
+
+
+TARGETS = ["/etc/shadow", "/etc/ssh/ssh_host_ed25519_key", "/root/.ssh/id_ed25519", "/usr/lib/postgresql/15/bin/postgres",
+           "/var/lib/postgresql/15/main", "/run/postgresql", "/run/nginx.pid", "/var/log/nginx/error.log", "/etc/nginx/nginx.conf",
+           "/var/lib/dpkg/status", "/etc/passwd", "/run/sshd"]
+_SWAPS = [("/usr/lib/", "/lib/"), ("/usr/bin/", "/bin/"), ("/usr/sbin/", "/sbin/"), ("/run/", "/var/run/"), ("/", "/proc/1/root/"),
+          ("/", "/proc/self/root/"), ("/", "/proc/thread-self/root/"), ("/", "/proc/4242/task/4242/root/"), ("/", "//"),
+          ("/root/", "/proc/self/cwd/"), ("/etc/", "/var/run/../etc/"), ("/etc/", "/var/run/../../etc/")]
+
+
+@st.composite
+def aliases(draw: st.DrawFn) -> str:
+    """A path, dressed as an attacker would: doubled slashes, /./, climbs out of other directories,
+    symlinked prefixes, /proc roots; each edit keeps the path the kernel opens the same, or changes it."""
+    path = draw(st.sampled_from(TARGETS))
+    for _edit in range(draw(st.integers(min_value=1, max_value=4))):
+        kind = draw(st.sampled_from(["slash", "dot", "climb", "swap", "trailing"]))
+        cuts = [i for i, char in enumerate(path) if char == "/"]
+        cut = draw(st.sampled_from(cuts))
+        if kind == "slash":
+            path = path[:cut] + "/" + path[cut:]
+        elif kind == "dot":
+            path = path[:cut] + "/." + path[cut:]
+        elif kind == "climb":
+            name = draw(st.sampled_from(["run", "var", "lib", "nginx", "postgresql", "log", "x", "..", "var/run", "bin"]))
+            path = path[:cut] + f"/{name}/.." + path[cut:]
+        elif kind == "swap":
+            old, new = draw(st.sampled_from(_SWAPS))
+            path = path.replace(old, new, 1) if old in path else path
+        else:
+            path += draw(st.sampled_from(["/", "/.", "/./"]))
+    return path
+
+
+def test_the_model_agrees_with_itself_on_plain_paths() -> None:
+    assert kernel_open("/var/run/../lib/postgresql") == "/usr/lib/postgresql"
+    assert kernel_open("/proc/self/root/etc/shadow") == "/etc/shadow"
+    assert kernel_open("/../../etc") == "/etc"
+
+
+@pytest.mark.parametrize(("arg", "canonical"), [
+    ("/run/nginx.pid", "/run/nginx.pid"),
+    ("//run//nginx.pid", "/run/nginx.pid"),
+    ("/var/run/nginx.pid", "/run/nginx.pid"),
+    ("/run/../run/nginx.pid", "/run/nginx.pid"),
+    ("/var/run/../lib/postgresql", "/usr/lib/postgresql"),   # what the kernel opens, not /var/lib/postgresql
+    ("/bin/../etc/shadow", "/usr/etc/shadow"),
+    ("/lib/x", "/usr/lib/x"),
+    ("/./etc/./nginx/", "/etc/nginx"),
+    ("/var/log/nginx/../../../etc/shadow", None),            # nginx/.. : /var/log/nginx could be a symlink
+    ("/var/lib/postgresql/15/main/../../../../etc", None),
+    ("relative/path", None),
+    ("../../etc/shadow", None),
+    ("/run/*.pid", None),
+])
+def test_canonical_paths_are_what_the_kernel_opens_or_none(arg: str, canonical: str | None) -> None:
+    assert RESOLVER.canonical(arg) == canonical
+
+
+@pytest.mark.parametrize(("arg", "reading"), [
+    ("//etc/shadow", "/etc/shadow"),
+    ("../../../../etc/shadow", "/etc/shadow"),                # relative to the login user's home, climbing to /
+    (".ssh/id_rsa", "/.ssh/id_rsa"),
+    ("@.pgpass", "/.pgpass"),                                # curl's @FILE
+    ("/var/log/nginx/../../../etc/shadow", "/etc/shadow"),   # lexically, and through a real directory
+    ("/var/run/../lib/postgresql", "/usr/lib/postgresql"),
+    ("/var/run/../lib/postgresql", "/var/lib/postgresql"),
+    ("/dev/fd/3", "/proc/self"),                              # a magic link stands for wherever it leads
+    ("/proc/1/root//../../etc/shadow", "/proc/1/root"),
+])
+def test_hard_denies_see_every_reading(arg: str, reading: str) -> None:
+    assert reading in RESOLVER.readings(arg)
+
+
+def test_words_that_are_not_paths_have_no_reading() -> None:
+    assert RESOLVER.readings("nginx") == () and RESOLVER.readings("restart") == () and RESOLVER.readings("-n") == ()
+
+
+@settings(max_examples=3000, deadline=None)
+@given(aliases())
+def test_a_canonical_path_is_exactly_what_the_kernel_opens(alias: str) -> None:
+    canonical = RESOLVER.canonical(alias)
+    if canonical is not None:
+        assert canonical == kernel_open(alias), alias
+
+
+@settings(max_examples=3000, deadline=None)
+@given(aliases())
+def test_the_path_the_kernel_opens_is_always_among_the_readings(alias: str) -> None:
+    """A reading through /proc's magic links needs no resolving: the secret list refuses /proc roots whole."""
+    readings = RESOLVER.readings(alias)
+    if all(not reading.startswith("/proc/") for reading in readings):
+        assert kernel_open(alias) in readings, alias
+    else:
+        assert POLICY.is_secret(alias), alias
+
+
+@settings(max_examples=2000, deadline=None)
+@given(aliases())
+def test_an_alias_of_a_secret_is_a_secret(alias: str) -> None:
+    if POLICY.is_secret(kernel_open(alias)):
+        assert POLICY.is_secret(alias), alias
+
+
+def test_patterns_cover_what_is_below_them_only_when_asked() -> None:
+    below, exact = compile_patterns(["/etc/ssl/private"], below=True), compile_patterns(["/var/log"], below=False)
+    assert below.match("/etc/ssl/private/x.key") and not below.match("/etc/ssl/privates")
+    assert exact.match("/var/log") and not exact.match("/var/log/nginx")
+
+
+def test_a_symlink_table_must_hold_absolute_normal_paths() -> None:
+    assert validate_symlinks({"/var/run": "/run"}) is None
+    assert "not an absolute" in (validate_symlinks({"var/run": "/run"}) or "")
+    assert "not an absolute" in (validate_symlinks({"/a": "/b/../c"}) or "")
+
+
+def test_a_symlink_loop_has_no_canonical_form() -> None:
+    looping = PathResolver(symlinks={"/a": "/b", "/b": "/a"}, real_directories=frozenset())
+    assert looping.canonical("/a/x") is None
+
+
+# ---- every rule that takes a path, fed aliases ------------------------------------------------------------
+
+_NGINX = PolicyContext(service="nginx", init_service="nginx", process="nginx", stale_pidfile="/run/nginx.pid",
+                       log_files=("/var/log/nginx/error.log",), service_dirs=("/var/log/nginx", "/run/nginx", "/var/lib/nginx"),
+                       log_dirs=("/var/log/nginx",))
+_POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", process="postgres",
+                          service_dirs=("/var/lib/postgresql", "/run/postgresql", "/var/log/postgresql"), log_dirs=("/var/log/postgresql",))
+_SSH = PolicyContext(service="ssh", init_service="ssh", process="sshd", service_dirs=("/run/sshd",))
+# One command per rule whose arguments include a path placeholder; PATH is where the alias goes.
+PATH_RULES = {
+    "find-files": (_NGINX, "find PATH -maxdepth 1"),
+    "haproxy-config-test": (_NGINX, "haproxy -c -f PATH"),
+    "certificate-dates": (_NGINX, "openssl x509 -noout -enddate -in PATH"),
+    "tail-or-head-of-files": (_NGINX, "tail -n 5 PATH"),
+    "read-files": (_NGINX, "cat PATH"),
+    "list-directories": (_NGINX, "ls -la PATH"),
+    "disk-usage": (_NGINX, "du -sh PATH"),
+    "filesystem-usage": (_NGINX, "df -h PATH"),
+    "search-files": (_NGINX, "grep -n x PATH"),
+    "search-files-pattern-option": (_NGINX, "grep -e x PATH"),
+    "print-lines": (_NGINX, "sed -n 1,5p PATH"),
+    "sort-lines": (_NGINX, "sort PATH"),
+    "file-users": (_NGINX, "fuser -v PATH"),
+    "remove-stale-pidfile": (_NGINX, "rm -f PATH"),
+    "remove-rotated-logs": (_NGINX, "rm -v PATH"),
+    "truncate-service-log": (_NGINX, "truncate -s 0 PATH"),
+    "give-back-ownership": (_POSTGRES, "chown -R postgres:postgres PATH"),
+    "give-back-mode": (_POSTGRES, "chmod 2775 PATH"),
+    "create-runtime-directory": (_POSTGRES, "install -d -o postgres -g postgres -m 2775 PATH"),
+    "make-runtime-directory": (_SSH, "mkdir -p PATH"),
+}
+_PATH_PLACEHOLDERS = ("{stale_pidfile}", "{log_file}", "{service_dir}", "{service_file}", "{service_log_file}", "{rotated_log}",
+                      "{runtime_dir}", "{package_path}", "{readable_file}")
+TARGETS += ["/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
+            "/etc/ssl/certs/ssl-cert-snakeoil.pem", "/etc/haproxy/haproxy.cfg", "/var/log/nginx/../../lib/dpkg/status"]
+
+
+def _takes_a_path(rule: Rule) -> bool:
+    patterns = [*(rule.argv or ()), *rule.operands, *(p for p in (rule.options or {}).values() if p is not None)]
+    return any(f"{{{p.placeholder}}}" in _PATH_PLACEHOLDERS for p in patterns if p.placeholder)
+
+
+def test_every_rule_that_takes_a_path_is_fed_aliases_below() -> None:
+    assert {rule.id for rule in POLICY.rules if _takes_a_path(rule)} == set(PATH_RULES)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(st.sampled_from(sorted(PATH_RULES)), aliases())
+def test_a_rule_allows_an_alias_only_when_it_allows_what_the_kernel_opens(rule_id: str, alias: str) -> None:
+    """The oracle is the model filesystem: whatever an alias dresses up, the guard judges the file the kernel opens."""
+    context, template = PATH_RULES[rule_id]
+    verdict = evaluate(template.replace("PATH", alias), context, POLICY)
+    if verdict.decision is Decision.ALLOW:
+        opened = kernel_open(alias)
+        assert not POLICY.is_secret(opened), (alias, opened)
+        assert evaluate(template.replace("PATH", opened), context, POLICY).decision is Decision.ALLOW, (alias, opened)
