@@ -1,7 +1,8 @@
 """Policy decisions per second (one core) and the corpus scores.
 
 Runs the guard over the project's corpus (hostile commands with their evasions, and legitimate
-commands) and, in the same process on the same commands, plain shlex.split as the baseline: the
+commands; the red team's probes are scored, not timed) and, in the same process on the same
+commands, plain shlex.split as the baseline: the
 least any guard that parses must do. Prints decisions per second (target: at least 20,000), the
 ratio to the baseline, and the corpus scores. Part of `make bench`.
 """
@@ -20,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils")]
 
 from test_policy_corpus import CONTEXTS, hostile_corpus, legitimate_corpus  # noqa: E402
+from test_policy_red_team import red_team  # noqa: E402
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate, load_policy  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate, evaluate_plan, load_policy  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 TARGET_PER_SECOND = 20_000
@@ -68,6 +70,10 @@ def main() -> None:
           f"approve {hostile_decisions[Decision.APPROVE]} ({hostile_decisions[Decision.APPROVE] / total:.1%}), "
           f"block {hostile_decisions[Decision.BLOCK]} ({hostile_decisions[Decision.BLOCK] / total:.1%})  target: allow 0")
     print(f"  legitimate ({len(legitimate)} commands): {expected_hits / len(legitimate):.1%} get the expected decision  target >= 95%")
+    probes = [[probe] if isinstance(probe, str) else list(probe) for probes in red_team().values() for probe in probes]
+    red = Counter(evaluate_plan(plan, ctx, policy)[1] for plan in probes for ctx in CONTEXTS.values())
+    print(f"  red team ({len(probes)} probes as plans x {len(CONTEXTS)} incidents): allow {red[Decision.ALLOW]}, "
+          f"approve {red[Decision.APPROVE]}, block {red[Decision.BLOCK]}  target: allow 0")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,26 @@ options:
     default: ~/.local/state/sentinel-heal
 """
 
+    # How the actions that run steps on a host run them (sentinel.heal.controller.steps).
+    STEPS = r"""
+options:
+  step_timeout:
+    description: Seconds each step may run on the host (1-3600).
+    type: int
+    default: 120
+  step_privilege:
+    description:
+      - How a step the policy runs as root gets there.
+      - C(become) uses the play's privilege escalation (Ansible runs a shell and Python as root, so the
+        host's sudo rule must allow any command).
+      - C(sudo) runs the step as C(sudo -n -- ARGV) without Ansible's become, so a sudo rule on the host
+        can allow exactly the commands the policy can allow, a second line behind the guard (see
+        C(policies/sudoers.example)). A command the host's rule does not allow fails there.
+    type: str
+    choices: [become, sudo]
+    default: become
+"""
+
     # How such an action behaves (sentinel.heal.controller.attributes).
     ATTRIBUTES = r"""
 attributes:

@@ -51,6 +51,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
+  - sentinel.heal.controller.steps
   - sentinel.heal.planning
   - sentinel.heal.planning.llm
 attributes:
@@ -73,21 +74,6 @@ options:
     description: Seconds between two verification checks.
     type: float
     default: 2.0
-  step_timeout:
-    description: Seconds each step may run on the host (1-3600).
-    type: int
-    default: 120
-  step_privilege:
-    description:
-      - How a step the policy runs as root gets there.
-      - C(become) uses the play's privilege escalation (Ansible runs a shell and Python as root, so the
-        host's sudo rule must allow any command).
-      - C(sudo) runs the step as C(sudo -n -- ARGV) without Ansible's become, so a sudo rule on the host
-        can allow exactly the commands the policy can allow, a second line behind the guard (see
-        C(policies/sudoers.example)). A command the host's rule does not allow fails there.
-    type: str
-    choices: [become, sudo]
-    default: become
   interactive_approval:
     description:
       - Ask at the terminal when a plan needs approval. Without a terminal (AWX, cron, CI) the plan is

@@ -262,11 +262,13 @@ class Policy:
         real = frozenset(exact | set(self.path_symlinks.values())) - set(self.path_symlinks)
         object.__setattr__(self, "paths", PathResolver(symlinks=dict(self.path_symlinks), real_directories=real))
         object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
+        object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=True))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
 
     paths: PathResolver = field(init=False, compare=False, repr=False)
     _secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
     _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _not_secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
         """The rules that name this executable (or every executable), in file order; memoized."""
@@ -285,7 +287,7 @@ class Policy:
 
     def is_secret(self, arg: str) -> bool:
         """Whether any path ``arg`` may denote is a secret or below one (a secret directory covers everything in it)."""
-        return any(self._secret.match(path) and path not in self.not_secret for path in self.paths.readings(arg))
+        return any(self._secret.match(path) and not self._not_secret.match(path) for path in self.paths.readings(arg))
 
     def is_protected(self, arg: str) -> bool:
         """Whether any path ``arg`` may denote is a protected system path."""
@@ -328,8 +330,7 @@ def evaluate_plan(steps: Sequence[Any], context: PolicyContext | None = None, po
     context = context or PolicyContext()
     judged = [_judge_argv(step, context, policy) if isinstance(step, (list, tuple)) else _judge_command(step, context, policy)
               for step in steps]
-    verdicts, _ = _judge_plan(judged, context)
-    return verdicts, Decision.strictest([v.decision for v in verdicts])
+    return _judge_plan(judged, context)
 
 
 def _judge_plan(judged: Sequence[tuple[Verdict, Effect | None]], context: PolicyContext) -> tuple[list[Verdict], Decision]:

@@ -147,7 +147,7 @@ READ_ONLY_RULES = frozenset({
     "top-snapshot", "listening-sockets", "sockets-summary", "port-users", "port-users-by-protocol", "file-users", "network-state",
     "network-state-short", "kernel-parameters", "date-now", "dpkg-query", "apt-read-only", "apt-get-check", "find-files",
     "nginx-config-test", "apache-config-test", "sshd-config-test", "haproxy-config-test", "postfix-config-test", "named-checkconf-plain",
-    "ping-a-host",
+    "ping-a-host", "getent-hosts", "search-files-pattern-option", "systemctl-show-state", "rotate-logs-dry-run",
 })
 _CONTROL_VERBS = ("start", "stop", "restart", "reload", "force-reload", "try-restart")
 _SYSTEMCTL_VERBS = ("start", "stop", "restart", "reload", "try-restart", "reload-or-restart", "try-reload-or-restart", "reset-failed")
