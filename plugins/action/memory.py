@@ -14,8 +14,8 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import OUTCOMES, PLAN_STATUSES, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
 

@@ -14,8 +14,8 @@ from typing import Any, Mapping, Sequence
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.secrets import redact
 
 SERVICE_CHECK = "sentinel.heal.service_check"
 

@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import yaml
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.paths import PathResolver, compile_patterns, validate_symlinks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure, Verdict
 

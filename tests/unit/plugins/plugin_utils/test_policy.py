@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_argv, evaluate_plan, load_policy
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils import approvals
-from ansible_collections.sentinel.heal.plugins.plugin_utils.approvals import ApprovalRefused
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import ApprovalRefused
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE
