@@ -48,12 +48,10 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _CANONICAL_INT = re.compile(r"^(0|[1-9][0-9]*)$")
-_SIZE = re.compile(r"^[1-9][0-9]{0,5}[KMG]$")
 _SED_PRINT = re.compile(r"^([1-9][0-9]*(,[1-9][0-9]*)?)?p$")
 _WORD = re.compile(r"^[A-Za-z0-9@._+,:%=-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
-_SAFE_MODE = re.compile(r"^0?[0-7][0145][0145]$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
 _OCTAL_MODE = re.compile(r"^[0-7]{3,4}$")
@@ -73,7 +71,6 @@ class PolicyContext:
     service: str | None = None
     init_service: str | None = None
     process: str | None = None
-    user: str | None = None
     port_owners: Mapping[int, str] = field(default_factory=dict)
     service_pids: frozenset[int] = frozenset()
     ports: frozenset[int] = frozenset()
@@ -102,7 +99,6 @@ class PolicyContext:
             service=failure.service,
             init_service=failure.init_service,
             process=process,
-            user=str(spec["user"]) if spec.get("user") else None,
             port_owners=owners,
             service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)),
             ports=frozenset(int(port) for port in spec.get("ports") or []),
@@ -254,6 +250,11 @@ class Policy:
     package_paths: tuple[PackagePath, ...] = ()
     _by_executable: dict[str, tuple[Rule, ...]] = field(default_factory=dict, compare=False, repr=False)
     _blocked_by_executable: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
+    # derived from the fields above once, when the policy is made
+    paths: PathResolver = field(init=False, compare=False, repr=False)
+    _secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _not_secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Exact protected paths are system directories, and the symlinks' targets real ones: owned by root, so
@@ -264,11 +265,6 @@ class Policy:
         object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
         object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=True))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
-
-    paths: PathResolver = field(init=False, compare=False, repr=False)
-    _secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
-    _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
-    _not_secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
         """The rules that name this executable (or every executable), in file order; memoized."""
@@ -584,11 +580,6 @@ def _runtime_dir(path: str, context: PolicyContext, policy: Policy) -> bool:
     return any(_under(path, f"/run/{name}") for name in names)
 
 
-def _service_user(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
-    user, _colon, group = arg.partition(":")
-    return context.user is not None and user == context.user and (not group or bool(_WORD.match(group)))
-
-
 def _service_url(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
     match = _LOOPBACK_URL.match(arg)
     if match is None:
@@ -679,13 +670,10 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "readable_file": _path_placeholder(_readable),
     "unit": lambda arg, letters, context, policy: context.init_service is not None
     and arg in (context.init_service, f"{context.init_service}.service"),
-    "service_user": _service_user,
-    "mode": lambda arg, letters, context, policy: bool(_SAFE_MODE.match(arg)),
     "signed_size": lambda arg, letters, context, policy: bool(_SIGNED_SIZE.match(arg)),
     "text": lambda arg, letters, context, policy: True,
     "count": lambda arg, letters, context, policy: _is_canonical_int(arg) and 1 <= int(arg) <= 100_000,
     "signed_count": lambda arg, letters, context, policy: _is_canonical_int(arg.lstrip("+-")) and len(arg) - len(arg.lstrip("+-")) <= 1,
-    "size": lambda arg, letters, context, policy: bool(_SIZE.match(arg)),
     "flags": lambda arg, letters, context, policy: len(arg) > 1 and arg[0] == "-" and set(arg[1:]) <= set(letters),
     "word": lambda arg, letters, context, policy: bool(_WORD.match(arg)),
     "name": lambda arg, letters, context, policy: bool(_NAME.match(arg)),

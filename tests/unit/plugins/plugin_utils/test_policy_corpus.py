@@ -38,19 +38,19 @@ SSH_FAILURE = Failure(
 
 CONTEXTS = {
     "nginx": PolicyContext(
-        service="nginx", init_service="nginx", process="nginx", user="www-data", port_owners={4242: "python3"},
+        service="nginx", init_service="nginx", process="nginx", port_owners={4242: "python3"},
         service_pids=frozenset(), ports=frozenset({80}), stale_pidfile="/run/nginx.pid", log_files=("/var/log/nginx/error.log",),
         service_dirs=("/var/log/nginx", "/run/nginx", "/var/run/nginx", "/var/lib/nginx", "/var/cache/nginx"), log_dirs=("/var/log/nginx",),
         http_ports=frozenset({80}), probe_hosts=INVENTORY,
     ),
     "postgresql": PolicyContext(
-        service="postgresql", init_service="postgresql", process="postgres", user="postgres", service_pids=frozenset({900}),
+        service="postgresql", init_service="postgresql", process="postgres", service_pids=frozenset({900}),
         ports=frozenset({5432}), log_files=("/var/log/postgresql/postgresql-15-main.log",),
         service_dirs=("/var/log/postgresql", "/run/postgresql", "/var/run/postgresql", "/var/lib/postgresql", "/var/cache/postgresql"),
         log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY,
     ),
     "redis": PolicyContext(
-        service="redis", init_service="redis-server", process="redis-server", user="redis", service_pids=frozenset({700}),
+        service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}),
         ports=frozenset({6379}), stale_pidfile="/run/redis/redis-server.pid", log_files=("/var/log/redis/redis-server.log",),
         service_dirs=("/var/log/redis", "/run/redis", "/var/run/redis", "/var/lib/redis", "/var/log/redis-server", "/run/redis-server"),
         log_dirs=("/var/log/redis", "/var/log/redis-server"), probe_hosts=INVENTORY,

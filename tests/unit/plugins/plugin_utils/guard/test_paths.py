@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.paths import PathResolver, compile_patterns, validate_symlinks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, Rule, evaluate, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, Rule, evaluate, load_policy, parse_policy
 
 POLICY = load_policy()
 RESOLVER = POLICY.paths
@@ -195,9 +195,19 @@ PATH_RULES = {
     "create-runtime-directory": (_POSTGRES, "install -d -o postgres -g postgres -m 2775 PATH"),
     "make-runtime-directory": (_SSH, "mkdir -p PATH"),
 }
+# The path placeholders the shipped policy does not use, in rules an operator could write.
+CUSTOM = parse_policy({"version": 1, "include_default": True, "rules": [
+    {"id": "my-list", "executable": "ls", "argv": ["{service_dir}"], "decision": "allow"},
+    {"id": "my-touch", "executable": "touch", "argv": ["{service_file}"], "decision": "allow"},
+    {"id": "my-rmdir", "executable": "rmdir", "argv": ["{runtime_dir}"], "decision": "allow"},
+    {"id": "my-tail", "executable": "tail", "argv": ["{log_file}"], "decision": "allow"},
+]}, source="custom.yml", version="custom", base=POLICY)
+CUSTOM_PATH_RULES = {"my-list": (_NGINX, "ls PATH"), "my-touch": (_NGINX, "touch PATH"), "my-rmdir": (_NGINX, "rmdir PATH"),
+                     "my-tail": (_NGINX, "tail PATH")}
 _PATH_PLACEHOLDERS = ("{stale_pidfile}", "{log_file}", "{service_dir}", "{service_file}", "{service_log_file}", "{rotated_log}",
                       "{runtime_dir}", "{package_path}", "{readable_file}")
-TARGETS += ["/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
+TARGETS += ["/run/nginx/nginx.sock", "/var/log/nginx", "/var/log/nginx/../../log", "/run/nginx/../sshd",
+            "/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
             "/etc/ssl/certs/ssl-cert-snakeoil.pem", "/etc/haproxy/haproxy.cfg", "/var/log/nginx/../../lib/dpkg/status"]
 
 
@@ -208,15 +218,23 @@ def _takes_a_path(rule: Rule) -> bool:
 
 def test_every_rule_that_takes_a_path_is_fed_aliases_below() -> None:
     assert {rule.id for rule in POLICY.rules if _takes_a_path(rule)} == set(PATH_RULES)
+    assert {rule.id for rule in CUSTOM.rules if _takes_a_path(rule)} == set(PATH_RULES) | set(CUSTOM_PATH_RULES)
+    assert {p[1:-1] for p in _PATH_PLACEHOLDERS} <= {p.placeholder for rule in CUSTOM.rules for p in rule.argv or rule.operands}
+
+
+_ALL_PATH_RULES: dict[str, tuple[Policy, PolicyContext, str]] = {
+    **{rule_id: (POLICY, *how) for rule_id, how in PATH_RULES.items()},
+    **{rule_id: (CUSTOM, *how) for rule_id, how in CUSTOM_PATH_RULES.items()},
+}
 
 
 @settings(max_examples=4000, deadline=None)
-@given(st.sampled_from(sorted(PATH_RULES)), aliases())
+@given(st.sampled_from(sorted(_ALL_PATH_RULES)), aliases())
 def test_a_rule_allows_an_alias_only_when_it_allows_what_the_kernel_opens(rule_id: str, alias: str) -> None:
     """The oracle is the model filesystem: whatever an alias dresses up, the guard judges the file the kernel opens."""
-    context, template = PATH_RULES[rule_id]
-    verdict = evaluate(template.replace("PATH", alias), context, POLICY)
+    policy, context, template = _ALL_PATH_RULES[rule_id]
+    verdict = evaluate(template.replace("PATH", alias), context, policy)
     if verdict.decision is Decision.ALLOW:
         opened = kernel_open(alias)
-        assert not POLICY.is_secret(opened), (alias, opened)
-        assert evaluate(template.replace("PATH", opened), context, POLICY).decision is Decision.ALLOW, (alias, opened)
+        assert not policy.is_secret(opened), (alias, opened)
+        assert evaluate(template.replace("PATH", opened), context, policy).decision is Decision.ALLOW, (alias, opened)
