@@ -537,6 +537,13 @@ def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
     return frozenset(pids)
 
 
+def _own_pids(context: PolicyContext) -> frozenset[int]:
+    """The service's own processes: those service_check saw running it, and the port owners that carry its
+    process name (an orphaned server its init script lost). Signalling them stops the service."""
+    names = {context.process, (context.process or "")[:15]} - {None, ""}
+    return context.service_pids | {pid for pid, name in context.port_owners.items() if name in names}
+
+
 def _pid_placeholder(pids: Callable[[PolicyContext, Policy], Iterable[int]]) -> Callable[[str, str, PolicyContext, Policy], bool]:
     def match(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
         if not _is_canonical_int(arg) or int(arg) <= 1:
@@ -653,8 +660,8 @@ RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, P
 PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "init_service": lambda arg, letters, context, policy: context.init_service is not None and arg == context.init_service,
     "process": lambda arg, letters, context, policy: context.process is not None and arg in (context.process, context.process[:15]),
-    "port_owner_pid": _pid_placeholder(lambda c, p: c.port_owners),
-    "service_pid": _pid_placeholder(lambda c, p: c.service_pids),
+    "port_owner_pid": _pid_placeholder(lambda c, p: set(c.port_owners) - _own_pids(c)),
+    "service_pid": _pid_placeholder(lambda c, p: _own_pids(c)),
     "protected_pid": lambda arg, letters, context, policy: _is_canonical_int(arg.lstrip("-"))
     and int(arg.lstrip("-")) in _protected_pids(context, policy),
     "port": lambda arg, letters, context, policy: _is_canonical_int(arg) and int(arg) in context.ports,

@@ -50,7 +50,7 @@ CONTEXTS = {
         log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY,
     ),
     "redis": PolicyContext(
-        service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}),
+        service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}), port_owners={7001: "redis-server"},
         ports=frozenset({6379}), stale_pidfile="/run/redis/redis-server.pid", log_files=("/var/log/redis/redis-server.log",),
         service_dirs=("/var/log/redis", "/run/redis", "/var/run/redis", "/var/lib/redis", "/var/log/redis-server", "/run/redis-server"),
         log_dirs=("/var/log/redis", "/var/log/redis-server"), probe_hosts=INVENTORY,
