@@ -2,9 +2,15 @@
 
 Each host is a network namespace on the bridge sentinelbr0 plus private mount,
 pid, uts and ipc namespaces whose root is an overlayfs copy-on-write layer over
-a golden debootstrap image. tini is PID 1; it runs /usr/local/sbin/lab-init,
-which starts nginx, postgresql and redis-server through their sysv init
-scripts and then becomes sshd. Ansible reaches the hosts as user `sentinel`.
+a golden debootstrap image. Its PID 1 is one of two inits (per host):
+
+* sysv: tini runs /usr/local/sbin/lab-init, which starts nginx, postgresql and
+  redis-server through their sysv init scripts and then becomes sshd;
+* systemd: systemd 252 boots the image as production hosts do (units, the
+  journal, start limits, Restart=), in its own cgroup namespace whose root is a
+  cgroup of the host machine's own (removed again by `down`).
+
+Ansible reaches the hosts as user `sentinel`.
 
 Usable as a CLI (see `fleet.py --help`) and as a module for pytest. Needs root.
 """
@@ -52,7 +58,18 @@ PACKAGES = (
     "nginx-light",
     "postgresql",
     "redis-server",
+    # systemd as PID 1 of a systemd host; a sysv host keeps it installed and never starts it
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "libpam-systemd",
 )
+INITS = ("sysv", "systemd")
+DEFAULT_INIT = "sysv"
+# Each systemd host's cgroup, below every cgroup hierarchy systemd uses (the unified one, and on a host
+# machine in hybrid mode the named `systemd` one too); `down` removes them, deepest first.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "sentinel-lab"
 
 BRIDGE = "sentinelbr0"
 GATEWAY = "10.77.0.1"
@@ -127,18 +144,29 @@ exec /usr/sbin/sshd -D -e
 EOF
 chmod 0755 /usr/local/sbin/lab-init
 
+# systemd hosts: no timers that rotate, clean or upgrade behind a test's back, no consoles to log in on
+systemctl mask apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
+    logrotate.timer console-getty.service getty@tty1.service systemd-timesyncd.service
+
 rm -f /usr/sbin/policy-rc.d
 apt-get clean
 """
 
-# Runs as PID 1 of a fresh host's namespaces, then becomes tini inside the chroot.
+# Runs as PID 1 of a fresh host's namespaces, then becomes the host's init: tini inside a chroot, or
+# systemd after pivot_root (inside a chroot the kernel refuses new user namespaces, which units with
+# PrivateUsers= need), with only cgroup2 at /sys/fs/cgroup (the root of the host's cgroup namespace: in
+# hybrid mode systemd would write into the machine's v1 hierarchies), container= in its environment, and
+# no capability to load modules, touch raw I/O or set the clock (else modprobe@ units run).
 # The mounts live only in the host's private mount namespace and vanish with it.
 BOOT_HOST = r"""
 set -eu
-image=$1 upper=$2 work=$3 root=$4 name=$5
+image=$1 upper=$2 work=$3 root=$4 name=$5 init=$6
 mount -t overlay overlay -o "lowerdir=$image,upperdir=$upper,workdir=$work" "$root"
 mount -t proc proc "$root/proc"
 mount -t sysfs -o ro sysfs "$root/sys"
+if [ "$init" = systemd ]; then
+    mount -t cgroup2 cgroup2 "$root/sys/fs/cgroup"
+fi
 mount -t tmpfs -o mode=0755,size=1m tmpfs "$root/dev"
 mknod -m 0666 "$root/dev/null" c 1 3
 mknod -m 0666 "$root/dev/zero" c 1 5
@@ -156,7 +184,15 @@ ln -s pts/ptmx "$root/dev/ptmx"
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 mount -t tmpfs -o mode=0755 tmpfs "$root/run"
 hostname "$name"
-exec chroot "$root" /usr/bin/tini -- /usr/local/sbin/lab-init
+if [ "$init" = sysv ]; then
+    exec chroot "$root" /usr/bin/tini -- /usr/local/sbin/lab-init
+fi
+cd "$root"
+mkdir -p .lab-old-root
+pivot_root . .lab-old-root
+umount -l /.lab-old-root
+rmdir /.lab-old-root
+exec /usr/bin/setpriv --bounding-set -sys_module,-sys_rawio,-sys_time /usr/bin/env -i container=sentinel-lab /lib/systemd/systemd
 """
 
 
@@ -216,10 +252,11 @@ class Process:
 
 
 class HostRecord(TypedDict):
-    """A host's processes in fleet.json, each as [pid, start time]."""
+    """A host's processes in fleet.json, each as [pid, start time], and its init system."""
 
     unshare: list[int]
     init: list[int]
+    init_system: str
 
 
 class FleetState(TypedDict):
@@ -234,6 +271,7 @@ class HostStatus:
     up: bool
     pid: int | None
     problems: tuple[str, ...]
+    init_system: str = DEFAULT_INIT
 
 
 def host_names(count: int = DEFAULT_COUNT) -> list[str]:
@@ -268,15 +306,22 @@ def build_image() -> Path:
         return _ensure_image()
 
 
-def up(count: int = DEFAULT_COUNT, timeout: float = 60.0) -> list[Host]:
-    """Start `count` hosts and return once sshd and every service answer."""
+def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_INIT, inits: dict[str, str] | None = None) -> list[Host]:
+    """Start `count` hosts and return once their init is up and sshd and every service answer. Every host
+    boots `init` (sysv or systemd) unless `inits` names another for it."""
     if not 1 <= count <= MAX_HOSTS:
         raise LabError(f"count must be between 1 and {MAX_HOSTS}, not {count}")
+    hosts = [Host(name, address(name)) for name in host_names(count)]
+    wanted = {host.name: (inits or {}).get(host.name, init) for host in hosts}
+    for name, init_system in [*(inits or {}).items(), ("(all)", init)]:
+        if name != "(all)" and name not in wanted:
+            raise LabError(f"init for {name!r}: the fleet has {', '.join(wanted)}")
+        if init_system not in INITS:
+            raise LabError(f"init for {name}: {init_system!r} is not one of {', '.join(INITS)}")
     _require_root_and_tools()
     with _lab_lock():
-        hosts = [Host(name, address(name)) for name in host_names(count)]
         recorded = _load_state()
-        if _fleet_running(recorded, hosts):
+        if _fleet_running(recorded, hosts) and all(recorded["hosts"][name].get("init_system", DEFAULT_INIT) == w for name, w in wanted.items()):
             return hosts
         _teardown(recorded)
         image = _ensure_image()
@@ -287,7 +332,7 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0) -> list[Host]:
         for host in hosts:
             _create_host_network(host)
             _prepare_host_layer(host, image, public_key, hosts)
-            state["hosts"][host.name] = _start_host(host, image)
+            state["hosts"][host.name] = _start_host(host, image, wanted[host.name])
             _save_state(state)
         _wait_until_ready(hosts, state, timeout)
         return hosts
@@ -309,11 +354,12 @@ def status() -> list[HostStatus]:
     for name in names:
         host = Host(name, address(name))
         init = _recorded_init(state, name)
+        init_system = _init_system(state, name)
         if init is None:
-            statuses.append(HostStatus(name, host.address, False, None, ()))
+            statuses.append(HostStatus(name, host.address, False, None, (), init_system))
         else:
-            problems = tuple(_unready_checks(host, init, list(HEALTH_CHECKS)))
-            statuses.append(HostStatus(name, host.address, True, init.pid, problems))
+            problems = tuple(_unready_checks(host, init, init_system, list(HEALTH_CHECKS)))
+            statuses.append(HostStatus(name, host.address, True, init.pid, problems, init_system))
     return statuses
 
 
@@ -498,18 +544,43 @@ def _add_to_layer(image: Path, upper: Path, relative: str, content: str, mode: i
     os.chown(path, *owner)
 
 
-def _start_host(host: Host, image: Path) -> HostRecord:
+def _start_host(host: Host, image: Path, init_system: str) -> HostRecord:
     namespaces = ["unshare", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private"]
-    boot = ["sh", "-c", BOOT_HOST, "lab-boot", str(image), str(host.upper), str(host.work), str(host.rootfs), host.name]
+    cgroups = _host_cgroups(host) if init_system == "systemd" else []
+    if cgroups:
+        namespaces.insert(1, "--cgroup")  # its root is the host's own cgroup, which the launcher enters first
+        for cgroup in cgroups:
+            cgroup.mkdir(parents=True, exist_ok=True)
+    boot = ["sh", "-c", BOOT_HOST, "lab-boot", str(image), str(host.upper), str(host.work), str(host.rootfs), host.name, init_system]
     argv = ["ip", "netns", "exec", host.netns, *namespaces, "--", *boot]
+
+    def enter_cgroups() -> None:
+        for cgroup in cgroups:
+            (cgroup / "cgroup.procs").write_text(f"{os.getpid()}\n")
+
     with host.console_log.open("ab") as console:
-        launched = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, env=SYSTEM_ENV, start_new_session=True)
+        launched = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, env=SYSTEM_ENV,
+                                    start_new_session=True, preexec_fn=enter_cgroups if cgroups else None)
     _LAUNCHED[launched.pid] = launched
     unshare = Process.of(launched.pid)
     init = _wait_for_child(launched.pid)
     if unshare is None or init is None:
         raise LabError(f"{host.name} did not start; see {host.console_log}")
-    return {"unshare": [unshare.pid, unshare.start_time], "init": [init.pid, init.start_time]}
+    return {"unshare": [unshare.pid, unshare.start_time], "init": [init.pid, init.start_time], "init_system": init_system}
+
+
+def _host_cgroups(host: Host) -> list[Path]:
+    """The host's cgroup in each hierarchy systemd uses: cgroup2 alone, or in hybrid mode its unified and named ones."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return [CGROUP_ROOT / CGROUP_PARENT / host.name]
+    return [CGROUP_ROOT / tree / CGROUP_PARENT / host.name for tree in ("unified", "systemd") if (CGROUP_ROOT / tree).is_dir()]
+
+
+def _lab_cgroups() -> list[Path]:
+    """Every cgroup directory the lab made, deepest first (systemd makes its own below each host's)."""
+    parents = [CGROUP_ROOT / CGROUP_PARENT] + [CGROUP_ROOT / tree / CGROUP_PARENT for tree in ("unified", "systemd")]
+    found = [path for parent in parents if parent.is_dir() for path in [parent, *parent.rglob("*")] if path.is_dir()]
+    return sorted(found, key=lambda path: len(path.parts), reverse=True)
 
 
 def _wait_for_child(pid: int, timeout: float = 5.0) -> Process | None:
@@ -524,8 +595,15 @@ def _wait_for_child(pid: int, timeout: float = 5.0) -> Process | None:
     return None
 
 
-def _booted(host: Host, init: Process) -> bool:
-    """True once PID 1 of the host has chrooted into the host's root."""
+def _booted(host: Host, init: Process, init_system: str) -> bool:
+    """True once PID 1 of the host is the host's init: tini chrooted into the host's root, or systemd with
+    every unit started (after pivot_root, /proc/PID/root no longer names the host's root, so ask systemd)."""
+    if init_system == "systemd":
+        state = _run_in_process(init, ["systemctl", "is-system-running"], timeout=10).stdout.strip()
+        if state == "degraded":
+            failed = _run_in_process(init, ["systemctl", "--failed", "--plain", "--no-legend"], timeout=10).stdout.split()
+            raise LabError(f"{host.name}: systemd is degraded, failed units: {' '.join(unit for unit in failed if '.' in unit)}")
+        return state == "running"
     with contextlib.suppress(OSError):
         return os.readlink(f"/proc/{init.pid}/root") == str(host.rootfs)
     return False
@@ -596,9 +674,9 @@ HEALTH_CHECKS: dict[str, Callable[[Host, Process], bool]] = {
 }
 
 
-def _unready_checks(host: Host, init: Process, checks: Sequence[str]) -> list[str]:
+def _unready_checks(host: Host, init: Process, init_system: str, checks: Sequence[str]) -> list[str]:
     """Names of the failing checks: all of them while the host is still booting."""
-    if not _booted(host, init):
+    if not _booted(host, init, init_system):
         return list(checks)
     return [name for name in checks if not HEALTH_CHECKS[name](host, init)]
 
@@ -611,7 +689,7 @@ def _wait_until_ready(hosts: list[Host], state: FleetState, timeout: float) -> N
             init = _recorded_init(state, host.name)
             if init is None:
                 raise LabError(f"{host.name} died while booting; see {host.console_log}")
-            pending[host] = _unready_checks(host, init, pending[host])
+            pending[host] = _unready_checks(host, init, _init_system(state, host.name), pending[host])
             if not pending[host]:
                 del pending[host]
         if not pending:
@@ -632,7 +710,10 @@ def _teardown(state: FleetState) -> None:
     for netns in stray_netns:
         victims |= {int(pid) for pid in _ip("netns", "pids", netns).stdout.split()}
     victims |= _processes_rooted_under(STATE_DIR)
+    victims |= {int(pid) for cgroup in _lab_cgroups() for pid in _read_lines(cgroup / "cgroup.procs")}
     _kill_and_wait(victims)
+    for cgroup in _lab_cgroups():
+        cgroup.rmdir()
     for netns in stray_netns:
         _ip("netns", "delete", netns)
     _delete_lab_links()
@@ -761,6 +842,18 @@ def _save_state(state: FleetState) -> None:
     temporary.replace(STATE_FILE)
 
 
+def _init_system(state: FleetState, name: str) -> str:
+    host_state = state["hosts"].get(name)
+    return DEFAULT_INIT if host_state is None else host_state.get("init_system", DEFAULT_INIT)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
+
+
 def _recorded_init(state: FleetState, name: str) -> Process | None:
     """PID 1 of a host if it is still the process the state file recorded."""
     host_state = state["hosts"].get(name)
@@ -773,7 +866,7 @@ def _recorded_init(state: FleetState, name: str) -> Process | None:
 def _fleet_running(state: FleetState, hosts: list[Host]) -> bool:
     if sorted(state["hosts"]) != sorted(host.name for host in hosts):
         return False
-    return all((init := _recorded_init(state, host.name)) is not None and _booted(host, init) for host in hosts)
+    return all((init := _recorded_init(state, host.name)) is not None and _booted(host, init, _init_system(state, host.name)) for host in hosts)
 
 
 def _read_stat(pid: int) -> tuple[str, int] | None:
@@ -798,10 +891,10 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def _print_status(statuses: list[HostStatus]) -> None:
-    print(f"{'HOST':<8}{'STATE':<7}{'PID':<9}{'ADDRESS':<13}PROBLEMS")
+    print(f"{'HOST':<8}{'STATE':<7}{'INIT':<9}{'PID':<9}{'ADDRESS':<13}PROBLEMS")
     for host in statuses:
         problems = ", ".join(host.problems) if host.up else ""
-        print(f"{host.name:<8}{'up' if host.up else 'down':<7}{host.pid or '-'!s:<9}{host.address:<13}{problems or '-'}")
+        print(f"{host.name:<8}{'up' if host.up else 'down':<7}{host.init_system:<9}{host.pid or '-'!s:<9}{host.address:<13}{problems or '-'}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -811,6 +904,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     up_parser = commands.add_parser("up", help="start the hosts (no-op when already up)")
     up_parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
     up_parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for services")
+    up_parser.add_argument("--init", action="append", default=[], metavar="[HOST=]INIT",
+                           help=f"init of every host, or of one (node3=sysv); one of {', '.join(INITS)}; default {DEFAULT_INIT}")
     commands.add_parser("down", help="stop the hosts and remove all lab state")
     commands.add_parser("status", help="show each host")
     exec_parser = commands.add_parser("exec", help="run a command as root inside a host: exec HOST -- CMD...")
@@ -828,7 +923,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(build_image())
         elif args.command == "up":
             started = time.monotonic()
-            hosts = up(args.count, args.timeout)
+            every = [choice for choice in args.init if "=" not in choice]
+            per_host = dict(choice.split("=", 1) for choice in args.init if "=" in choice)
+            hosts = up(args.count, args.timeout, init=every[-1] if every else DEFAULT_INIT, inits=per_host)
             print(f"{len(hosts)} hosts up in {time.monotonic() - started:.1f} s: {', '.join(h.name for h in hosts)}")
         elif args.command == "down":
             down()
