@@ -21,3 +21,15 @@ def test_the_heal_benchmark_runs_one_round_and_leaves_the_fleet_healthy(lab: Any
         "heal.yml, killed nginx, runbook path", "heal.yml, killed nginx, fix from memory",
     ]
     assert heal_speed.nginx_is_healthy()
+
+
+def test_the_lab_benchmark_boots_both_inits_once_and_the_fleet_comes_back(lab: Any) -> None:
+    import lab_speed
+
+    try:
+        report = lab_speed.measure(rounds=1)
+    finally:
+        lab.up()
+    assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
+    assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
+    assert all(status.up and not status.problems for status in lab.status())
