@@ -55,6 +55,7 @@ _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
 _OCTAL_MODE = re.compile(r"^[0-7]{3,4}$")
+_UNIT_INSTANCE = re.compile(r"^[A-Za-z0-9_.:-]+@[A-Za-z0-9_.:-]+?(\.service)?$")
 # No userinfo, query or escapes: what reaches the service is a plain GET of a plain path.
 _LOOPBACK_URL = re.compile(r"^(?P<scheme>https?)://(127\.0\.0\.1|localhost|\[::1\])(:(?P<port>[1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?$")
 _HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9]{1,5}))?(/|$)")
@@ -131,15 +132,18 @@ def service_dirs(failure: Failure) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Pattern:
-    """One argument pattern: a literal, a choice, or literal text around one {placeholder}."""
+    """One argument pattern: a literal, a choice, literal text around one {placeholder}, or a choice of those."""
 
     choices: tuple[str, ...] = ()
     prefix: str = ""
     placeholder: str | None = None
     letters: str = ""
     suffix: str = ""
+    alternatives: tuple[Pattern, ...] = ()
 
     def matches(self, arg: str, context: PolicyContext, policy: Policy) -> bool:
+        if self.alternatives:
+            return arg in self.choices or any(p.matches(arg, context, policy) for p in self.alternatives)
         if self.placeholder is None:
             return arg in self.choices
         if not (arg.startswith(self.prefix) and arg.endswith(self.suffix)) or len(arg) < len(self.prefix) + len(self.suffix):
@@ -494,15 +498,19 @@ def _split_options(args: Sequence[str], options: Mapping[str, Pattern | None], c
                 return None
             seen[name] = attached
             continue
-        cluster = _short_cluster(arg[1:], options, context, policy)
+        cluster = _short_cluster(arg[1:], args[index] if index < len(args) else None, options, context, policy)
         if cluster is None:
             return None
-        seen.update(cluster)
+        seen.update(cluster[0])
+        index += cluster[1]
     return operands, seen
 
 
-def _short_cluster(letters: str, options: Mapping[str, Pattern | None], context: PolicyContext, policy: Policy) -> dict[str, str] | None:
-    """-ltn (flags without values) ending, optionally, in one option with its value attached (-bn1)."""
+def _short_cluster(letters: str, following: str | None, options: Mapping[str, Pattern | None], context: PolicyContext,
+                   policy: Policy) -> tuple[dict[str, str], int] | None:
+    """-ltn (flags without values) ending, optionally, in one option with its value, attached (-bn1) or, as
+    getopt reads it, the next argument (-xeu nginx); returns the options seen and how many arguments
+    after the cluster it used (0 or 1)."""
     seen = {}
     for position, letter in enumerate(letters):
         name = f"-{letter}"
@@ -511,12 +519,13 @@ def _short_cluster(letters: str, options: Mapping[str, Pattern | None], context:
         pattern = options[name]
         if pattern is not None:
             rest = letters[position + 1:]
-            if not rest or not pattern.matches(rest, context, policy):
+            value, used = (rest, 0) if rest else (following, 1)
+            if value is None or not pattern.matches(value, context, policy):
                 return None
-            seen[name] = rest
-            return seen
+            seen[name] = value
+            return seen, used
         seen[name] = ""
-    return seen
+    return seen, 0
 
 
 def _is_canonical_int(arg: str) -> bool:
@@ -535,6 +544,11 @@ def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
     if own & (policy.protected_processes | policy.protected_services):
         pids |= context.service_pids
     return frozenset(pids)
+
+
+def _instance_of(arg: str, template: str) -> bool:
+    """An instance of the unit template NAME@.service: NAME@INSTANCE or NAME@INSTANCE.service."""
+    return bool(_UNIT_INSTANCE.match(arg)) and arg.startswith(f"{template}@")
 
 
 def _own_pids(context: PolicyContext) -> frozenset[int]:
@@ -676,7 +690,7 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "package_path": _path_placeholder(lambda path, context, policy: policy.package_path(path, context) is not None),
     "readable_file": _path_placeholder(_readable),
     "unit": lambda arg, letters, context, policy: context.init_service is not None
-    and arg in (context.init_service, f"{context.init_service}.service"),
+    and (arg in (context.init_service, f"{context.init_service}.service") or _instance_of(arg, context.init_service)),
     "signed_size": lambda arg, letters, context, policy: bool(_SIGNED_SIZE.match(arg)),
     "text": lambda arg, letters, context, policy: True,
     "count": lambda arg, letters, context, policy: _is_canonical_int(arg) and 1 <= int(arg) <= 100_000,
@@ -902,7 +916,11 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
 
 def _parse_pattern(where: str, value: Any, fail: Callable[..., PolicyFileError]) -> Pattern:
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return Pattern(choices=tuple(value))
+        templated = [v for v in value if _PLACEHOLDER.search(v)]
+        if not templated:
+            return Pattern(choices=tuple(value))
+        return Pattern(choices=tuple(v for v in value if v not in templated),
+                       alternatives=tuple(_parse_pattern(f"{where}[{value.index(v)}]", v, fail) for v in templated))
     if not isinstance(value, str):
         raise fail("an argument pattern is a string or a list of strings", where, value)
     found = list(_PLACEHOLDER.finditer(value))

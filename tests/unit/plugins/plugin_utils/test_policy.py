@@ -286,3 +286,50 @@ def test_without_the_bash_grammar_nothing_is_judged_and_the_error_says_what_to_i
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env={"PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.stdout.strip() == ("the bash grammar that cross-checks every command is not installed; field: python package; "
                                    "value: 'tree_sitter_bash'; fix: pip install -r requirements.txt on the controller")
+
+
+# ---- systemd: the reads people and systemd use, the template's instances, a person's decisions ----------------------
+
+POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", process="postgres")
+
+
+@pytest.mark.parametrize(("command", "rule"), [
+    ("journalctl -xeu postgresql@15-main.service", "journal-reading"),         # what systemctl's own error message says to run
+    ("journalctl -u postgresql@15-main -b -n 50 --no-pager -o cat", "journal-reading"),
+    ("systemctl status postgresql@15-main -l --no-pager", "systemctl-inspect"),
+    ("systemctl show -p Result postgresql@15-main", "systemctl-show-state"),
+    ("systemd-analyze verify postgresql@15-main.service", "systemd-verify-unit"),
+    ("systemctl start postgresql@15-main", "systemctl-control"),             # the unit that really runs a Debian cluster
+    ("systemctl reset-failed postgresql@15-main.service", "systemctl-control"),
+])
+def test_systemd_reads_and_the_instances_of_the_services_template_are_the_incidents_own(command: str, rule: str) -> None:
+    verdict = evaluate(command, POSTGRES)
+    assert (verdict.decision, verdict.rule) == (Decision.ALLOW, rule), verdict.reason
+
+
+@pytest.mark.parametrize(("command", "rule", "reason"), [
+    ("systemctl revert nginx", "systemctl-a-persons-decisions", "a person's decisions"),
+    ("systemctl unmask postgresql", "systemctl-a-persons-decisions", "a person's decisions"),
+    ("systemctl enable --now postgresql", "systemctl-a-persons-decisions", "a person's decisions"),
+    ("systemctl daemon-reload", "systemctl-a-persons-decisions", "what the service manager has loaded"),
+    ("systemctl set-property postgresql MemoryMax=1", "systemctl-a-persons-decisions", "properties"),
+    ("systemctl start --runtime postgresql", "systemctl-a-persons-decisions", "a person's decisions"),
+    ("systemctl -H root@198.51.100.7 status postgresql", "systemd-tools-elsewhere", "another host"),
+    ("journalctl -M other -u postgresql", "systemd-tools-elsewhere", "another host, container"),
+    ("systemctl kill -s KILL ssh", "systemctl-stop-protected", "cuts the host off"),
+    ("systemctl reboot", "systemctl-power-and-isolation", "take the whole host down"),
+])
+def test_systemd_changes_that_are_not_the_loops_are_blocked_with_their_true_reason(command: str, rule: str, reason: str) -> None:
+    verdict = evaluate(command, POSTGRES)
+    assert (verdict.decision, verdict.rule) == (Decision.BLOCK, rule) and reason in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("command", ["systemctl start other@15-main", "systemctl start postgresql@x@y", "systemctl start postgresql@"])
+def test_only_the_services_own_template_counts(command: str) -> None:
+    assert evaluate(command, POSTGRES).decision is Decision.APPROVE
+
+
+def test_a_short_option_cluster_takes_its_value_from_the_next_argument_as_getopt_does() -> None:
+    assert evaluate("tail -qn 5 /var/log/nginx/error.log", NGINX).rule == "tail-or-head-of-files"
+    assert evaluate("grep -ie x /etc/hostname", NGINX).rule == "search-files-pattern-option"   # -e takes x: /etc/hostname is the file
+    assert evaluate("grep -ie /etc/hostname x", NGINX).decision is Decision.APPROVE               # x is a (relative) file
