@@ -49,8 +49,10 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _CANONICAL_INT = re.compile(r"^(0|[1-9][0-9]*)$")
 _SED_PRINT = re.compile(r"^([1-9][0-9]*(,[1-9][0-9]*)?)?p$")
-_WORD = re.compile(r"^[A-Za-z0-9@._+,:%=-]+$")
-_NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
+# A value that starts with "-" becomes an option of the tool, or of one it wraps (service passes it to systemctl).
+_WORD = re.compile(r"^[A-Za-z0-9@._+,:%=][A-Za-z0-9@._+,:%=-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9@._+][A-Za-z0-9@._+-]*$")
+_PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
@@ -83,6 +85,8 @@ class PolicyContext:
     http_ports: frozenset[int] = frozenset()
     # the inventory's hosts (names and addresses): with loopback, the only hosts a probe may reach
     probe_hosts: frozenset[str] = frozenset()
+    # the PostgreSQL clusters (version, name) the service declares: the only ones pg_ctlcluster may act on
+    pg_clusters: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
     def from_failure(cls, failure: Failure, probe_hosts: Iterable[str] = ()) -> PolicyContext:
@@ -109,7 +113,18 @@ class PolicyContext:
             log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
             http_ports=frozenset(port for port in [_http_port((spec.get("http") or {}).get("url"))] if port is not None),
             probe_hosts=frozenset(probe_hosts),
+            pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
         )
+
+
+def _pg_clusters(paths: Iterable[str]) -> frozenset[tuple[str, str]]:
+    clusters = set()
+    for path in paths:
+        match = _PG_CLUSTER.search(path)
+        if match:
+            version, name = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(5))
+            clusters.add((version, name))
+    return frozenset(clusters)
 
 
 def _http_port(url: Any) -> int | None:
@@ -267,7 +282,7 @@ class Policy:
         real = frozenset(exact | set(self.path_symlinks.values())) - set(self.path_symlinks)
         object.__setattr__(self, "paths", PathResolver(symlinks=dict(self.path_symlinks), real_directories=real))
         object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
-        object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=True))
+        object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=False))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
@@ -701,6 +716,8 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "glob": lambda arg, letters, context, policy: bool(_GLOB.match(arg)),
     "sed_print": lambda arg, letters, context, policy: bool(_SED_PRINT.match(arg)),
     "service_url": _service_url,
+    "pg_version": lambda arg, letters, context, policy: arg in {version for version, _name in context.pg_clusters},
+    "pg_cluster": lambda arg, letters, context, policy: arg in {name for _version, name in context.pg_clusters},
     "probe_host": _probe_host,
     "secret_path": lambda arg, letters, context, policy: policy.is_secret(arg),
     "protected_path": lambda arg, letters, context, policy: policy.is_protected(arg),

@@ -47,7 +47,7 @@ CONTEXTS = {
         service="postgresql", init_service="postgresql", process="postgres", service_pids=frozenset({900}),
         ports=frozenset({5432}), log_files=("/var/log/postgresql/postgresql-15-main.log",),
         service_dirs=("/var/log/postgresql", "/run/postgresql", "/var/run/postgresql", "/var/lib/postgresql", "/var/cache/postgresql"),
-        log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY,
+        log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY, pg_clusters=frozenset({("15", "main")}),
     ),
     "redis": PolicyContext(
         service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}), port_owners={7001: "redis-server"},

@@ -119,7 +119,8 @@ def test_a_loopback_probe_is_a_plain_request_to_the_service_port_or_needs_a_pers
 
 
 def test_the_http_probe_reaches_the_port_of_the_declared_http_check() -> None:
-    assert _decide("nginx", "curl -sSf -m 5 http://localhost:80/healthz") == ("allow", "local-http-probe")
+    assert _decide("nginx", "curl -sSf -m 5 -o /dev/null http://localhost:80/healthz") == ("allow", "local-http-probe")
+    assert _decide("nginx", "curl -sSf -m 5 http://localhost:80/healthz")[0] == "approve"  # the answer would reach the output
     assert _decide("redis", "curl -s -o /dev/null http://127.0.0.1/")[0] == "approve"   # redis declares no HTTP check
 
 
@@ -196,7 +197,9 @@ def test_a_declared_log_does_not_widen_to_its_directory(command: str) -> None:
 @pytest.mark.parametrize(("service", "plan", "rules"), [
     ("redis", ["service redis-server stop"], ["plan-leaves-service-stopped"]),
     ("postgresql", ["pg_ctlcluster 15 main stop"], ["plan-leaves-service-stopped"]),
-    ("postgresql", ["pkill -QUIT -x postgres"], ["plan-leaves-service-stopped"]),
+    ("postgresql", ["pkill -TERM -x postgres"], ["plan-leaves-service-stopped"]),
+    # a start of a cluster the incident does not declare starts nothing it knows: the stop stands
+    ("postgresql", ["pg_ctlcluster 15 main stop", "pg_ctlcluster 15 bogus start"], ["plan-leaves-service-stopped", "default-approve"]),
     ("nginx", ["service nginx start", "service nginx stop"], ["service-control", "plan-leaves-service-stopped"]),
     ("nginx", ["service nginx stop", "service nginx start"], ["service-control", "service-control"]),
     ("postgresql", ["kill -TERM 900", "service postgresql start"], ["signal-own-process", "service-control"]),
