@@ -57,7 +57,10 @@ ARGUMENT_SPEC = dict(
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
-FAILURE_CLASSES = ("port_conflict", "stale_pidfile", "not_running", "unhealthy")
+FAILURE_CLASSES = ("masked", "port_conflict", "stale_pidfile", "not_running", "unhealthy")
+# What systemd says about a unit, read with `systemctl show` (never parsed from `systemctl status` prose).
+UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainStatus",
+                   "FragmentPath", "DropInPaths")
 OUTPUT_LIMIT = 2000
 LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
@@ -172,6 +175,8 @@ def _check_one(spec, manager, log_lines, redact_values):
     for owner in evidence["port_owners"]:
         summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
     summary += "".join("; " + note for note in _path_notes(evidence, spec.get("user")))
+    if failure_class == "masked":
+        summary += "; unit %s is masked" % evidence["unit"]["Id"]
     result.update(
         failure_class=failure_class,
         summary=redact(summary, redact_values),
@@ -182,6 +187,8 @@ def _check_one(spec, manager, log_lines, redact_values):
 
 
 def _classify(checks, evidence, process_name):
+    if unit_masked(evidence.get("unit")):
+        return "masked"
     if any(owner["process"] != process_name[:15] for owner in evidence["port_owners"]):
         return "port_conflict"
     pidfile = evidence["pidfile"]
@@ -264,8 +271,23 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         processes=find_pids(process_name)[:MAX_PIDS],
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
+        unit=systemd_unit(init_service, timeout) if manager == "systemd" else None,
         collected_at=time.time(),
     )
+
+
+def systemd_unit(init_service, timeout):
+    """The unit's state as systemd reports it (UNIT_PROPERTIES), or None when systemctl cannot tell."""
+    rc, output = run(["systemctl", "show", init_service, "--property=" + ",".join(UNIT_PROPERTIES)], timeout)
+    if rc != 0:
+        return None
+    unit = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+    return unit if unit.get("Id") else None
+
+
+def unit_masked(unit):
+    """A person masked the unit (for good or until the next boot): it must not run, and nothing starts it."""
+    return bool(unit) and (unit.get("LoadState") == "masked" or unit.get("UnitFileState", "").startswith("masked"))
 
 
 def _service_directories(spec):

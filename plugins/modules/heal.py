@@ -28,6 +28,8 @@ description:
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
     understand runs unattended.
+  - A unit a person masked (systemd hosts) is left alone - no attempt, nothing run - and the incident
+    ends C(masked).
   - Allowed steps run with ansible-runner against the same host, with the connection the play
     resolved for it, one run per attempt, each step as C(ansible.builtin.command) with an argv
     (never a shell), privilege escalation where the policy rule says so, a timeout per step;
@@ -117,8 +119,9 @@ EXAMPLES = r"""
 RETURN = r"""
 status:
   description:
-    - The worst end state of the host's incidents - C(healthy), C(healed), C(awaiting_approval),
-      C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan that did not run).
+    - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
+      alone), C(healed), C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned)
+      (an allowed plan that did not run).
   returned: always
   type: str
   sample: healed

@@ -192,7 +192,9 @@ failures:
   elements: dict
   contains:
     failure_class:
-      description: C(port_conflict), C(stale_pidfile), C(not_running) or C(unhealthy).
+      description:
+        - C(masked) (on a systemd host, a person masked the unit), C(port_conflict), C(stale_pidfile), C(not_running)
+          or C(unhealthy).
       type: str
     summary:
       description: One line saying what failed, redacted.
@@ -233,6 +235,12 @@ failures:
               nothing left).
           type: list
           elements: dict
+        unit:
+          description:
+            - On a systemd host, the unit as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState),
+              C(SubState), C(Result), C(UnitFileState), C(NRestarts), C(ExecMainStatus), C(FragmentPath),
+              C(DropInPaths); null elsewhere.
+          type: dict
         collected_at:
           description: When the evidence was gathered (seconds since the epoch).
           type: float

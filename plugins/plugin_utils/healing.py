@@ -1,5 +1,6 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
+    diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
                   │                │ ─approve─▶ ask_human ─approved─▶ execute
                   │                │              └─pending/denied──────────────────────────────▶ record
@@ -135,16 +136,20 @@ class Evidence:
 class DiagnoseNode(_ToolNode):
     node_name = "diagnose"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]]:
-        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
+    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | None:
         failure = state.failure
+        if failure.masked_unit is not None:
+            return None  # a person's decision: no attempt
+        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         if memory is not None:
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
         return failure, frozenset(excluded)
 
-    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]]) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]]:
+    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]] | None) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None:
+        if prep_res is None:
+            return None
         failure, excluded = prep_res
         remembered = self.tools.planner.remembered_fix(failure, excluded)
         if remembered is not None:
@@ -171,7 +176,10 @@ class DiagnoseNode(_ToolNode):
             return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), Evidence(), excluded
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]]) -> str:
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None) -> str:
+        if exec_res is None:
+            state.reason = f"{state.failure.service}: {state.failure.masked_unit} is masked by a person: not healed, nothing run"
+            return "left_alone"
         diagnosis, evidence, excluded = exec_res
         results = evidence.results
         attempt = state.attempt
@@ -432,6 +440,13 @@ class UnreachableNode(_EndNode):
     status = Status.UNREACHABLE.value
 
 
+class LeftAloneNode(_EndNode):
+    """A person decided the service must not run (a masked unit): the loop does nothing, not even an attempt."""
+
+    node_name = "left_alone"
+    status = Status.MASKED.value
+
+
 class CheckOnlyNode(_ToolNode):
     node_name = "check_only"
 
@@ -442,7 +457,7 @@ class CheckOnlyNode(_ToolNode):
 
 
 EDGES: Mapping[str, Mapping[str, str]] = {
-    "diagnose": {DEFAULT_ACTION: "plan"},
+    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone"},
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
@@ -455,7 +470,7 @@ EDGES: Mapping[str, Mapping[str, str]] = {
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, CheckOnlyNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, LeftAloneNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -36,6 +36,7 @@ class Status(StrEnum):
     """The end state of a host (and of each incident on it), worst last."""
 
     HEALTHY = "healthy"
+    MASKED = "masked"  # a person masked the unit: left alone, nothing run
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended
     AWAITING_APPROVAL = "awaiting_approval"
@@ -125,6 +126,13 @@ class Failure:
     @property
     def init_service(self) -> str:
         return str(self.spec.get("service") or self.service)
+
+    @property
+    def masked_unit(self) -> str | None:
+        """The unit a person masked (systemd hosts), which nothing may start or unmask; None when not masked."""
+        unit = self.evidence.get("unit") or {}
+        masked = unit.get("LoadState") == "masked" or str(unit.get("UnitFileState", "")).startswith("masked")
+        return str(unit.get("Id") or self.init_service) if masked else None
 
     @property
     def normalized_error(self) -> str:

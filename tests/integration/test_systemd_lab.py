@@ -64,6 +64,22 @@ def test_a_killed_nginx_is_healed_on_a_systemd_host_and_on_a_sysv_host(mixed: An
         faults.undo_all()
 
 
+def test_a_unit_a_person_masked_is_left_alone_and_stays_masked(mixed: Any, tmp_path: Path) -> None:
+    sh(mixed, "node1", "systemctl", "mask", "--now", "nginx")
+    try:
+        run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+        # a person's decision is not a failure of the job: nothing ran, and the summary says why
+        assert run.rc == 0, run.output
+        assert "node1: nginx masked: nginx: nginx.service is masked by a person: not healed, nothing run" in one_line(run.output)
+        assert "[diagnose > left_alone]" in one_line(run.output)
+        assert not (tmp_path / "runs" / "node1").exists()
+        assert sh(mixed, "node1", "systemctl", "is-enabled", "nginx").strip() == "masked"
+        assert sh(mixed, "node1", "systemctl", "is-active", "nginx").strip() == "inactive"
+    finally:
+        sh(mixed, "node1", "systemctl", "unmask", "nginx")
+        sh(mixed, "node1", "systemctl", "start", "nginx")
+
+
 def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixed: Any) -> None:
     init_pids = [status.pid for status in mixed.status() if status.init_system == "systemd"]
     assert mixed._lab_cgroups(), "a systemd host lives in a cgroup of its own"

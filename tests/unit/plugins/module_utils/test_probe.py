@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _probe
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners, unit_masked
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK, redact
 
 
@@ -281,3 +281,13 @@ def test_redaction_keeps_ordinary_log_lines() -> None:
     line = "2026/11/22 10:00:01 [emerg] 812#812: bind() to 0.0.0.0:80 failed (98: Address already in use)"
     assert redact(line) == line
     assert os.environ.get("SENTINEL_NEVER_SET") is None
+
+
+@pytest.mark.parametrize(("unit", "masked"), [
+    ({"Id": "nginx.service", "LoadState": "masked", "UnitFileState": "masked"}, True),
+    ({"Id": "nginx.service", "LoadState": "loaded", "UnitFileState": "masked-runtime"}, True),   # systemctl mask --runtime
+    ({"Id": "nginx.service", "LoadState": "loaded", "UnitFileState": "disabled"}, False),        # disabled still may run
+    (None, False),                                                                              # not a systemd host
+])
+def test_a_unit_is_masked_by_its_load_state_or_its_unit_file_state(unit: dict[str, str] | None, masked: bool) -> None:
+    assert unit_masked(unit) is masked

@@ -6,6 +6,7 @@ scripted here because these tests are about routing. The real executor runs in t
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -175,3 +176,16 @@ def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
     page = timeline_html(hosts, title="run <1>")
     assert "<script>" not in page and "&lt;script&gt;" in page and "<title>run &lt;1&gt;</title>" in page
     assert "<code>rm -f /run/nginx.pid</code> allow" in page
+
+
+def test_a_unit_a_person_masked_is_left_alone_with_no_attempt(tmp_path: Path) -> None:
+    masked = nginx_failure("masked")
+    masked = dataclasses.replace(masked, evidence={**masked.evidence, "unit": {"Id": "nginx.service", "LoadState": "masked",
+                                                                                "UnitFileState": "masked", "ActiveState": "inactive"}})
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [])
+    outcome = heal_incident(masked, tools)
+    assert outcome.trace.path == ["diagnose", "left_alone"]
+    assert outcome.state.status == "masked" and outcome.state.attempts == [] and executor.runs == []
+    assert outcome.state.reason == "nginx: nginx.service is masked by a person: not healed, nothing run"
+    assert tools.memory.episodes() == [] and not outcome.state.changed  # type: ignore[union-attr]
