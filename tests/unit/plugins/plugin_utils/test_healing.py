@@ -180,8 +180,8 @@ def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
 
 def test_a_unit_a_person_masked_is_left_alone_with_no_attempt(tmp_path: Path) -> None:
     masked = nginx_failure("masked")
-    masked = dataclasses.replace(masked, evidence={**masked.evidence, "unit": {"Id": "nginx.service", "LoadState": "masked",
-                                                                                "UnitFileState": "masked", "ActiveState": "inactive"}})
+    unit = {"Id": "nginx.service", "LoadState": "masked", "UnitFileState": "masked", "ActiveState": "inactive"}
+    masked = dataclasses.replace(masked, evidence={**masked.evidence, "unit": unit})
     executor = ScriptedExecutor(CONFIG_OK)
     tools = _tools(tmp_path, executor, [])
     outcome = heal_incident(masked, tools)
