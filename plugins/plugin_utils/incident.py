@@ -129,10 +129,11 @@ class Failure:
 
     @property
     def masked_unit(self) -> str | None:
-        """The unit a person masked (systemd hosts), which nothing may start or unmask; None when not masked."""
-        unit = self.evidence.get("unit") or {}
-        masked = unit.get("LoadState") == "masked" or str(unit.get("UnitFileState", "")).startswith("masked")
-        return str(unit.get("Id") or self.init_service) if masked else None
+        """The unit a person masked (service_check's failure class ``masked``, systemd hosts), which nothing may
+        start or unmask; None when not masked."""
+        if self.failure_class != "masked":
+            return None
+        return str((self.evidence.get("unit") or {}).get("Id") or self.init_service)
 
     @property
     def normalized_error(self) -> str:

@@ -129,8 +129,11 @@ def _pg_clusters(paths: Iterable[str]) -> frozenset[tuple[str, str]]:
 
 def _http_port(url: Any) -> int | None:
     match = _HTTP_URL.match(str(url or ""))
-    if match is None:
-        return None
+    return None if match is None else _url_port(match)
+
+
+def _url_port(match: re.Match[str]) -> int:
+    """The port a URL reaches: the one it names, or its scheme's."""
     return int(match.group("port")) if match.group("port") else (443 if match.group("scheme") == "https" else 80)
 
 
@@ -331,7 +334,6 @@ def evaluate(command: Any, context: PolicyContext | None = None, policy: Policy 
 
 def evaluate_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> Verdict:
     """Decide an already split command (the form plans and approvals carry), as a one-step plan."""
-    policy = policy or load_policy()
     [verdict], _decision = _judge_plan([_judge_argv(argv, context, policy, command=command)], context)
     return verdict
 
@@ -416,8 +418,9 @@ def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, 
         argv = argv[1:]
     executable = argv[0]
     if "/" in executable:
-        directory, name = posixpath.split(policy.paths.canonical(executable) or executable)
-        if directory not in TRUSTED_BIN_DIRS or policy.paths.canonical(executable) is None:
+        canonical = policy.paths.canonical(executable)
+        directory, name = posixpath.split(canonical or "")
+        if canonical is None or directory not in TRUSTED_BIN_DIRS:
             reason = f"executable {executable!r} is outside the system bin directories"
             return _verdict(command, argv, Decision.APPROVE, reason, "untrusted-path", policy), None
         executable = name
@@ -618,10 +621,7 @@ def _runtime_dir(path: str, context: PolicyContext, policy: Policy) -> bool:
 
 def _service_url(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
     match = _LOOPBACK_URL.match(arg)
-    if match is None:
-        return False
-    port = int(match.group("port")) if match.group("port") else (443 if match.group("scheme") == "https" else 80)
-    return port in context.http_ports
+    return match is not None and _url_port(match) in context.http_ports
 
 
 def _probe_host(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
@@ -895,7 +895,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     if effect is not None and not (effect in effects or (isinstance(effect, dict) and effect and set(map(str, effect.values())) <= set(effects))):
         raise fail("'effect' is one of the effects, or a map from an argument to one", f"{where}.effect", effect, f"effects: {effects}")
     restores = raw.get("restores")
-    if restores is not None and (restores not in RESTORES or ("options" not in raw and "operands" not in raw)):
+    if restores is not None and (not isinstance(restores, str) or restores not in RESTORES or ("options" not in raw and "operands" not in raw)):
         raise fail("'restores' checks options/operands against the package paths", f"{where}.restores", restores,
                    f"one of {sorted(RESTORES)}, with options/operands")
     common: dict[str, Any] = dict(

@@ -358,7 +358,10 @@ def status() -> list[HostStatus]:
         if init is None:
             statuses.append(HostStatus(name, host.address, False, None, (), init_system))
         else:
-            problems = tuple(_unready_checks(host, init, init_system, list(HEALTH_CHECKS)))
+            try:
+                problems = tuple(_unready_checks(host, init, init_system, list(HEALTH_CHECKS)))
+            except LabError as error:
+                problems = (str(error),)
             statuses.append(HostStatus(name, host.address, True, init.pid, problems, init_system))
     return statuses
 
@@ -597,7 +600,8 @@ def _wait_for_child(pid: int, timeout: float = 5.0) -> Process | None:
 
 def _booted(host: Host, init: Process, init_system: str) -> bool:
     """True once PID 1 of the host is the host's init: tini chrooted into the host's root, or systemd with
-    every unit started (after pivot_root, /proc/PID/root no longer names the host's root, so ask systemd)."""
+    every unit started (after pivot_root, /proc/PID/root no longer names the host's root, so ask systemd).
+    Raises LabError naming the failed units when systemd will not get there."""
     if init_system == "systemd":
         state = _run_in_process(init, ["systemctl", "is-system-running"], timeout=10).stdout.strip()
         if state == "degraded":
@@ -866,7 +870,11 @@ def _recorded_init(state: FleetState, name: str) -> Process | None:
 def _fleet_running(state: FleetState, hosts: list[Host]) -> bool:
     if sorted(state["hosts"]) != sorted(host.name for host in hosts):
         return False
-    return all((init := _recorded_init(state, host.name)) is not None and _booted(host, init, _init_system(state, host.name)) for host in hosts)
+    try:
+        return all((init := _recorded_init(state, host.name)) is not None and _booted(host, init, _init_system(state, host.name))
+                   for host in hosts)
+    except LabError:
+        return False  # a degraded host: the fleet is rebuilt
 
 
 def _read_stat(pid: int) -> tuple[str, int] | None:

@@ -157,6 +157,12 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: allow}\n  - {id: a, executable: ps, argv: [], decision: allow}\n",
          "rules[1].id", "a"),
         ("version: 1\nmax_command_length: 3\n", "max_command_length", 3),
+        ("version: 1\nrules:\n  - {id: a, executable: chown, operands: ['{word}'], restores: [ownership], decision: allow}\n",
+         "rules[0].restores", ["ownership"]),
+        ("version: 1\nrules:\n  - {id: a, executable: kill, argv: [], effect: halts, decision: allow}\n", "rules[0].effect", "halts"),
+        ("version: 1\npath_symlinks: {/var/run: run}\n", "path_symlinks", {"/var/run": "run"}),
+        ("version: 1\npackage_paths:\n  - {services: [x], path: /var/lib/x, owner: x, group: x, mode: rwx}\n",
+         "package_paths[0].mode", "rwx"),
     ],
 )
 def test_invalid_policy_files_name_the_field_and_value(tmp_path: Path, text: str, field: str, value: object) -> None:
