@@ -56,7 +56,7 @@ $(HOME)/.ansible/test/cache/get_pip_24_2.py: tests/sanity/get_pip_shim.py
 demo: setup
 	$(LAB) up
 	if [ -z "$${KEEP_LAB:-}" ]; then trap '$(LAB) down' EXIT; fi; \
-	echo "== node1: kill -9 nginx, leaving its pid file behind"; \
+	echo "== node1: kill -9 nginx (its systemd unit does not restart it)"; \
 	$(LAB) fault node1 nginx-killed; \
 	curl -sS -m 2 -o /dev/null http://10.77.0.11/ || true; \
 	echo "== ansible-playbook playbooks/heal.yml -i inventories/lab"; \

@@ -44,6 +44,7 @@ def nginx_is_healthy() -> bool:
 
 def measure(rounds: int) -> list[str]:
     """The rows of the report, measured on a fleet that is up and healthy; leaves it healthy."""
+    inits = ", ".join(f"{host.name} {host.init_system}" for host in fleet.status())
     state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
     timed_playbook("playbooks/heal.yml", "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
     timed_playbook("bench/handwritten_check.yml")
@@ -72,7 +73,7 @@ def measure(rounds: int) -> list[str]:
         return f"{name:<44} median {statistics.median(samples):6.2f} s  ratio {ratio:4.2f}x{verdict}"
 
     return [
-        f"sentinel.heal speed on the lab fleet, {rounds} interleaved rounds",
+        f"sentinel.heal speed on the lab fleet ({inits}), {rounds} interleaved rounds",
         row("hand-written check (3 hosts, 3 services)", check, check, None),
         row("heal.yml healthy sweep (3 hosts)", sweep, check, 1.5),
         row("hand-written restart of killed nginx", restart, restart, None),

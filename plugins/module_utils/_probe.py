@@ -18,11 +18,12 @@ import re
 import shlex
 import socket
 import stat
-import subprocess
 import time
 import urllib.error
 import urllib.request
 
+from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -57,11 +58,8 @@ ARGUMENT_SPEC = dict(
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
-FAILURE_CLASSES = ("masked", "port_conflict", "stale_pidfile", "not_running", "unhealthy")
-# What systemd says about a unit, read with `systemctl show` (never parsed from `systemctl status` prose).
-UNIT_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainStatus",
-                   "FragmentPath", "DropInPaths")
-OUTPUT_LIMIT = 2000
+FAILURE_CLASSES = ("masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "not_running",
+                   "unhealthy")
 LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
@@ -175,8 +173,9 @@ def _check_one(spec, manager, log_lines, redact_values):
     for owner in evidence["port_owners"]:
         summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
     summary += "".join("; " + note for note in _path_notes(evidence, spec.get("user")))
-    if failure_class == "masked":
-        summary += "; unit %s is masked" % evidence["unit"]["Id"]
+    unit_sentence = _systemd.describe(evidence["unit"], failure_class) if evidence["unit"] else None
+    if unit_sentence:
+        summary += "; " + unit_sentence
     result.update(
         failure_class=failure_class,
         summary=redact(summary, redact_values),
@@ -187,10 +186,13 @@ def _check_one(spec, manager, log_lines, redact_values):
 
 
 def _classify(checks, evidence, process_name):
-    if unit_masked(evidence.get("unit")):
-        return "masked"
+    unit_class = _systemd.classify(evidence["unit"]) if evidence["unit"] else None
+    if unit_class == "masked":
+        return unit_class
     if any(owner["process"] != process_name[:15] for owner in evidence["port_owners"]):
         return "port_conflict"
+    if unit_class:
+        return unit_class
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:
         return "stale_pidfile"
@@ -209,19 +211,6 @@ def _status(init_service, manager, timeout):
                     output="no init script or unit named %s (service manager: %s)" % (init_service, manager))
     rc, output = run(command, timeout)
     return dict(command=command, rc=rc, output=output)
-
-
-def run(argv, timeout):
-    """Run argv without a shell; returns (rc, combined output) with rc None when it could not run."""
-    env = dict(os.environ, LANG="C", LC_ALL="C", SYSTEMD_PAGER="", PAGER="cat")
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired:
-        return None, "timed out after %ss" % timeout
-    except OSError as exc:
-        return None, "cannot run %s: %s" % (argv[0], exc.strerror)
-    return proc.returncode, clip(proc.stdout.decode("utf-8", "replace"), OUTPUT_LIMIT)
 
 
 def _tcp(address, port, timeout):
@@ -271,23 +260,9 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         processes=find_pids(process_name)[:MAX_PIDS],
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
-        unit=systemd_unit(init_service, timeout) if manager == "systemd" else None,
+        unit=_systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None,
         collected_at=time.time(),
     )
-
-
-def systemd_unit(init_service, timeout):
-    """The unit's state as systemd reports it (UNIT_PROPERTIES), or None when systemctl cannot tell."""
-    rc, output = run(["systemctl", "show", init_service, "--property=" + ",".join(UNIT_PROPERTIES)], timeout)
-    if rc != 0:
-        return None
-    unit = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
-    return unit if unit.get("Id") else None
-
-
-def unit_masked(unit):
-    """A person masked the unit (for good or until the next boot): it must not run, and nothing starts it."""
-    return bool(unit) and (unit.get("LoadState") == "masked" or unit.get("UnitFileState", "").startswith("masked"))
 
 
 def _service_directories(spec):

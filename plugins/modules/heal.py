@@ -30,6 +30,14 @@ description:
     understand runs unattended.
   - A unit a person masked (systemd hosts) is left alone - no attempt, nothing run - and the incident
     ends C(masked).
+  - On systemd hosts the loop never fights systemd. A unit that systemd restarts by itself (its
+    C(Restart=), state C(auto-restart)) is waited for, its C(RestartSec) plus a grace, with nothing run;
+    when it comes back the incident ends C(recovered). A unit whose own restarts keep failing is
+    escalated with the cause from its journal, not restarted again. A unit that hit its start limit
+    after starts that ended cleanly gets C(systemctl reset-failed UNIT) and one start. Steps written
+    C(service NAME VERB) run as C(systemctl VERB UNIT), UNIT being the unit service_check found running
+    the service (C(postgresql@15-main) behind Debian's C(postgresql)). Unit files and drop-ins are never
+    edited, reverted or reloaded by the loop.
   - Allowed steps run with ansible-runner against the same host, with the connection the play
     resolved for it, one run per attempt, each step as C(ansible.builtin.command) with an argv
     (never a shell), privilege escalation where the policy rule says so, a timeout per step;
@@ -120,8 +128,9 @@ RETURN = r"""
 status:
   description:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
-      alone), C(healed), C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned)
-      (an allowed plan that did not run).
+      alone), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
+      C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan
+      that did not run).
   returned: always
   type: str
   sample: healed

@@ -193,8 +193,13 @@ failures:
   contains:
     failure_class:
       description:
-        - C(masked) (on a systemd host, a person masked the unit), C(port_conflict), C(stale_pidfile), C(not_running)
-          or C(unhealthy).
+        - C(masked) (on a systemd host, a person masked the unit), C(port_conflict), C(auto_restart) (systemd
+          restarts the unit by itself, its C(Restart=)), C(start_limit_hit) (the unit was started too often and
+          its last run ended cleanly), C(restart_loop) (the unit kept failing until its start limit stopped
+          it), C(stale_pidfile), C(not_running) or C(unhealthy).
+        - On a systemd host the summary also says what systemd reports - the unit that failed, its result,
+          the step that failed and how, its drop-ins, failed requirements, and the journal's line that
+          names the cause.
       type: str
     summary:
       description: One line saying what failed, redacted.
@@ -237,9 +242,16 @@ failures:
           elements: dict
         unit:
           description:
-            - On a systemd host, the unit as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState),
-              C(SubState), C(Result), C(UnitFileState), C(NRestarts), C(ExecMainStatus), C(FragmentPath),
-              C(DropInPaths); null elsewhere.
+            - On a systemd host, the unit that really runs the service (aliases resolved; for a wrapper unit
+              such as Debian's C(postgresql), the member unit that is not active, with the wrapper's state under
+              C(Wrapper)) as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState), C(SubState),
+              C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
+              C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
+              C(Requisite) and the timestamps of its last start; null elsewhere.
+            - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -
+              C(step), C(path), C(code), C(status), such as 203 for EXEC or 217 for USER), C(failed_requirements),
+              C(restart_delay_s), C(journal) (its journal lines since its last start, at most O(log_lines),
+              redacted) and C(cause) (the journal's line that names what went wrong, or null).
           type: dict
         collected_at:
           description: When the evidence was gathered (seconds since the epoch).

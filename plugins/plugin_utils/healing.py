@@ -1,6 +1,8 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
+    diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
+                                               └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
                   │                │ ─approve─▶ ask_human ─approved─▶ execute
                   │                │              └─pending/denied──────────────────────────────▶ record
@@ -74,6 +76,8 @@ class Toolkit:
     max_attempts: int = 3
     verify_retries: int = 3
     verify_wait: float = 2.0
+    # after a unit's RestartSec, how long systemd's own restart may take to make it healthy
+    systemd_restart_grace: float = 10.0
     failed_plan_ttl: float = 86400.0
     # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
     probe_hosts: frozenset[str] = frozenset()
@@ -95,6 +99,7 @@ class IncidentState:
     episodes: list[int] = field(default_factory=list)
     plan_id: str | None = None
     approved_plan_id: str | None = None
+    awaited_systemd: bool = False
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
@@ -138,8 +143,8 @@ class DiagnoseNode(_ToolNode):
 
     def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | None:
         failure = state.failure
-        if failure.masked_unit is not None:
-            return None  # a person's decision: no attempt
+        if failure.masked_unit is not None or self._systemd_restarts(state):
+            return None  # a person's decision, or systemd's own restart: no attempt
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
@@ -170,6 +175,11 @@ class DiagnoseNode(_ToolNode):
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
+    @staticmethod
+    def _systemd_restarts(state: IncidentState) -> bool:
+        """systemd will restart the unit by itself (Restart=), and the loop has not waited for that yet."""
+        return state.failure.failure_class == "auto_restart" and not state.awaited_systemd
+
     def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             failure, excluded = prep_res
@@ -177,6 +187,8 @@ class DiagnoseNode(_ToolNode):
         raise exc
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None) -> str:
+        if exec_res is None and self._systemd_restarts(state):
+            return "systemd_restarts"
         if exec_res is None:
             state.reason = f"{state.failure.service}: {state.failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
@@ -193,6 +205,39 @@ class DiagnoseNode(_ToolNode):
             state.log(self.name, "evidence: " + "; ".join(f"{cmd} -> rc={r.rc}" for cmd, r in results.items()))
         state.log(self.name, f"attempt {attempt.number}: {diagnosis.text}")
         return DEFAULT_ACTION
+
+
+class AwaitSystemdNode(_ToolNode):
+    """The unit is down and systemd restarts it by itself (Restart=): wait its RestartSec plus a grace, checking
+    as it goes, and run nothing. Restarting it too would fight systemd (and count against its start limit)."""
+
+    node_name = "await_systemd"
+
+    def prep(self, state: IncidentState) -> tuple[Mapping[str, Any], float]:
+        state.awaited_systemd = True
+        unit = state.failure.evidence.get("unit") or {}
+        delay = float(unit.get("restart_delay_s") or 0.0)
+        state.log(self.name, f"systemd restarts {state.failure.unit} by itself in {delay:g} s (Restart={unit.get('Restart')}): "
+                             "waiting, running nothing")
+        return state.failure.spec, delay
+
+    def exec(self, prep_res: tuple[Mapping[str, Any], float]) -> Mapping[str, Any]:
+        spec, delay = prep_res
+        self.tools.sleep(delay)
+        deadline = self.tools.clock() + self.tools.systemd_restart_grace
+        while True:
+            check = self.tools.verify(spec)
+            if check.get("healthy") or self.tools.clock() >= deadline:
+                return check
+            self.tools.sleep(self.tools.verify_wait)
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any]) -> str:
+        if exec_res.get("healthy"):
+            state.reason = f"{state.failure.service}: systemd's own Restart= brought {state.failure.unit} back; nothing ran"
+            return "recovered"
+        state.failure = Failure.from_check(state.failure.host, exec_res, state.failure.facts)
+        state.log(self.name, f"not back after systemd's restart: {state.failure.failure_class}: {state.failure.summary}")
+        return "failing"
 
 
 class PlanNode(_ToolNode):
@@ -359,6 +404,9 @@ class VerifyNode(_ToolNode):
             return "healthy"
         state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
         state.log(self.name, state.reason)
+        if exec_res.get("failure_class") and exec_res.get("evidence"):
+            # the next attempt diagnoses what the service says now (its journal since the failed start included)
+            state.failure = Failure.from_check(state.failure.host, exec_res, state.failure.facts)
         return "failing"
 
 
@@ -440,6 +488,13 @@ class UnreachableNode(_EndNode):
     status = Status.UNREACHABLE.value
 
 
+class RecoveredNode(_EndNode):
+    """systemd's own Restart= brought the service back while the loop waited: nothing ran, no attempt."""
+
+    node_name = "recovered"
+    status = Status.RECOVERED.value
+
+
 class LeftAloneNode(_EndNode):
     """A person decided the service must not run (a masked unit): the loop does nothing, not even an attempt."""
 
@@ -457,7 +512,8 @@ class CheckOnlyNode(_ToolNode):
 
 
 EDGES: Mapping[str, Mapping[str, str]] = {
-    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone"},
+    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd"},
+    "await_systemd": {"recovered": "recovered", "failing": "diagnose"},
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
@@ -469,8 +525,8 @@ EDGES: Mapping[str, Mapping[str, str]] = {
 
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
-        DiagnoseNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, LeftAloneNode, CheckOnlyNode,
+        DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -37,6 +37,7 @@ class Status(StrEnum):
 
     HEALTHY = "healthy"
     MASKED = "masked"  # a person masked the unit: left alone, nothing run
+    RECOVERED = "recovered"  # systemd's own Restart= brought it back while the loop waited: nothing run
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended
     AWAITING_APPROVAL = "awaiting_approval"
@@ -134,6 +135,21 @@ class Failure:
         if self.failure_class != "masked":
             return None
         return str((self.evidence.get("unit") or {}).get("Id") or self.init_service)
+
+    @property
+    def unit(self) -> str | None:
+        """The systemd unit that runs the service (service_check resolves wrappers and aliases), without its
+        ``.service`` suffix; None on hosts without systemd."""
+        unit = self.evidence.get("unit") or {}
+        if self.facts.get("service_manager") != "systemd" or not unit.get("Id"):
+            return None
+        return str(unit["Id"]).removesuffix(".service")
+
+    @property
+    def cause(self) -> str | None:
+        """The journal's line that names what went wrong (systemd hosts), as service_check picked it."""
+        cause = (self.evidence.get("unit") or {}).get("cause")
+        return str(cause) if cause else None
 
     @property
     def normalized_error(self) -> str:

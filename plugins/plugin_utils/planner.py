@@ -18,7 +18,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory, RememberedFix
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import KnowledgeSource, build_messages, knowledge_query
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, Runbook, RunbookLibrary, placeholder_values, render_step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import (
+    NotApplicable,
+    Runbook,
+    RunbookLibrary,
+    placeholder_values,
+    render_step,
+    render_text,
+)
 
 GENERIC_RESTART = "service {init_service} restart"
 KNOWLEDGE_K = 3
@@ -110,7 +117,7 @@ class Planner:
                 source=PlanSource.GENERIC, reference="restart", rationale="no runbook matched: restart the service" + note,
                 steps=(render_step(GENERIC_RESTART, failure),),
             )
-        tried = "; ".join(" && ".join(templates) for templates in sorted(excluded))
+        tried = "; ".join(" && ".join(render_text(template, failure, {}) for template in templates) for templates in sorted(excluded))
         return Plan(
             source=PlanSource.GENERIC, reference="exhausted", rationale="no untried plan is left" + note,
             escalation=f"{failure.service}: every known plan was tried without a verified recovery ({tried})",

@@ -18,10 +18,15 @@
     ---
     Why this happens and how an operator would fix it by hand.
 
-Evidence names usable in ``match.evidence``: ``summary``, ``status``, ``log``, ``port_owner``,
-or any command of the runbook's ``evidence`` list (its output). Placeholders in steps and
-``escalate``: {service} {init_service} {pidfile} {stale_pidfile} {port} {port_owner_pid}
-{port_owner_process}, and in ``escalate`` also {output:COMMAND}.
+Evidence names usable in ``match.evidence``: ``summary``, ``status``, ``log``, ``journal`` (the
+unit's journal since its last start, on systemd hosts), ``port_owner``, or any command of the
+runbook's ``evidence`` list (its output). Placeholders in steps and ``escalate``: {service}
+{init_service} {unit} {pidfile} {stale_pidfile} {port} {port_owner_pid} {port_owner_process}, and
+in ``escalate`` also {cause} (the journal's line that names what went wrong) and {output:COMMAND}.
+
+A step ``service {init_service} VERB`` speaks the host's service manager: on a systemd host it runs
+as ``systemctl VERB UNIT``, UNIT being the unit service_check found running the service (Debian's
+``postgresql`` is a wrapper; ``postgresql@15-main`` runs the cluster), elsewhere as written.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
 _KEYS = frozenset({"id", "title", "services", "match", "evidence", "steps", "escalate", "priority"})
 _MATCH_KEYS = frozenset({"failure_class", "evidence"})
-STEP_PLACEHOLDERS = frozenset({"service", "init_service", "pidfile", "stale_pidfile", "port", "port_owner_pid", "port_owner_process"})
+STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "port", "port_owner_pid", "port_owner_process"})
+# what `service NAME VERB` and `systemctl VERB UNIT` both do
+SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
 # A value filled into an argument must stay one plain argument.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
 OUTPUT_LIMIT = 600
@@ -102,6 +109,8 @@ def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> st
         return str((evidence.get("status") or {}).get("output", ""))
     if name == "log":
         return "\n".join(str(tail) for tail in (evidence.get("logs") or {}).values())
+    if name == "journal":
+        return str((evidence.get("unit") or {}).get("journal") or "")
     if name == "port_owner":
         return "\n".join(f"{o.get('process', '')} {o.get('pid', '')} {o.get('cmdline', '')}" for o in evidence.get("port_owners") or [])
     return outputs.get(name, "")
@@ -110,6 +119,8 @@ def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> st
 def placeholder_values(failure: Failure) -> dict[str, str]:
     """Values a runbook or a remembered plan may fill in, all taken from the structured evidence."""
     values = {"service": failure.service, "init_service": failure.init_service}
+    if failure.unit is not None:
+        values["unit"] = failure.unit
     pidfile = failure.evidence.get("pidfile") or {}
     if failure.spec.get("pidfile"):
         values["pidfile"] = str(failure.spec["pidfile"])
@@ -136,7 +147,14 @@ def render_step(template: str, failure: Failure, may_fail: bool = False) -> Step
         return values[name]
 
     argv = tuple(_PLACEHOLDER.sub(fill, token) for token in shlex.split(template))
-    return Step(template=template, argv=argv, may_fail=may_fail)
+    return Step(template=template, argv=in_service_manager(argv, failure), may_fail=may_fail)
+
+
+def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ...]:
+    """`service SERVICE VERB` as the host's service manager says it: `systemctl VERB UNIT` on a systemd host."""
+    if failure.unit is not None and len(argv) == 3 and argv[0] == "service" and argv[1] == failure.init_service and argv[2] in SERVICE_VERBS:
+        return ("systemctl", argv[2], failure.unit)
+    return argv
 
 
 def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> str:
@@ -146,6 +164,8 @@ def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> 
         name, argument = match.groups()
         if name == "output" and argument:
             return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
+        if name == "cause":
+            return failure.cause or "(the journal names no cause)"
         return values.get(name, match.group(0))
 
     return _PLACEHOLDER.sub(fill, template)

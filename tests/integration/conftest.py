@@ -70,11 +70,18 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
     ran = []
     for run_dir in sorted((state_dir / "runs" / host).glob("*")):
         purpose = run_dir.name.split("-")[1]
-        for event_file in (run_dir / "artifacts" / "run" / "job_events").glob("*.json"):
+        # ansible-runner names each event file COUNTER-UUID.json: in the order the events happened
+        events = sorted((run_dir / "artifacts" / "run" / "job_events").glob("*.json"), key=lambda path: int(path.name.split("-")[0]))
+        for event_file in events:
             event = json.loads(event_file.read_text())
             if event.get("event") in ("runner_on_ok", "runner_on_failed"):
                 ran.append((purpose, event["event_data"]["res"]["cmd"]))
     return ran
+
+
+# node1 and node2 boot systemd, as production hosts do; node3 stays sysv (tini and init scripts), as containers and
+# minimal images without systemd do, so that every run of the tests sees both service managers.
+SYSV_HOSTS = {"node3": "sysv"}
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +89,7 @@ def lab() -> Iterator[Any]:
     if os.geteuid() != 0:
         pytest.fail("the lab fleet needs root (network namespaces, mounts): run the tests as root")
     fleet.down()  # a fleet left running (by hand, or by an interrupted run) may carry faults: start clean
-    fleet.up()
+    fleet.up(inits=SYSV_HOSTS)
     try:
         yield fleet
     finally:

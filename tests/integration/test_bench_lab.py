@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from conftest import SYSV_HOSTS
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -15,7 +17,7 @@ import heal_speed  # noqa: E402
 
 def test_the_heal_benchmark_runs_one_round_and_leaves_the_fleet_healthy(lab: Any) -> None:
     report = heal_speed.measure(rounds=1)
-    assert report[0] == "sentinel.heal speed on the lab fleet, 1 interleaved rounds"
+    assert report[0] == "sentinel.heal speed on the lab fleet (node1 systemd, node2 systemd, node3 sysv), 1 interleaved rounds"
     assert [row.split(" median ")[0].strip() for row in report[1:]] == [
         "hand-written check (3 hosts, 3 services)", "heal.yml healthy sweep (3 hosts)", "hand-written restart of killed nginx",
         "heal.yml, killed nginx, runbook path", "heal.yml, killed nginx, fix from memory",
@@ -29,7 +31,7 @@ def test_the_lab_benchmark_boots_both_inits_once_and_the_fleet_comes_back(lab: A
     try:
         report = lab_speed.measure(rounds=1)
     finally:
-        lab.up()
+        lab.up(inits=SYSV_HOSTS)
     assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
     assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
     assert all(status.up and not status.problems for status in lab.status())

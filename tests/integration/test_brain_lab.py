@@ -12,7 +12,7 @@ from llm_server import Answer, ScriptedLLM
 
 HEAL = "playbooks/heal.yml"
 API_KEY = "sk-lab-scripted-0123456789abcdef"
-FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]
+FIX = [["systemctl", "start", "nginx"]]
 
 
 @pytest.fixture
@@ -32,22 +32,22 @@ def _nginx_answers(lab: Any, host: str) -> bool:
 
 
 def test_a_plan_from_the_llm_heals_and_a_second_incident_needs_no_llm(lab: Any, faults: Faults, llm: ScriptedLLM, tmp_path: Path) -> None:
-    llm.script(Answer.plan(FIX, diagnosis="nginx was killed and left its pid file"))
+    llm.script(Answer.plan(FIX, diagnosis="nginx was killed; its unit does not restart itself"))
     faults.inject("node1", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
-    assert run.rc == 0 and "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start [plan from llm scripted-lab]" \
+    assert run.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx [plan from llm scripted-lab]" \
         in one_line(run.output), run.output
     assert _nginx_answers(lab, "node1")
     [request] = llm.chat_requests
     prompt = request.prompt
-    assert "os debian 12, service manager tini" in prompt or "os debian 12, service manager sysv" in prompt, prompt
-    assert "pid file /run/nginx.pid names pid" in prompt and "<data>" in prompt
+    assert "os debian 12, service manager systemd" in prompt, prompt
+    assert "unit nginx.service failed: result signal, main process killed by signal SIGKILL" in prompt and "<data>" in prompt
     [episode] = episodes(tmp_path)
     assert (episode["plan_source"], episode["outcome"], episode["verified"]) == ("llm", "healed", 1)
     # the same fault again: memory plans it, the LLM is not asked
     faults.inject("node1", "nginx-killed")
     again = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
-    assert again.rc == 0 and "[plan from memory episode" in again.output, again.output
+    assert again.rc == 0 and "[plan from memory episode" in one_line(again.output), again.output
     assert len(llm.chat_requests) == 1
     assert _nginx_answers(lab, "node1")
 
@@ -58,7 +58,7 @@ def test_a_hostile_llm_plan_is_blocked_and_nothing_runs(lab: Any, faults: Faults
     run = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
     assert run.rc == 2 and "the guard blocked the plan" in run.output and "commands never run through a shell" in run.output, run.output
     assert {purpose for purpose, _argv in commands_run(tmp_path, "node1")} == {"evidence"}  # read-only looks, nothing else
-    assert "nginx is not running" in sh(lab, "node1", "service", "nginx", "status")
+    assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
 @pytest.mark.parametrize(
@@ -85,17 +85,17 @@ def test_when_the_llm_fails_the_offline_planner_heals_and_says_so(
 def test_the_prompt_sent_holds_no_secret(lab: Any, faults: Faults, llm: ScriptedLLM, tmp_path: Path) -> None:
     llm.script(Answer.plan(FIX))
     password = "Pg-Pa55-word-in-the-log"
-    sh(lab, "node3", "sh", "-c", f"echo 'connect failed: postgres://app:{password}@db/app token=ghp_abcdefghijklmnopqrstuvwxyz0123' "
+    sh(lab, "node2", "sh", "-c", f"echo 'connect failed: postgres://app:{password}@db/app token=ghp_abcdefghijklmnopqrstuvwxyz0123' "
                                  ">> /var/log/nginx/error.log")
-    faults.inject("node3", "nginx-killed")
+    faults.inject("node2", "nginx-killed")
     extra = json.loads(_with_llm(llm))
-    extra["autoheal_redact_values"] = ["node3-internal-codename"]
-    sh(lab, "node3", "sh", "-c", "echo 'upstream node3-internal-codename unreachable' >> /var/log/nginx/error.log")
-    run = run_playbook(HEAL, "--limit", "node3", "-e", json.dumps(extra), state_dir=tmp_path)
+    extra["autoheal_redact_values"] = ["node2-internal-codename"]
+    sh(lab, "node2", "sh", "-c", "echo 'upstream node2-internal-codename unreachable' >> /var/log/nginx/error.log")
+    run = run_playbook(HEAL, "--limit", "node2", "-e", json.dumps(extra), state_dir=tmp_path)
     assert run.rc == 0, run.output
     [request] = llm.chat_requests
     sent = json.dumps(request.body)
-    for secret in (password, "ghp_abcdefghijklmnopqrstuvwxyz0123", API_KEY, "node3-internal-codename"):
+    for secret in (password, "ghp_abcdefghijklmnopqrstuvwxyz0123", API_KEY, "node2-internal-codename"):
         assert secret not in sent, secret
     assert "connect failed: postgres://app:********@db/app" in sent
     kept = run.output + "".join(p.read_bytes().decode("utf-8", "replace") for p in tmp_path.rglob("*") if p.is_file())

@@ -17,21 +17,22 @@ from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playboo
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
-# Allows starting nginx, nothing else: the stale pid file's removal needs a human.
+# A policy that lets sentinel.heal look but not act: nginx's configuration test runs, any remediation waits for a person.
 STRICT_POLICY = (
     "version: 1\n"
     "rules:\n"
-    "  - {id: service-control, executable: service, argv: ['{init_service}', [start, restart]], decision: allow, become: true}\n"
+    "  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n"
 )
 
 
 def _host_state(lab: Any, host: str) -> dict[str, str]:
-    """What an attack would change: accounts, sudoers, the nginx pid file, nginx itself."""
+    """What an attack would change: accounts, sudoers, nginx's processes, its unit. (Not its pid file: the evidence
+    command `nginx -t` opens it, and creates it empty when systemd removed it after the kill.)"""
     return {
         "passwd": sh(lab, host, "sha256sum", "/etc/passwd", "/etc/group"),
         "sudoers": sh(lab, host, "ls", "-l", "/etc/sudoers.d"),
-        "pidfile": sh(lab, host, "cat", "/run/nginx.pid"),
-        "nginx": sh(lab, host, "service", "nginx", "status"),
+        "processes": sh(lab, host, "pgrep", "-a", "nginx"),
+        "nginx": sh(lab, host, "systemctl", "show", "nginx", "-p", "ActiveState,SubState,Result,NRestarts,MainPID"),
     }
 
 
@@ -58,7 +59,7 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     runbooks = tmp_path / "runbooks"
     runbooks.mkdir()
     (runbooks / "poisoned.md").write_text(
-        "---\nid: poisoned\ntitle: a runbook someone tampered with\nservices: [nginx]\nmatch: {failure_class: [stale_pidfile]}\n"
+        "---\nid: poisoned\ntitle: a runbook someone tampered with\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
         "steps:\n  - service {init_service} start\n  - useradd -o -u 0 -g 0 backdoor\npriority: 1000\n---\n"
     )
     faults.inject("node1", "nginx-killed")
@@ -75,12 +76,12 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
 
 def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: Any, faults: Faults, tmp_path: Path) -> None:
     _policy, state, plan_id = _waiting_plan(lab, faults, tmp_path)
-    assert "nginx is not running" in sh(lab, "node1", "service", "nginx", "status")
+    assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
     listing = run_playbook(APPROVE, state_dir=state)
-    assert listing.rc == 0 and plan_id in listing.output and "command: rm -f /run/nginx.pid" in listing.output, listing.output
+    assert listing.rc == 0 and plan_id in listing.output and "command: systemctl start nginx" in listing.output, listing.output
     approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert approved.rc == 0, approved.output
-    assert "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start [plan from runbook nginx-stale-pid, approved by alice]" \
+    assert "nginx healed in 1 attempt with: systemctl start nginx [plan from runbook service-not-running, approved by alice]" \
         in one_line(approved.output)
     row = _plan_row(state, plan_id)
     assert (row["status"], row["decided_by"]) == ("executed", "alice")
@@ -97,8 +98,8 @@ def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: An
     refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert refused.rc == 2 and "the policy is now" in refused.output, refused.output
     assert _plan_row(state, plan_id)["status"] == "pending"
-    assert [purpose for purpose, _argv in commands_run(state, "node1")] == []
-    assert "nginx is not running" in sh(lab, "node1", "service", "nginx", "status")
+    assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence"]  # nginx -t, before the plan waited
+    assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
 def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> N
     assert _plan_row(state, plan_id)["status"] == "denied"
     refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
     assert refused.rc == 2 and "already denied by carol" in refused.output
-    assert commands_run(state, "node1") == []
+    assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence"]
 
 
 def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(lab: Any, faults: Faults, tmp_path: Path) -> None:
@@ -145,8 +146,7 @@ def test_interactive_approval_at_a_terminal(lab: Any, faults: Faults, tmp_path: 
     )
     child.expect(r"Type yes to approve")
     prompt = child.before
-    assert 'argv ["rm", "-f", "/run/nginx.pid"] as root   [approve: no rule of the policy covers rm' in prompt
-    assert 'argv ["service", "nginx", "start"] as root   [allow:' in prompt
+    assert 'argv ["systemctl", "start", "nginx"] as root   [approve: no rule of the policy covers systemctl' in prompt
     child.sendline("yes")
     child.expect(pexpect.EOF)
     child.close()
@@ -162,7 +162,7 @@ def test_check_mode_with_diff_shows_the_verdicts_and_changes_nothing(lab: Any, f
     assert run.rc == 0, run.output
     assert "nginx would be planned (check mode)" in run.output
     assert re.search(r"\+allow +kill -TERM \d+ +# kill-port-squatter", run.output), run.output
-    assert re.search(r"\+allow +service nginx start +# service-control", run.output)
+    assert re.search(r"\+allow +systemctl start nginx +# systemctl-control", run.output)
     assert episodes(tmp_path) == [] and not (tmp_path / "runs").exists()
     assert "SimpleHTTP" in sh(lab, "node2", "curl", "-sI", "http://127.0.0.1/")
 
@@ -208,8 +208,8 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         least = ("-e", "autoheal_step_privilege=sudo", "-e", "autoheal_become=false", "-e", json.dumps({"autoheal_services": services}))
         faults.inject("node1", "nginx-killed")
         run = run_playbook(HEAL, "--limit", "node1", *least, state_dir=tmp_path / "state")
-        assert run.rc == 0 and "nginx healed in 1 attempt with: rm -f /run/nginx.pid; service nginx start" in one_line(run.output), run.output
-        assert [argv[:3] for _purpose, argv in commands_run(tmp_path / "state", "node1")] == [["sudo", "-n", "--"]] * 3  # nginx -t, rm, start
+        assert run.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(run.output), run.output
+        assert [argv[:3] for _purpose, argv in commands_run(tmp_path / "state", "node1")] == [["sudo", "-n", "--"]] * 2  # nginx -t, start
         assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
 
         # a policy that wrongly allows reading the shadow file, and a runbook that asks for it: the host says no
@@ -219,7 +219,7 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         runbooks = tmp_path / "runbooks"
         runbooks.mkdir()
         (runbooks / "careless.md").write_text(
-            "---\nid: careless\ntitle: reads what it should not\nservices: [nginx]\nmatch: {failure_class: [stale_pidfile]}\n"
+            "---\nid: careless\ntitle: reads what it should not\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
             "steps:\n  - cat /etc/shadow\n  - service {init_service} start\npriority: 1000\n---\n")
         faults.inject("node1", "nginx-killed")
         careless = run_playbook(HEAL, "--limit", "node1", *least, "-e", f"autoheal_policy_file={policy}", "-e", "autoheal_max_attempts=1",

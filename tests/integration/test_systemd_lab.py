@@ -1,4 +1,6 @@
-"""The lab booting systemd as PID 1, beside a sysv host: what Ansible sees, a heal on both, and a clean teardown."""
+"""The lab booting systemd as PID 1, beside a sysv host: what Ansible sees, a heal on both, the faults only systemd
+has (a masked unit, a start limit, a drop-in, its own Restart=), and a clean teardown. Each is judged on the host
+(unit state, journal, HTTP) and on the heal result."""
 
 from __future__ import annotations
 
@@ -10,21 +12,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, Faults, one_line, run_playbook, sh
+from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
 
 @pytest.fixture(scope="module")
 def mixed(lab: Any) -> Iterator[Any]:
-    """node1 and node2 boot systemd, node3 stays sysv; the default fleet comes back afterwards for the other tests."""
-    lab.down()
-    lab.up(init="systemd", inits={"node3": "sysv"})
-    try:
-        yield lab
-    finally:
-        lab.down()
-        lab.up()
+    """The session's fleet: node1 and node2 boot systemd, node3 stays sysv (conftest.SYSV_HOSTS)."""
+    yield lab
+
+
+def unit(lab: Any, host: str, name: str, *properties: str) -> dict[str, str]:
+    shown = sh(lab, host, "systemctl", "show", name, "--property=" + ",".join(properties))
+    return dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+
+
+def remediations(state_dir: Path, host: str) -> list[list[str]]:
+    return [argv for purpose, argv in commands_run(state_dir, host) if purpose == "remediation"]
 
 
 def _ansible_facts(host_pattern: str, fact: str) -> dict[str, str]:
@@ -78,6 +83,78 @@ def test_a_unit_a_person_masked_is_left_alone_and_stays_masked(mixed: Any, tmp_p
     finally:
         sh(mixed, "node1", "systemctl", "unmask", "nginx")
         sh(mixed, "node1", "systemctl", "start", "nginx")
+
+
+def test_a_unit_past_its_start_limit_is_reset_and_started_once(mixed: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "nginx-start-limit")
+    assert unit(mixed, "node1", "nginx", "Result", "ActiveState") == {"Result": "start-limit-hit", "ActiveState": "failed"}
+    assert "start of the service was attempted too often" in sh(mixed, "node1", "systemctl", "start", "nginx")
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert run.rc == 0 and "node1: nginx healed in 1 attempt with: systemctl reset-failed nginx; systemctl start nginx" \
+        " [plan from runbook systemd-start-limit-hit]" in one_line(run.output), run.output
+    [episode] = episodes(tmp_path)
+    assert episode["failure_class"] == "start_limit_hit" and "its last run ended cleanly" in episode["error_text"]
+    assert remediations(tmp_path, "node1") == [["systemctl", "reset-failed", "nginx"], ["systemctl", "start", "nginx"]]
+    assert unit(mixed, "node1", "nginx", "ActiveState", "Result") == {"ActiveState": "active", "Result": "success"}
+    assert "200" in sh(mixed, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+
+
+def test_a_drop_in_naming_a_missing_file_escalates_at_once_with_the_journals_line(mixed: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node2", "nginx-dropin-missing-file")
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 2 and run.recap["node2"]["failed"] == 1, run.output
+    output = one_line(run.output)
+    assert "node2 nginx: escalated after 1 attempt(s) [diagnose > plan > record > escalate]" in output
+    assert 'open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)' in output
+    [episode] = episodes(tmp_path)
+    assert (episode["outcome"], episode["plan_reference"]) == ("escalated", "systemd-start-failed")
+    assert "its drop-ins: /etc/systemd/system/nginx.service.d/lab-site-prod.conf" in episode["error_text"]
+    # nginx -t (the default file passes) was read, nothing restarted nginx, and the drop-in is as the person left it
+    assert commands_run(tmp_path, "node2") == [("evidence", ["nginx", "-t"])]
+    assert unit(mixed, "node2", "nginx", "ActiveState", "NRestarts") == {"ActiveState": "failed", "NRestarts": "0"}
+    assert "site-prod.conf" in sh(mixed, "node2", "cat", "/etc/systemd/system/nginx.service.d/lab-site-prod.conf")
+
+
+def test_a_unit_stuck_in_its_own_restart_loop_is_escalated_with_the_cause_and_not_restarted(
+    mixed: Any, faults: Faults, tmp_path: Path,
+) -> None:
+    faults.inject("node1", "redis-restart-loop")
+    before = unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState")
+    assert before["ActiveState"] == "failed" and int(before["NRestarts"]) > 0
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert run.rc == 2, run.output
+    output = one_line(run.output)
+    assert "node1 redis: escalated after 1 attempt(s)" in output
+    assert "keeps failing under systemd's own Restart=" in output and "Bad directive or wrong number of arguments" in output
+    [episode] = episodes(tmp_path)
+    assert (episode["failure_class"], episode["plan_reference"]) == ("restart_loop", "systemd-restart-loop")
+    assert remediations(tmp_path, "node1") == []
+    assert unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState") == before
+
+
+def test_a_unit_that_systemd_restarts_by_itself_is_waited_for_and_nothing_runs(mixed: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node1", "redis-killed-restart-pending")
+    assert unit(mixed, "node1", "redis-server", "SubState")["SubState"] == "auto-restart"
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert run.rc == 0 and run.recap["node1"]["changed"] == 0, run.output
+    output = one_line(run.output)
+    assert "node1 redis: recovered after 0 attempt(s) [diagnose > await_systemd > recovered]" in output
+    assert "recovered: redis: systemd's own Restart= brought redis-server back; nothing ran" in output.replace("''", "'")
+    assert "node1: redis recovered" in output
+    assert episodes(tmp_path) == [] and not (tmp_path / "runs").exists()
+    assert sh(mixed, "node1", "redis-cli", "ping").strip() == "PONG"
+    assert "Scheduled restart job" in sh(mixed, "node1", "journalctl", "-u", "redis-server", "-b", "--no-pager", "-o", "cat")
+
+
+def test_redis_killed_on_a_systemd_host_is_back_before_the_check(mixed: Any, faults: Faults, tmp_path: Path) -> None:
+    """Debian's redis-server unit has Restart=always (RestartSec=100ms): by the time heal.yml checks, systemd has
+    already restarted it, so the run finds every service healthy and does nothing."""
+    faults.inject("node2", "redis-killed")
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0 and "every declared service is healthy" in run.output, run.output
+    assert episodes(tmp_path) == []
+    assert int(unit(mixed, "node2", "redis-server", "NRestarts")["NRestarts"]) >= 1
+    assert sh(mixed, "node2", "redis-cli", "ping").strip() == "PONG"
 
 
 def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixed: Any) -> None:

@@ -2,7 +2,8 @@
 
 Each host is a network namespace on the bridge sentinelbr0 plus private mount,
 pid, uts and ipc namespaces whose root is an overlayfs copy-on-write layer over
-a golden debootstrap image. Its PID 1 is one of two inits (per host):
+a golden debootstrap image. Its PID 1 is one of two inits (per host; systemd
+unless asked):
 
 * sysv: tini runs /usr/local/sbin/lab-init, which starts nginx, postgresql and
   redis-server through their sysv init scripts and then becomes sshd;
@@ -65,7 +66,7 @@ PACKAGES = (
     "libpam-systemd",
 )
 INITS = ("sysv", "systemd")
-DEFAULT_INIT = "sysv"
+DEFAULT_INIT = "systemd"
 # Each systemd host's cgroup, below every cgroup hierarchy systemd uses (the unified one, and on a host
 # machine in hybrid mode the named `systemd` one too); `down` removes them, deepest first.
 CGROUP_ROOT = Path("/sys/fs/cgroup")

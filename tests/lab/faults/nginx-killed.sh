@@ -11,7 +11,11 @@ break)
     kill -9 "$master" $workers
     # shellcheck disable=SC2086
     wait_until all_gone "$master" $workers
-    echo "killed nginx master $master and workers $workers; /run/nginx.pid still says $(cat /run/nginx.pid)"
+    if [ -e /run/nginx.pid ]; then
+        echo "killed nginx master $master and workers $workers; /run/nginx.pid still says $(cat /run/nginx.pid)"
+    else  # systemd removes a PIDFile= of a unit whose main process died
+        echo "killed nginx master $master and workers $workers; the service manager removed /run/nginx.pid"
+    fi
     ;;
 undo)
     start_until_answers nginx nginx_answers

@@ -16,8 +16,9 @@ from typing import Any, Iterator
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _probe
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners, unit_masked
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK, redact
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import unit_masked
 
 
 def _free_port() -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
@@ -189,3 +189,44 @@ def test_a_unit_a_person_masked_is_left_alone_with_no_attempt(tmp_path: Path) ->
     assert outcome.state.status == "masked" and outcome.state.attempts == [] and executor.runs == []
     assert outcome.state.reason == "nginx: nginx.service is masked by a person: not healed, nothing run"
     assert tools.memory.episodes() == [] and not outcome.state.changed  # type: ignore[union-attr]
+
+
+def _redis_on_systemd(failure_class: str, **unit: str) -> dict[str, Any]:
+    """A failed redis as service_check reports it on a systemd host (the form Failure.from_check reads)."""
+    state = {"Id": "redis-server.service", "ActiveState": "activating", "SubState": "auto-restart", "Restart": "always",
+             "RestartUSec": "6s", "restart_delay_s": 6.0, "NRestarts": "0", "cause": None, **unit}
+    return {"name": "redis", "healthy": False, "failure_class": failure_class, "summary": f"redis: {failure_class}",
+            "spec": {"name": "redis", "service": "redis-server", "ports": [6379]}, "checks": [],
+            "evidence": {"status": {"output": ""}, "logs": {}, "port_owners": [], "pidfile": None, "processes": [], "unit": state}}
+
+
+def _systemd_failure(check: Mapping[str, Any]) -> Failure:
+    return Failure.from_check("web1", check, {"service_manager": "systemd", "os": {"id": "debian"}})
+
+
+def test_a_unit_systemd_restarts_by_itself_is_waited_for_and_nothing_runs(tmp_path: Path) -> None:
+    slept: list[float] = []
+    executor = ScriptedExecutor()
+    tools = _tools(tmp_path, executor, [STILL_DOWN, HEALTHY], sleep=slept.append, verify_wait=2.0)
+    outcome = heal_incident(_systemd_failure(_redis_on_systemd("auto_restart")), tools)
+    assert outcome.trace.path == ["diagnose", "await_systemd", "recovered"]
+    assert outcome.state.status == "recovered" and not outcome.state.attempts and not outcome.state.episodes
+    assert executor.runs == [] and slept == [6.0, 2.0]  # its RestartSec, then one more look
+
+
+def test_a_unit_still_failing_after_systemds_restart_is_escalated_with_its_cause_not_restarted(tmp_path: Path) -> None:
+    again = _redis_on_systemd("auto_restart", NRestarts="3", cause="Bad directive or wrong number of arguments")
+    executor = ScriptedExecutor()
+    tools = _tools(tmp_path, executor, [again], systemd_restart_grace=0.0)
+    outcome = heal_incident(_systemd_failure(_redis_on_systemd("auto_restart")), tools)
+    assert outcome.trace.path == ["diagnose", "await_systemd", "diagnose", "plan", "record", "escalate"]
+    assert outcome.state.status == "escalated" and "Bad directive or wrong number of arguments" in outcome.state.reason
+    assert executor.remediations == []
+
+
+def test_a_start_limit_hit_unit_is_reset_and_started_with_systemctl(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    failure = _systemd_failure(_redis_on_systemd("start_limit_hit", ActiveState="failed", SubState="failed", Result="start-limit-hit"))
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.state.status == "healed"
+    assert executor.remediations == [[("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")]]

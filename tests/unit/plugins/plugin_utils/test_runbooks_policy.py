@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary
@@ -32,9 +34,15 @@ NEED_A_PERSON = {
 }
 
 
-def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services() -> None:
+# The unit that runs each service on a systemd host, as service_check resolves it (Debian's postgresql is a wrapper).
+UNITS = {"postgresql": "postgresql@15-main.service", "sshd": "ssh.service", "redis": "redis-server.service"}
+
+
+@pytest.mark.parametrize("service_manager", ["sysv", "systemd"])
+def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services(service_manager: str) -> None:
     """No lab needed: what each runbook would run gets ALLOW from the default policy for the incidents it is for,
-    judged as one plan; the runbooks of NEED_A_PERSON wait for a person, by the plan-level rule named there."""
+    on sysv and on systemd hosts (where `service X start` becomes `systemctl start UNIT`), judged as one plan; the
+    runbooks of NEED_A_PERSON wait for a person, by the plan-level rule named there."""
     policy = load_policy()
     for runbook in RunbookLibrary.load().runbooks:
         services = [name for name in SPECS if name in runbook.services or SPECS[name].get("service") in runbook.services] or list(SPECS)
@@ -45,16 +53,18 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
             owners = [{"port": spec["ports"][0], "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server"}] if spec.get("ports") else []
             failure = Failure(host="h", service=service, failure_class=(runbook.failure_classes or ("not_running",))[0], summary="",
                               evidence={"status": {"output": ""}, "logs": {}, "port_owners": owners, "processes": [4343],
-                                        "pidfile": {"path": spec.get("pidfile", "/run/x.pid"), "exists": True, "pid": 812, "alive": False}},
-                              spec=spec)
+                                        "pidfile": {"path": spec.get("pidfile", "/run/x.pid"), "exists": True, "pid": 812, "alive": False},
+                                        "unit": {"Id": UNITS.get(service, f"{service}.service")} if service_manager == "systemd" else None},
+                              spec=spec, facts={"service_manager": service_manager})
             context = PolicyContext.from_failure(failure)
             for command in runbook.evidence_commands:
                 verdict = evaluate(command, context, policy)
                 assert verdict.decision is Decision.ALLOW, (runbook.id, service, command, verdict.reason)
             try:
                 steps = runbook.render_steps(failure)
-            except NotApplicable:  # a port owner's pid for a service without ports: the planner skips the runbook too
-                assert not spec.get("ports"), (runbook.id, service)
+            except NotApplicable:  # a port owner's pid for a service without ports, a unit on a host without systemd:
+                # the planner skips the runbook too
+                assert not spec.get("ports") or (service_manager != "systemd" and "{unit}" in " ".join(runbook.templates)), (runbook.id, service)
                 continue
             verdicts, _decision = evaluate_plan([step.argv for step in steps], context, policy)
             expected = {verdict.rule for verdict in verdicts if verdict.decision is not Decision.ALLOW}

@@ -1,0 +1,235 @@
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What systemd knows about a service's unit, read on the target host (standard library only).
+
+Everything comes from ``systemctl show`` properties and the unit's journal, never from the prose of
+``systemctl status``: the unit that really runs the service (Debian's ``postgresql`` is a wrapper whose
+member ``postgresql@15-main`` runs the cluster; aliases such as ``redis`` resolve to their unit), its
+state and result, the step that failed, its drop-ins, the units it requires that failed, and the
+journal's lines since its last start, with the line that most likely names the cause.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+
+UNIT_PROPERTIES = (
+    "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
+    "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite",
+    "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic",
+)
+EXEC_PROPERTIES = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecStop", "ExecStopPost")
+START_STEPS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost")
+# how a process ended, as systemd numbers it (CLD_* of waitid(2))
+EXIT_CODES = {"1": "exited", "2": "killed", "3": "dumped"}
+# systemd's own exit statuses: the step failed before the program ran (systemd.exec(5), "Process exit codes")
+EXIT_STATUSES = {
+    200: "CHDIR", 201: "NICE", 202: "FDS", 203: "EXEC", 204: "MEMORY", 205: "LIMITS", 206: "OOM_ADJUST", 207: "SIGNAL_MASK",
+    208: "STDIN", 209: "STDOUT", 210: "CHROOT", 211: "IOPRIO", 212: "TIMERSLACK", 213: "SECUREBITS", 214: "SETSCHEDULER",
+    215: "CPUAFFINITY", 216: "GROUP", 217: "USER", 218: "CAPABILITIES", 219: "CGROUP", 220: "SETSID", 221: "CONFIRM",
+    222: "STDERR", 224: "PAM", 225: "NETWORK", 226: "NAMESPACE", 227: "NO_NEW_PRIVILEGES", 228: "SECCOMP",
+    229: "SELINUX_CONTEXT", 230: "PERSONALITY", 231: "APPARMOR_PROFILE", 232: "ADDRESS_FAMILIES", 233: "RUNTIME_DIRECTORY",
+    235: "CHOWN", 236: "SMACK_PROCESS_LABEL", 237: "KEYRING", 238: "STATE_DIRECTORY", 239: "CACHE_DIRECTORY",
+    240: "LOGS_DIRECTORY", 241: "CONFIGURATION_DIRECTORY", 242: "NUMA_POLICY", 243: "CREDENTIALS", 245: "BPF",
+}
+MAX_REQUIREMENTS = 8
+MAX_CAUSE_LINES = 3
+JOURNAL_LIMIT = 4000
+_EXEC_RESULT = re.compile(r"path=(?P<path>[^ ;]+) ;.*\bcode=(?P<code>[a-z]+) ; status=(?P<status>\d+)")
+_JOURNAL_LINE = re.compile(r"^\S+ \S+ (?P<ident>[^\s\[:]+)(?:\[\d+\])?: (?P<message>.*)$")
+# systemd's lines that say that a unit failed, never why
+_BOOKKEEPING = re.compile(
+    r"^(?:\S+: )?(?:Main process exited|Control process exited|Failed with result|Scheduled restart job|Start request repeated"
+    r"|Killing process|Unit entered failed state|Consumed|Deactivated successfully|Stopped|Starting|Started|Failed to start"
+    r"|Stopping|Found left-over process|This usually indicates unclean termination)", re.IGNORECASE)
+_ERROR_WORDS = re.compile(
+    r"\b(?:error|errors|failed|failure|fatal|emerg|crit|critical|panic|denied|no such|cannot|can't|could not|couldn't"
+    r"|invalid|refused|not found|unable|permission|missing|unknown|bad)\b", re.IGNORECASE)
+_TIMESPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|min|s|h)\b")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+def read_unit(name, timeout, journal_lines):
+    """The unit that runs service ``name``, or None when systemd knows no such unit."""
+    requested = _show([name], UNIT_PROPERTIES, timeout)
+    if not requested or requested[0].get("LoadState") == "not-found":
+        return None
+    unit = requested[0]
+    members = unit.get("ConsistsOf", "").split()
+    if members:
+        states = _show(members, UNIT_PROPERTIES, timeout)
+        if states:
+            wrapper = dict((key, unit.get(key, "")) for key in ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState"))
+            unit = next((state for state in states if state.get("ActiveState") != "active"), states[0])
+            unit["Wrapper"] = wrapper
+    unit["failed_step"] = _failed_step(unit["Id"], timeout)
+    unit["failed_requirements"] = _failed_requirements(unit, timeout)
+    unit["restart_delay_s"] = timespan_seconds(unit.get("RestartUSec", ""))
+    unit["journal"] = _journal(unit, timeout, journal_lines)
+    unit["cause"] = journal_cause(unit["journal"])
+    return unit
+
+
+def unit_masked(unit):
+    """A person masked the unit (for good or until the next boot): it must not run, and nothing starts it."""
+    return any(
+        bool(state) and (state.get("LoadState") == "masked" or (state.get("UnitFileState") or "").startswith("masked"))
+        for state in (unit or {}, (unit or {}).get("Wrapper") or {})
+    )
+
+
+def classify(unit):
+    """The failure class systemd's own state implies, or None when it implies none of its own."""
+    if unit_masked(unit):
+        return "masked"
+    if unit.get("SubState") == "auto-restart":
+        return "auto_restart"
+    if unit.get("Result") == "start-limit-hit" and unit.get("NRestarts") == "0" and last_run_clean(unit):
+        return "start_limit_hit"
+    if unit.get("ActiveState") == "failed" and stopped_by_start_limit(unit):
+        return "restart_loop"
+    return None
+
+
+def stopped_by_start_limit(unit):
+    """systemd refused further starts of the unit: started (by its own Restart= or by someone) too often. After its
+    own restarts it keeps the failed run's result and only says so in the journal."""
+    return unit.get("Result") == "start-limit-hit" or (
+        unit.get("NRestarts", "0") != "0" and "Start request repeated too quickly" in (unit.get("journal") or ""))
+
+
+def last_run_clean(unit):
+    """The unit's last run ended the way a stop ends it: no step failed, the main process exited with 0."""
+    return unit.get("failed_step") is None and unit.get("ExecMainCode") in ("0", "1") and unit.get("ExecMainStatus") == "0"
+
+
+def start_failed(unit):
+    """The unit's last start never made it active (a start step failed, or the process died while starting)."""
+    step = unit.get("failed_step") or {}
+    if step.get("step") in ("ExecCondition", "ExecStartPre", "ExecStartPost"):
+        return True
+    started, active = unit.get("InactiveExitTimestampMonotonic", "0"), unit.get("ActiveEnterTimestampMonotonic", "0")
+    return unit.get("ActiveState") == "failed" and started.isdigit() and active.isdigit() and int(active) < int(started)
+
+
+def describe(unit, failure_class):
+    """One sentence, for the incident's summary, of what systemd says about a unit that is not running."""
+    if unit.get("ActiveState") == "active" and failure_class not in ("masked",):
+        return None
+    name = unit["Id"]
+    restarts = unit.get("NRestarts", "0")
+    if failure_class == "masked":
+        text = "unit %s is masked" % name
+    elif failure_class == "auto_restart":
+        text = "unit %s is down and systemd restarts it by itself (Restart=%s, in %s; restarted %s times before)" % (
+            name, unit.get("Restart"), unit.get("RestartUSec"), restarts)
+    elif failure_class == "start_limit_hit":
+        text = "unit %s hit its start limit (started too often); its last run ended cleanly" % name
+    elif failure_class == "restart_loop":
+        by_whom = "restarted %s times by systemd's Restart=%s" % (restarts, unit.get("Restart")) if restarts != "0" else "started again and again"
+        text = "unit %s kept failing (%s) until its start limit stopped it: %s" % (name, by_whom, _how_it_ended(unit))
+    elif unit.get("ActiveState") == "failed":
+        text = "unit %s %s: %s" % (name, "failed to start" if start_failed(unit) else "failed", _how_it_ended(unit))
+    else:
+        text = "unit %s is %s (%s)" % (name, unit.get("ActiveState"), unit.get("SubState"))
+    if unit.get("DropInPaths"):
+        text += "; its drop-ins: %s" % unit["DropInPaths"]
+    if unit.get("failed_requirements"):
+        text += "; it requires %s, which failed" % ", ".join(unit["failed_requirements"])
+    if unit.get("cause") and failure_class != "start_limit_hit":
+        text += "; its journal says: %s" % unit["cause"]
+    return text
+
+
+def _how_it_ended(unit):
+    step = unit.get("failed_step")
+    if step:
+        return "result %s, %s %s %s" % (unit.get("Result"), step["step"], step["path"], _ending(step["code"], step["status"]))
+    code = EXIT_CODES.get(unit.get("ExecMainCode", ""), "")
+    if code:
+        return "result %s, main process %s" % (unit.get("Result"), _ending(code, unit.get("ExecMainStatus", "")))
+    return "result %s" % unit.get("Result")
+
+
+def _ending(code, status):
+    if code in ("killed", "dumped") and status.isdigit():
+        try:
+            return "%s by signal %s" % (code, signal.Signals(int(status)).name)
+        except ValueError:
+            return "%s by signal %s" % (code, status)
+    number = int(status) if status.isdigit() else None
+    return "exited with status %s%s" % (status, "/" + EXIT_STATUSES[number] if number in EXIT_STATUSES else "")
+
+
+def journal_cause(journal):
+    """The journal's lines that say what went wrong (at most MAX_CAUSE_LINES, joined): the service's own lines, or
+    systemd's when the service said nothing (it could not even be run)."""
+    lines = [_JOURNAL_LINE.match(line) for line in (journal or "").splitlines()]
+    entries = [(match.group("ident"), match.group("message").strip()) for match in lines if match]
+    for own in (True, False):
+        said = []
+        for ident, message in entries:
+            if (ident != "systemd") == own and _ERROR_WORDS.search(message) and not _BOOKKEEPING.match(message) and message not in said:
+                said.append(message)
+        if said:
+            return clip(" | ".join(said[:MAX_CAUSE_LINES]), 400)
+    return None
+
+
+def timespan_seconds(text):
+    """systemd's time span ("100ms", "1min 30s") in seconds; 0.0 when it is not one."""
+    return round(sum(float(number) * _SECONDS[unit] for number, unit in _TIMESPAN.findall(text or "")), 3)
+
+
+def _show(names, properties, timeout):
+    """`systemctl show` of several units: one dict of properties per unit, in order; [] when systemctl fails."""
+    query = ["--property=" + ",".join(properties), "--", *names]
+    rc, output = run(["systemctl", "show", "--timestamp=unix", *query], timeout, limit=20000)
+    if rc != 0:  # systemd before 248 has no --timestamp; its timestamps are then local dates
+        rc, output = run(["systemctl", "show", *query], timeout, limit=20000)
+    if rc != 0:
+        return []
+    units = []
+    for block in output.split("\n\n"):
+        unit = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if unit.get("Id"):
+            units.append(unit)
+    return units
+
+
+def _failed_step(name, timeout):
+    """The first step (ExecStartPre=, ExecStart=, ...) of the unit's last run that failed, or None."""
+    rc, output = run(["systemctl", "show", "--property=" + ",".join(EXEC_PROPERTIES), "--", name], timeout, limit=20000)
+    if rc != 0:
+        return None
+    for line in output.splitlines():
+        step, _sep, value = line.partition("=")
+        result = _EXEC_RESULT.search(value)
+        if result and (result.group("code") != "exited" or result.group("status") != "0"):
+            return dict(step=step, path=result.group("path"), code=result.group("code"), status=result.group("status"))
+    return None
+
+
+def _failed_requirements(unit, timeout):
+    required = []
+    for key in ("Requires", "BindsTo", "Requisite"):
+        required.extend(name for name in unit.get(key, "").split() if name not in required)
+    if not required:
+        return []
+    states = _show(required, ("Id", "ActiveState"), timeout)
+    return [state["Id"] for state in states if state.get("ActiveState") == "failed"][:MAX_REQUIREMENTS]
+
+
+def _journal(unit, timeout, lines):
+    """The unit's newest journal lines since its last start (this boot's when systemd does not say when), oldest first.
+    Read newest first: with --since, --lines alone counts from the oldest line."""
+    since = unit.get("InactiveExitTimestamp", "")
+    argv = ["journalctl", "--unit=" + unit["Id"], "--no-pager", "--quiet", "--output=short-iso", "--reverse", "--lines=%d" % lines]
+    argv.append("--since=" + since if since.startswith("@") else "--boot")
+    rc, output = run(argv, timeout, limit=JOURNAL_LIMIT)
+    return "\n".join(reversed(output.splitlines())) if rc == 0 else ""

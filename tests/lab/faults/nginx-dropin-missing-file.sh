@@ -1,0 +1,38 @@
+#!/bin/sh
+# A drop-in makes nginx start with a configuration file that does not exist (systemd hosts): a
+# deploy that shipped the unit change but not the file. `nginx -t` (the default file) still
+# passes; the unit fails in its ExecStartPre=, and only the journal names the missing file.
+set -eu
+
+dropin=/etc/systemd/system/nginx.service.d/lab-site-prod.conf
+
+case "${1:-}" in
+break)
+    mkdir -p "${dropin%/*}"
+    cat > "$dropin" <<'UNIT'
+[Service]
+ExecStartPre=
+ExecStartPre=/usr/sbin/nginx -t -q -c /etc/nginx/site-prod.conf -g 'daemon on; master_process on;'
+ExecStart=
+ExecStart=/usr/sbin/nginx -c /etc/nginx/site-prod.conf -g 'daemon on; master_process on;'
+UNIT
+    systemctl daemon-reload
+    if systemctl restart nginx 2>/dev/null; then
+        echo "nginx started without /etc/nginx/site-prod.conf" >&2
+        exit 1
+    fi
+    echo "added $dropin (-c /etc/nginx/site-prod.conf, which does not exist); nginx is stopped and will not start"
+    ;;
+undo)
+    if [ -e "$dropin" ]; then
+        rm -f "$dropin"
+        rmdir "${dropin%/*}" 2>/dev/null || true
+        systemctl daemon-reload
+        systemctl reset-failed nginx
+    fi
+    start_until_answers nginx nginx_answers
+    ;;
+*)
+    usage
+    ;;
+esac

@@ -1,0 +1,88 @@
+"""Reading systemd's answers: the cause in a unit's journal, its time spans, the classes its state implies.
+
+The inputs are what `systemctl show` and `journalctl -o short-iso` print on Debian 12 (systemd 252); the lab's
+systemd hosts run the real commands (tests/integration/test_systemd_lab.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import classify, describe, journal_cause, timespan_seconds
+
+NGINX_DROP_IN = "\n".join([
+    "2026-11-23T23:27:41+0000 node1 systemd[1]: Starting nginx.service - A high performance web server and a reverse proxy server...",
+    "2026-11-23T23:27:41+0000 node1 nginx[663]: 2026/11/23 23:27:41 [emerg] 663#663: "
+    'open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)',
+    "2026-11-23T23:27:41+0000 node1 nginx[663]: nginx: configuration file /etc/nginx/site-prod.conf test failed",
+    "2026-11-23T23:27:41+0000 node1 systemd[1]: nginx.service: Control process exited, code=exited, status=1/FAILURE",
+    "2026-11-23T23:27:41+0000 node1 systemd[1]: nginx.service: Failed with result 'exit-code'.",
+    "2026-11-23T23:27:41+0000 node1 systemd[1]: Failed to start nginx.service - A high performance web server and a reverse proxy server.",
+])
+
+MISSING_BINARY = """\
+2026-11-23T23:27:41+0000 node1 systemd[1]: Starting app.service - an app...
+2026-11-23T23:27:41+0000 node1 systemd[1]: app.service: Failed to locate executable /opt/app/bin/app: No such file or directory
+2026-11-23T23:27:41+0000 node1 systemd[1]: app.service: Failed at step EXEC spawning /opt/app/bin/app: No such file or directory
+2026-11-23T23:27:41+0000 node1 systemd[1]: app.service: Main process exited, code=exited, status=203/EXEC
+2026-11-23T23:27:41+0000 node1 systemd[1]: app.service: Failed with result 'exit-code'."""
+
+KILLED = """\
+2026-11-23T23:06:29+0000 node1 systemd[1]: nginx.service: Main process exited, code=killed, status=9/KILL
+2026-11-23T23:06:29+0000 node1 systemd[1]: nginx.service: Failed with result 'signal'."""
+
+
+def test_the_cause_is_the_services_own_error_lines_before_systemds() -> None:
+    assert journal_cause(NGINX_DROP_IN) == (
+        '2026/11/23 23:27:41 [emerg] 663#663: open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)'
+        " | nginx: configuration file /etc/nginx/site-prod.conf test failed")
+
+
+def test_systemds_own_words_are_the_cause_when_the_program_never_ran() -> None:
+    assert journal_cause(MISSING_BINARY) == (
+        "app.service: Failed to locate executable /opt/app/bin/app: No such file or directory"
+        " | app.service: Failed at step EXEC spawning /opt/app/bin/app: No such file or directory")
+
+
+def test_bookkeeping_lines_are_no_cause() -> None:
+    assert journal_cause(KILLED) is None and journal_cause("") is None
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("100ms", 0.1), ("6s", 6.0), ("1min 30s", 90.0), ("2h", 7200.0), ("", 0.0), ("infinity", 0.0)])
+def test_systemd_time_spans_in_seconds(text: str, seconds: float) -> None:
+    assert timespan_seconds(text) == seconds
+
+
+CLEAN_STOP = {"failed_step": None, "ExecMainCode": "1", "ExecMainStatus": "0"}
+
+
+@pytest.mark.parametrize(("unit", "expected"), [
+    ({"LoadState": "masked", "SubState": "dead"}, "masked"),
+    ({"ActiveState": "activating", "SubState": "auto-restart", "NRestarts": "0"}, "auto_restart"),
+    # a deploy script's restarts: the runs ended cleanly, systemd's Restart= did none of them
+    ({"ActiveState": "failed", "Result": "start-limit-hit", "NRestarts": "0", **CLEAN_STOP}, "start_limit_hit"),
+    # started again and again by someone while each run failed
+    ({"ActiveState": "failed", "Result": "start-limit-hit", "NRestarts": "0", "ExecMainCode": "1", "ExecMainStatus": "1"}, "restart_loop"),
+    # systemd's own restarts: it keeps the failed run's result, and only the journal says it gave up
+    ({"ActiveState": "failed", "Result": "exit-code", "NRestarts": "5", "journal": "x: Start request repeated too quickly."}, "restart_loop"),
+    # failed once, restarted last week: not a loop
+    ({"ActiveState": "failed", "Result": "signal", "NRestarts": "1", "journal": KILLED}, None),
+])
+def test_the_class_systemds_state_implies(unit: dict[str, object], expected: str | None) -> None:
+    assert classify(unit) == expected
+
+
+def test_the_sentence_names_the_step_that_failed_its_drop_ins_and_the_cause() -> None:
+    unit = {"Id": "nginx.service", "ActiveState": "failed", "Result": "exit-code", "NRestarts": "0",
+            "failed_step": {"step": "ExecStartPre", "path": "/usr/sbin/nginx", "code": "exited", "status": "1"},
+            "DropInPaths": "/etc/systemd/system/nginx.service.d/prod.conf", "failed_requirements": [], "cause": "open() failed"}
+    assert describe(unit, "not_running") == (
+        "unit nginx.service failed to start: result exit-code, ExecStartPre /usr/sbin/nginx exited with status 1;"
+        " its drop-ins: /etc/systemd/system/nginx.service.d/prod.conf; its journal says: open() failed")
+
+
+def test_the_sentence_names_systemds_exit_status_and_the_signal() -> None:
+    user = {"Id": "app.service", "ActiveState": "failed", "Result": "exit-code",
+            "failed_step": {"step": "ExecStart", "path": "/opt/app/bin/app", "code": "exited", "status": "217"}}
+    killed = {"Id": "nginx.service", "ActiveState": "failed", "Result": "signal", "ExecMainCode": "2", "ExecMainStatus": "9"}
+    assert describe(user, "not_running") == "unit app.service failed: result exit-code, ExecStart /opt/app/bin/app exited with status 217/USER"
+    assert describe(killed, "not_running") == "unit nginx.service failed: result signal, main process killed by signal SIGKILL"
