@@ -98,6 +98,7 @@ bench: setup
 	$(BIN)/python bench/knowledge_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 	$(BIN)/python bench/lab_speed.py
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
 
 lab-up:
 	$(LAB) up

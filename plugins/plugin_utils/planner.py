@@ -83,7 +83,7 @@ class Planner:
             if failure.spec.get("logs"):
                 commands[f"tail -n 30 {shlex.quote(str(failure.spec['logs'][0]))}"] = None
             if failure.facts.get("service_manager") == "systemd":
-                commands[f"journalctl -u {shlex.quote(failure.init_service)} -n 30 --no-pager"] = None
+                commands[f"journalctl -u {shlex.quote(failure.unit or failure.init_service)} -n 30 --no-pager"] = None
         return list(commands)[:4]
 
     def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None) -> Plan:

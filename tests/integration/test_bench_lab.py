@@ -35,3 +35,15 @@ def test_the_lab_benchmark_boots_both_inits_once_and_the_fleet_comes_back(lab: A
     assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
     assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
     assert all(status.up and not status.problems for status in lab.status())
+
+
+def test_the_fleet_benchmark_heals_two_hosts_once_and_the_fleet_comes_back(lab: Any) -> None:
+    import fleet_speed
+
+    try:
+        report = fleet_speed.run(sizes=(2,), rounds=1)
+    finally:
+        lab.up(inits=SYSV_HOSTS)
+    assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
+    assert report[3].startswith("| 2 | ") and report[3].count("|") == 7
+    assert all(status.up and not status.problems for status in lab.status())

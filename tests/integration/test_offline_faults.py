@@ -105,22 +105,24 @@ def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rot
 
 
 def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    faults.inject("node3", "postgres-root-owned")
+    faults.inject("node1", "postgres-root-owned")
     # what an operator sees: the cluster is down, owned by root, and will not start
-    assert re.search(r"\bdown\s+root\s+/var/lib/postgresql/15/main\b", sh(lab, "node3", "pg_lsclusters"))
-    assert "must not be owned by root" in sh(lab, "node3", "service", "postgresql", "start")
+    assert re.search(r"\bdown\s+root\s+/var/lib/postgresql/15/main\b", sh(lab, "node1", "pg_lsclusters"))
+    # on a systemd host the cluster's unit failed, and its journal says why
+    assert sh(lab, "node1", "systemctl", "is-failed", "postgresql@15-main").strip() == "failed"
+    assert "must not be owned by root" in sh(lab, "node1", "journalctl", "-u", "postgresql@15-main", "-b", "--no-pager", "-o", "cat")
 
-    episode = heal_with_runbook("node3", "postgres-data-dir-owner", tmp_path)
+    episode = heal_with_runbook("node1", "postgres-data-dir-owner", tmp_path)
     assert "/var/lib/postgresql/15/main is owned by root:root, not postgres" in episode["error_text"]
     assert [step["argv"] for step in episode["plan"]["steps"]] == [
-        ["chown", "-R", "postgres:postgres", "/var/lib/postgresql"], ["service", "postgresql", "start"],
+        ["chown", "-R", "postgres:postgres", "/var/lib/postgresql"], ["systemctl", "start", "postgresql@15-main"],
     ]
-    assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "service-control"]
+    assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "systemctl-control"]
     # the runbook recognised the fault from PostgreSQL's own cluster list (read-only, allowed)
-    assert ("evidence", ["pg_lsclusters"]) in commands_run(tmp_path, "node3")
+    assert ("evidence", ["pg_lsclusters"]) in commands_run(tmp_path, "node1")
 
     # checked on the host: postgres accepts connections and owns every file of its home again
-    assert "accepting connections" in sh(lab, "node3", "runuser", "-u", "postgres", "--", "pg_isready")
-    assert sh(lab, "node3", "find", "/var/lib/postgresql", "!", "-user", "postgres") == ""
-    assert re.search(r"\bonline\s+postgres\s+/var/lib/postgresql/15/main\b", sh(lab, "node3", "pg_lsclusters"))
-    undo_and_check_clean(lab, faults, "node3")
+    assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")
+    assert sh(lab, "node1", "find", "/var/lib/postgresql", "!", "-user", "postgres") == ""
+    assert re.search(r"\bonline\s+postgres\s+/var/lib/postgresql/15/main\b", sh(lab, "node1", "pg_lsclusters"))
+    undo_and_check_clean(lab, faults, "node1")

@@ -5,6 +5,10 @@ set -eu
 
 datadir=/var/lib/postgresql/15/main
 
+no_postmaster() {
+    [ ! -e "$datadir/postmaster.pid" ]
+}
+
 not_all_postgres() {
     [ -n "$(find "$datadir" ! -user postgres -print -quit)" ] || [ -n "$(find "$datadir" ! -group postgres -print -quit)" ]
 }
@@ -16,8 +20,12 @@ break)
         exit 1
     fi
     service postgresql stop
+    # on systemd hosts the stop of the wrapper returns while the cluster may still be removing its pid file
+    wait_until no_postmaster
     chown -R root:root "$datadir"
-    if service postgresql start; then
+    # on systemd hosts the start of Debian's postgresql wrapper succeeds while its cluster's unit fails
+    service postgresql start || true
+    if postgres_answers; then
         echo "postgresql started with a data directory owned by root" >&2
         exit 1
     fi

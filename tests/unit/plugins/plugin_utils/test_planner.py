@@ -1,15 +1,16 @@
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary, parse_runbook
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary, parse_runbook, render_step, render_text
 from helpers import nginx_failure
 
 CONFIG_ERROR = (
@@ -78,6 +79,36 @@ def test_failed_plans_are_skipped_then_generic_restart_then_escalation(library: 
     assert second.source is PlanSource.GENERIC and second.templates == (GENERIC_RESTART,)
     third = _plan(planner, failure, excluded=frozenset({first.templates, second.templates}))
     assert third.steps == () and third.escalation and "every known plan was tried" in third.escalation
+    # the plans as they ran, not their templates
+    assert "(service nginx restart; service nginx start)" in third.escalation and "{" not in third.escalation
+
+
+def _on_systemd(failure: Failure, unit_id: str, **unit: str) -> Failure:
+    evidence = dict(failure.evidence, unit={"Id": unit_id, **unit})
+    return dataclasses.replace(failure, evidence=evidence, facts={"service_manager": "systemd"})
+
+
+def test_service_steps_speak_systemctl_to_the_unit_that_runs_the_service_on_systemd_hosts(library: RunbookLibrary) -> None:
+    planner = Planner(library, None)
+    sysv = nginx_failure("not_running")
+    assert _plan(planner, sysv).steps[0].argv == ("service", "nginx", "start")
+    assert _plan(planner, _on_systemd(sysv, "nginx.service")).steps[0].argv == ("systemctl", "start", "nginx")
+    # Debian's postgresql is a wrapper: the cluster's own unit is started
+    cluster = dataclasses.replace(_on_systemd(sysv, "postgresql@15-main.service"), service="postgresql", spec={"name": "postgresql"})
+    assert render_step("service {init_service} restart", cluster).argv == ("systemctl", "restart", "postgresql@15-main")
+    # another service's name, or a verb systemctl does not share, stays as written
+    assert render_step("service ssh start", cluster).argv == ("service", "ssh", "start")
+    assert render_step("service {init_service} status", cluster).argv == ("service", "postgresql", "status")
+
+
+def test_unit_and_cause_fill_in_on_systemd_hosts_only(library: RunbookLibrary) -> None:
+    sysv = nginx_failure("not_running")
+    with pytest.raises(NotApplicable):
+        render_step("systemctl reset-failed {unit}", sysv)
+    systemd = _on_systemd(sysv, "nginx.service", cause='open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)')
+    assert render_step("systemctl reset-failed {unit}", systemd).argv == ("systemctl", "reset-failed", "nginx")
+    assert render_text("{unit}: {cause}", systemd, {}) == 'nginx: open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)'
+    assert render_text("{cause}", _on_systemd(sysv, "nginx.service"), {}) == "(the journal names no cause)"
 
 
 def test_a_runbook_whose_placeholder_has_no_value_does_not_apply(library: RunbookLibrary) -> None:
