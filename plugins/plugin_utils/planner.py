@@ -99,7 +99,7 @@ class Planner:
             (rb for rb in self.runbooks.candidates(failure) if rb.matches(failure, diagnosis.outputs) and rb.templates not in excluded),
             key=lambda rb: rb.specificity, reverse=True,
         )
-        plan = self._from_runbooks([rb for rb in matching if rb.priority > 0], failure, diagnosis)
+        plan = self._from_runbooks([rb for rb in matching if rb.priority > 0], failure, diagnosis, excluded)
         if plan is not None:
             return plan
         note = ""
@@ -109,7 +109,7 @@ class Planner:
             except LLMError as exc:
                 llm_use.fallback = str(exc)
                 note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
-        plan = self._from_runbooks([rb for rb in matching if rb.priority <= 0], failure, diagnosis, note)
+        plan = self._from_runbooks([rb for rb in matching if rb.priority <= 0], failure, diagnosis, excluded, note)
         if plan is not None:
             return plan
         if (GENERIC_RESTART,) not in excluded:
@@ -123,7 +123,9 @@ class Planner:
             escalation=f"{failure.service}: every known plan was tried without a verified recovery ({tried})",
         )
 
-    def _from_runbooks(self, runbooks: Sequence[Runbook], failure: Failure, diagnosis: Diagnosis, note: str = "") -> Plan | None:
+    def _from_runbooks(
+        self, runbooks: Sequence[Runbook], failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], note: str = "",
+    ) -> Plan | None:
         for runbook in runbooks:
             if runbook.escalate:
                 return Plan(
@@ -133,6 +135,8 @@ class Planner:
             try:
                 steps = runbook.render_steps(failure)
             except NotApplicable:
+                continue
+            if tuple(step.template for step in steps) in excluded:  # without its optional steps, it already failed
                 continue
             return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note, steps=steps)
         return None

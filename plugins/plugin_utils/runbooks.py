@@ -12,6 +12,8 @@
     steps:                            # 1-3 commands; {placeholders} are filled from the incident
       - rm -f {stale_pidfile}
       - service {init_service} start
+      # {run: ..., may_fail: true}: the plan goes on when it fails; {run: ..., optional: true}: left out when
+      # a placeholder has no value for the incident (such as {unit} on a host without systemd)
     escalate: "..."                   # instead of steps: stop and hand over to a human with this text
     priority: 50                      # higher wins when several runbooks match; 0 or lower: a fallback,
                                       # tried only after the LLM (when one is configured)
@@ -49,6 +51,7 @@ _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
 _KEYS = frozenset({"id", "title", "services", "match", "evidence", "steps", "escalate", "priority"})
 _MATCH_KEYS = frozenset({"failure_class", "evidence"})
+_STEP_KEYS = frozenset({"run", "may_fail", "optional"})
 STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "port", "port_owner_pid", "port_owner_process"})
 # what `service NAME VERB` and `systemctl VERB UNIT` both do
 SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
@@ -62,6 +65,13 @@ class NotApplicable(Exception):
 
 
 @dataclass(frozen=True)
+class RunbookStep:
+    template: str
+    may_fail: bool = False
+    optional: bool = False
+
+
+@dataclass(frozen=True)
 class Runbook:
     id: str
     title: str
@@ -70,7 +80,7 @@ class Runbook:
     failure_classes: tuple[str, ...]
     evidence_patterns: Mapping[str, re.Pattern[str]]
     evidence_commands: tuple[str, ...]
-    steps: tuple[tuple[str, bool], ...]
+    steps: tuple[RunbookStep, ...]
     escalate: str | None
     priority: int
     body: str
@@ -88,14 +98,21 @@ class Runbook:
 
     @property
     def templates(self) -> tuple[str, ...]:
-        return tuple(template for template, _may_fail in self.steps)
+        return tuple(step.template for step in self.steps)
 
     @property
     def specificity(self) -> tuple[int, int, int]:
         return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes), "*" not in self.services)
 
     def render_steps(self, failure: Failure) -> tuple[Step, ...]:
-        return tuple(render_step(template, failure, may_fail) for template, may_fail in self.steps)
+        rendered = []
+        for step in self.steps:
+            try:
+                rendered.append(render_step(step.template, failure, step.may_fail))
+            except NotApplicable:
+                if not step.optional:
+                    raise
+        return tuple(rendered)
 
     def render_escalation(self, failure: Failure, outputs: Mapping[str, str]) -> str:
         return render_text(self.escalate or self.title, failure, outputs)
@@ -238,10 +255,15 @@ def parse_runbook(text: str, path: str) -> Runbook:
     )
 
 
-def _parse_step(path: str, index: int, raw: Any) -> tuple[str, bool]:
-    template, may_fail = (raw.get("run"), bool(raw.get("may_fail", False))) if isinstance(raw, dict) else (raw, False)
+def _parse_step(path: str, index: int, raw: Any) -> RunbookStep:
+    if isinstance(raw, dict) and set(raw) - _STEP_KEYS:
+        unknown = sorted(set(raw) - _STEP_KEYS)[0]
+        raise RunbookError(f"{path}: unknown key of a step", field=f"steps[{index}].{unknown}", value=raw[unknown],
+                           hint=f"known keys: {sorted(_STEP_KEYS)}")
+    template = raw.get("run") if isinstance(raw, dict) else raw
     if not isinstance(template, str) or not template.strip():
-        raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true}}", field=f"steps[{index}]", value=raw)
+        raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true, optional: true}}", field=f"steps[{index}]",
+                           value=raw)
     for name, _argument in _PLACEHOLDER.findall(template):
         if name not in STEP_PLACEHOLDERS:
             raise RunbookError(f"{path}: unknown placeholder", field=f"steps[{index}]", value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS)}")
@@ -249,7 +271,9 @@ def _parse_step(path: str, index: int, raw: Any) -> tuple[str, bool]:
         shlex.split(template)
     except ValueError as exc:
         raise RunbookError(f"{path}: step cannot be split into arguments", field=f"steps[{index}]", value=template, hint=str(exc)) from exc
-    return template, may_fail
+    if not isinstance(raw, dict):
+        return RunbookStep(template)
+    return RunbookStep(template, may_fail=bool(raw.get("may_fail", False)), optional=bool(raw.get("optional", False)))
 
 
 def _compile(path: str, name: str, pattern: Any) -> re.Pattern[str]:

@@ -67,41 +67,43 @@ def test_redis_orphaned_by_a_removed_run_dir_is_stopped_by_pid_and_restarted(lab
 
 
 def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rotated_logs(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    """On the sysv host. On a systemd host redis's Restart=always turns the full partition into a restart loop that hits
-    the unit's start limit, and the start after the approval needs `systemctl reset-failed` first (not yet planned)."""
-    faults.inject("node3", "redis-log-disk-full")
+    """On a systemd host: redis's Restart=always has already run into the unit's start limit, so the approved plan resets
+    the unit before it starts it."""
+    faults.inject("node2", "redis-log-disk-full")
     # what an operator sees: redis is down, and its log partition has neither space nor inodes left
-    assert "Connection refused" in sh(lab, "node3", "redis-cli", "ping")
-    df_lines = sh(lab, "node3", "df", "-P", "/var/log/redis").splitlines() + sh(lab, "node3", "df", "-Pi", "/var/log/redis").splitlines()
+    assert "Connection refused" in sh(lab, "node2", "redis-cli", "ping")
+    df_lines = sh(lab, "node2", "df", "-P", "/var/log/redis").splitlines() + sh(lab, "node2", "df", "-Pi", "/var/log/redis").splitlines()
     assert [line.split()[4] for line in df_lines if line.startswith("lab-redis-logs")] == ["100%", "100%"]
-    data_before = sh(lab, "node3", "ls", "-ln", "/var/lib/redis")
-    logs_before = sh(lab, "node3", "ls", "/var/log/redis")
+    data_before = sh(lab, "node2", "ls", "-ln", "/var/lib/redis")
+    logs_before = sh(lab, "node2", "ls", "/var/log/redis")
 
     # removing logs is a decision about evidence: the runbook's plan waits, and nothing ran
-    run = run_playbook(HEAL, "--limit", "node3", state_dir=tmp_path)
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
     assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", run.output)
     [episode] = episodes(tmp_path)
     assert "disk full: /var/log/redis (100% used, 0 KiB free)" in episode["error_text"]
     assert "inodes exhausted: /var/log/redis (13 of 13 used)" in episode["error_text"]
     assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "redis-log-disk-full")
+    assert episode["failure_class"] == "restart_loop"
     assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
-        ("approve", "plan-removes-logs"), ("approve", "plan-removes-logs"), ("allow", "service-control")]
-    assert commands_run(tmp_path, "node3") == [] and sh(lab, "node3", "ls", "/var/log/redis") == logs_before
+        ("approve", "plan-removes-logs"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
+    assert [step["argv"][:2] for step in episode["plan"]["steps"]] == [["rm", "-f"], ["systemctl", "reset-failed"], ["systemctl", "start"]]
+    assert commands_run(tmp_path, "node2") == [] and sh(lab, "node2", "ls", "/var/log/redis") == logs_before
 
     approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=tmp_path)
     assert approved.rc == 0 and "approved by alice" in one_line(approved.output), approved.output
     last = episodes(tmp_path)[-1]
     assert (last["outcome"], last["verified"], last["approved_by"]) == ("healed", 1, "alice")
-    removed = [arg for step in last["plan"]["steps"][:2] for arg in step["argv"][2:]]
+    removed = last["plan"]["steps"][0]["argv"][2:]
     assert all(path.startswith("/var/log/redis/redis-server.log.") for path in removed) and len(removed) == 13
 
     # checked on the host: redis answers and writes its log again; only rotated logs went, no data
-    assert redis_answers(lab, "node3")
-    assert sh(lab, "node3", "ls", "/var/log/redis").split() == ["redis-server.log"]
-    assert "Ready to accept connections" in sh(lab, "node3", "cat", "/var/log/redis/redis-server.log")
-    assert sh(lab, "node3", "ls", "-ln", "/var/lib/redis") == data_before
-    undo_and_check_clean(lab, faults, "node3")
+    assert redis_answers(lab, "node2")
+    assert sh(lab, "node2", "ls", "/var/log/redis").split() == ["redis-server.log"]
+    assert "Ready to accept connections" in sh(lab, "node2", "cat", "/var/log/redis/redis-server.log")
+    assert sh(lab, "node2", "ls", "-ln", "/var/lib/redis") == data_before
+    undo_and_check_clean(lab, faults, "node2")
 
 
 def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any, faults: Faults, tmp_path: Path) -> None:

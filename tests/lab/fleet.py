@@ -329,6 +329,7 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
         public_key = _ensure_ssh_key()
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         state: FleetState = {"image": str(image), "hosts": {}}
+        _raise_inotify_instances(sum(init_system == "systemd" for init_system in wanted.values()))
         _create_bridge()
         for host in hosts:
             _create_host_network(host)
@@ -337,6 +338,19 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
             _save_state(state)
         _wait_until_ready(hosts, state, timeout)
         return hosts
+
+
+# Every systemd (PID 1, journald, logind, udev-less path units) holds inotify instances, counted per user (root) across
+# the whole machine: with the kernel's default of 128, the 15th or so host fails its path units.
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_INSTANCES_PER_SYSTEMD_HOST = 32
+
+
+def _raise_inotify_instances(systemd_hosts: int) -> None:
+    """Raise the machine's fs.inotify.max_user_instances to what the systemd hosts need (never lower it)."""
+    needed = 128 + INOTIFY_INSTANCES_PER_SYSTEMD_HOST * systemd_hosts
+    if int(INOTIFY_INSTANCES.read_text()) < needed:
+        INOTIFY_INSTANCES.write_text(f"{needed}\n")
 
 
 def down() -> None:

@@ -1,5 +1,5 @@
 #!/bin/sh
-# nginx master and workers killed with SIGKILL; the stale /run/nginx.pid stays behind.
+# nginx master and workers killed with SIGKILL; on a sysv host the stale /run/nginx.pid stays behind (systemd removes it).
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
@@ -7,8 +7,10 @@ case "${1:-}" in
 break)
     master=$(running_pid /run/nginx.pid)
     workers=$(pgrep -d ' ' -P "$master" || true)
+    kill -9 "$master"
+    # a worker may already be gone (the cache loader exits on its own; workers die with their master)
     # shellcheck disable=SC2086 # one word per worker PID
-    kill -9 "$master" $workers
+    kill -9 $workers 2>/dev/null || true
     # shellcheck disable=SC2086
     wait_until all_gone "$master" $workers
     if [ -e /run/nginx.pid ]; then

@@ -9,6 +9,10 @@ set -eu
 logdir=/var/log/redis
 line='1234:M 01 Jan 2026 00:00:00.000 * 1 changes in 3600 seconds. Saving...'
 
+gave_up_since() {
+    journalctl -u redis-server --since="@$1" --no-pager -o cat | grep -q "Start request repeated too quickly"
+}
+
 mounted() {
     grep -q "^lab-redis-logs $logdir " /proc/mounts
 }
@@ -43,7 +47,12 @@ break)
     yes "$line" > "$logdir/redis-server.log.1" 2>/dev/null || true
     chown redis:adm "$logdir"/redis-server.log.*
     chmod 0640 "$logdir"/redis-server.log.*
+    since=$(date +%s)
     service redis-server restart >/dev/null 2>&1 || true
+    if [ -d /run/systemd/system ]; then
+        # Restart=always restarts it every 100 ms until its start limit stops it
+        wait_until gave_up_since "$since"
+    fi
     if redis_answers; then
         echo "redis-server still answers with a full $logdir" >&2
         exit 1
@@ -53,6 +62,10 @@ break)
 undo)
     if mounted; then
         unmount
+    fi
+    # a systemd host: redis's Restart=always ran into its start limit while the partition was full
+    if [ -d /run/systemd/system ]; then
+        systemctl reset-failed redis-server
     fi
     start_until_answers redis-server redis_answers
     ;;

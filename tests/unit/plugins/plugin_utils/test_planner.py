@@ -150,3 +150,34 @@ def test_a_missing_runbook_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunbookError) as caught:
         RunbookLibrary.load([tmp_path / "nope"])
     assert caught.value.field == "runbooks" and caught.value.value == str(tmp_path / "nope")
+
+
+OPTIONAL_STEP = """---
+id: reset-then-start
+title: start, after a reset where systemd runs the service
+services: [nginx]
+match: {failure_class: [not_running]}
+steps:
+  - {run: "systemctl reset-failed {unit}", optional: true}
+  - service {init_service} start
+priority: 90
+---
+"""
+
+
+def test_an_optional_step_is_left_out_where_its_placeholder_has_no_value() -> None:
+    library = RunbookLibrary([parse_runbook(OPTIONAL_STEP, "reset-then-start.md")])
+    planner = Planner(library, None)
+    sysv = nginx_failure("not_running")
+    assert [step.argv for step in _plan(planner, sysv).steps] == [("service", "nginx", "start")]
+    assert [step.argv for step in _plan(planner, _on_systemd(sysv, "nginx.service")).steps] == [
+        ("systemctl", "reset-failed", "nginx"), ("systemctl", "start", "nginx")]
+    # the plan without its optional step failed before: the runbook does not offer it again
+    tried = _plan(planner, sysv).templates
+    assert _plan(planner, sysv, excluded=frozenset({tried})).reference != "reset-then-start"
+
+
+def test_a_step_with_an_unknown_key_names_it() -> None:
+    with pytest.raises(RunbookError) as error:
+        parse_runbook(OPTIONAL_STEP.replace("optional: true", "optinal: true"), "typo.md")
+    assert error.value.field == "steps[0].optinal"
