@@ -96,7 +96,7 @@ def timed_playbook(playbook: str, hosts: Path, count: int, *args: str) -> tuple[
     proc = subprocess.Popen(["ansible-playbook", playbook, "-i", str(hosts), "-f", str(count), *args], cwd=ROOT, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = PeakMemory(proc.pid)
-    output, _ = proc.communicate()
+    output = proc.communicate()[0]
     peak = memory.stop()
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:

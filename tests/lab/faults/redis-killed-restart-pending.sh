@@ -1,6 +1,6 @@
 #!/bin/sh
-# redis-server killed on a host whose unit restarts it after 6 s (systemd hosts; a drop-in sets
-# RestartSec=6s on Debian's Restart=always): for those seconds the unit is in auto-restart, and
+# redis-server killed on a host whose unit restarts it after 15 s (systemd hosts; a drop-in sets
+# RestartSec=15s on Debian's Restart=always): for those seconds the unit is in auto-restart, and
 # systemd brings redis back by itself.
 set -eu
 
@@ -18,11 +18,11 @@ break)
         exit 1
     fi
     mkdir -p "${dropin%/*}"
-    printf '[Service]\nRestartSec=6s\n' > "$dropin"
+    printf '[Service]\nRestartSec=15s\n' > "$dropin"
     systemctl daemon-reload
     kill -9 "$pid"
     wait_until restart_pending
-    echo "killed redis-server $pid; systemd restarts it in 6 s"
+    echo "killed redis-server $pid; systemd restarts it in 15 s"
     ;;
 undo)
     if [ -e "$dropin" ]; then
