@@ -14,7 +14,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import servi
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, run_approved_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import FLAP_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
@@ -33,6 +33,8 @@ ARGUMENT_SPEC = dict(
     step_timeout=dict(type="int", default=120),
     step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    flap_limit=dict(type="int", default=3),
+    flap_window=dict(type="int", default=3600),
 )
 
 
@@ -44,6 +46,9 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        for name, (low, high) in FLAP_OPTION_RANGES.items():
+            if not low <= args[name] <= high:
+                raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
         if not args["approved_by"].strip():
             raise AnsibleActionFail("approved_by: name who approves (it is recorded with the plan and the episode)")
         host = task_vars.get("inventory_hostname", "localhost")
@@ -58,6 +63,19 @@ class ActionModule(ActionBase):
                     result.update(changed=bool(stored_plans), status=Status.PLANNED.value if stored_plans else Status.HEALTHY.value,
                                   plans=[stored.summary() for stored in stored_plans])
                     return result
+                thrown = memory.suspended_because()
+                if thrown is not None:
+                    raise approvals.ApprovalRefused(
+                        f"autonomous remediation is {thrown}: no approved plan runs while it is suspended",
+                        field="plan_ids", value=[stored.plan_id for stored in stored_plans],
+                        hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
+                for stored in stored_plans:
+                    flapping = flapping_reason(memory, host, stored.failure.service, limit=args["flap_limit"], window=args["flap_window"],
+                                               now=time.time())
+                    if flapping is not None:
+                        raise approvals.ApprovalRefused(
+                            f"plan {stored.plan_id} does not run: {flapping}", field="plan_ids", value=stored.plan_id,
+                            hint="the plan stays pending: approve it again once the window has passed or the count was reset")
                 outcomes = []
                 for stored in stored_plans:
                     if not memory.claim_plan(stored.plan_id, by=args["approved_by"], at=time.time()):
@@ -82,4 +100,5 @@ class ActionModule(ActionBase):
             memory=memory,
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],
+            suspension=memory.suspended_because,
         )

@@ -20,7 +20,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EM
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import FLAP_OPTION_RANGES, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
@@ -70,10 +70,12 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
     interactive_approval=dict(type="bool", default=True),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
+    flap_limit=dict(type="int", default=3),
+    flap_window=dict(type="int", default=3600),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
-          "failed_ttl": (0, 365 * 86400)}
+          "failed_ttl": (0, 365 * 86400), **FLAP_OPTION_RANGES}
 
 
 class ActionModule(ActionBase):
@@ -147,6 +149,9 @@ class ActionModule(ActionBase):
             verify_wait=args.get("verify_delay", 0.0),
             failed_plan_ttl=args["failed_ttl"],
             probe_hosts=inventory_hosts(task_vars, self._templar),
+            flap_limit=args.get("flap_limit", 3),
+            flap_window=args.get("flap_window", 3600),
+            suspension=memory.suspended_because if memory is not None else lambda: None,
         )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:

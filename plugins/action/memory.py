@@ -19,7 +19,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import OUTCOMES, PLAN_STATUSES, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
 
-OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny"]
+OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny",
+              "suspend", "resume", "suspension", "reset_flapping"]
 _JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
 ARGUMENT_SPEC = dict(
@@ -47,6 +48,9 @@ REQUIRED_IF = [
     ("operation", "forget", ["fingerprint"]),
     ("operation", "plan", ["plan_id"]),
     ("operation", "deny", ["plan_id", "decided_by"]),
+    ("operation", "suspend", ["decided_by", "note"]),
+    ("operation", "resume", ["decided_by"]),
+    ("operation", "reset_flapping", ["host", "service", "decided_by"]),
 ]
 
 
@@ -85,7 +89,31 @@ class ActionModule(ActionBase):
             return self._export(memory, args)
         if operation in ("prune", "forget"):
             return self._forget(memory, args)
+        if operation in ("suspend", "resume", "suspension"):
+            return self._kill_switch(memory, args)
+        if operation == "reset_flapping":
+            if not self._task.check_mode:
+                memory.reset_flapping(args["host"], args["service"], by=args["decided_by"], at=time.time())
+            return {"changed": True}
         return self._plans(memory, args)
+
+    def _kill_switch(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        operation, in_force = args["operation"], memory.suspension()
+        if operation == "suspension":
+            return {"changed": False, "suspended": in_force is not None, "suspension": in_force.to_dict() if in_force else None}
+        if not args["decided_by"].strip():
+            raise AnsibleActionFail(f"decided_by: name who {operation}s healing (it is recorded with the switch)")
+        if operation == "suspend":
+            if not args["note"].strip():
+                raise AnsibleActionFail("note: say why healing is suspended (every job that stops shows it)")
+            if in_force is not None or self._task.check_mode:
+                return {"changed": in_force is None, "suspended": True, "suspension": in_force.to_dict() if in_force else None}
+            thrown, _new = memory.suspend(by=args["decided_by"], reason=args["note"], at=time.time())
+            return {"changed": True, "suspended": True, "suspension": thrown.to_dict()}
+        if in_force is None or self._task.check_mode:
+            return {"changed": in_force is not None, "suspended": in_force is not None, "suspension": in_force.to_dict() if in_force else None}
+        ended = memory.resume(by=args["decided_by"], at=time.time())
+        return {"changed": ended is not None, "suspended": False, "suspension": ended.to_dict() if ended else None}
 
     def _export(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         episodes = [_full(row) for row in memory.episodes(limit=args["limit"], host=args["host"], service=args["service"],

@@ -16,6 +16,24 @@ options:
     default: ~/.local/state/sentinel-heal
 """
 
+    # The limits every remediation obeys, unattended or approved (sentinel.heal.controller.limits).
+    LIMITS = r"""
+options:
+  flap_limit:
+    description:
+      - The flapping limit - at most this many remediations (attempts that ran a plan, healed or not) of a service on a
+        host within O(flap_window), counted in memory, so across jobs. Past it the service ends C(escalated) with the
+        reason C(flapping) and its recent episodes, nothing runs (an approved plan neither) until the window has passed
+        or a person resets the count (M(sentinel.heal.memory) C(operation=reset_flapping)).
+      - C(0) turns the limit off (0-100).
+    type: int
+    default: 3
+  flap_window:
+    description: Seconds over which O(flap_limit) counts remediations (60 to 604800).
+    type: int
+    default: 3600
+"""
+
     # How the actions that run steps on a host run them (sentinel.heal.controller.steps).
     STEPS = r"""
 options:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -21,7 +22,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
     "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite",
-    "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic",
+    "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
 )
 EXEC_PROPERTIES = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecStop", "ExecStopPost")
 START_STEPS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost")
@@ -70,6 +71,7 @@ def read_unit(name, timeout, journal_lines):
     unit["failed_step"] = _failed_step(unit["Id"], timeout)
     unit["failed_requirements"] = _failed_requirements(unit, timeout)
     unit["restart_delay_s"] = timespan_seconds(unit.get("RestartUSec", ""))
+    unit["restart_in_s"] = _restart_in(unit)
     unit["journal"] = _journal(unit, timeout, journal_lines)
     unit["cause"] = journal_cause(unit["journal"])
     return unit
@@ -200,6 +202,17 @@ def _show(names, properties, timeout):
         if unit.get("Id"):
             units.append(unit)
     return units
+
+
+def _restart_in(unit):
+    """Seconds until systemd restarts a unit in auto-restart (its RestartSec counts from when it went down), or None."""
+    changed = unit.get("StateChangeTimestamp", "")
+    if unit.get("SubState") != "auto-restart" or not changed.startswith("@"):
+        return None
+    try:
+        return round(max(0.0, float(changed[1:]) + unit["restart_delay_s"] - time.time()), 3)
+    except ValueError:
+        return None
 
 
 def _failed_step(name, timeout):

@@ -31,6 +31,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
+  - sentinel.heal.controller.limits
 options:
   plan_ids:
     description: The approved plans to run on this host.

@@ -28,6 +28,10 @@ description:
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
     understand runs unattended.
+  - The kill switch holds on every path - while healing is suspended (M(sentinel.heal.memory)
+    C(operation=suspend), C(playbooks/suspend.yml)) no remediation starts, one running is cancelled
+    before its next step, and the incident ends C(suspended) (the job does not fail). Checks, evidence
+    reads and check mode still run.
   - A unit a person masked (systemd hosts) is left alone - no attempt, nothing run - and the incident
     ends C(masked).
   - On systemd hosts the loop never fights systemd. A unit that systemd restarts by itself (its
@@ -62,6 +66,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
+  - sentinel.heal.controller.limits
   - sentinel.heal.planning
   - sentinel.heal.planning.llm
 attributes:
@@ -129,8 +134,9 @@ status:
   description:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
       alone), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
-      C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan
-      that did not run).
+      C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
+      did not start, or stopped before its next step), C(awaiting_approval), C(escalated) or C(unreachable); in
+      check mode also C(planned) (an allowed plan that did not run).
   returned: always
   type: str
   sample: healed

@@ -25,6 +25,14 @@ description:
     one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
     as a raw command string.
   - To approve (run) a plan use M(sentinel.heal.execute), or C(playbooks/approve.yml).
+  - The kill switch - C(suspend) stops every autonomous remediation of every job that shares O(state_dir),
+    jobs already running included - a remediation not yet started does not start, one running is
+    cancelled before its next step, and the incident ends C(suspended); approved plans do not run
+    either (they stay pending). Checks, evidence reads and check mode still run. The switch records
+    O(decided_by), when, and O(note) (why); C(resume) releases it (recording who), C(suspension) shows
+    it. Also C(playbooks/suspend.yml).
+  - The flapping limit - C(reset_flapping) says that the past remediations of O(service) on O(host) no longer count
+    against its limit (recording O(decided_by); nothing is forgotten). See O(sentinel.heal.heal#module:flap_limit).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:
@@ -37,20 +45,20 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny]
+    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny, suspend, resume, suspension, reset_flapping]
   episode_id:
     description: The episode to show.
     type: int
   host:
-    description: Only episodes of this inventory host.
+    description: Only episodes of this inventory host; with C(reset_flapping), the host whose count is reset.
     type: str
   service:
-    description: Only episodes of this service.
+    description: Only episodes of this service; with C(reset_flapping), the service whose count is reset.
     type: str
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, denied, escalated, failed, healed, unreachable]
+    choices: [awaiting_approval, blocked, denied, escalated, failed, healed, suspended, unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
     type: str
@@ -76,10 +84,12 @@ options:
     default: pending
     choices: [all, denied, executed, pending, running]
   decided_by:
-    description: Who denies the plan (recorded with it). Required to deny.
+    description:
+      - Who denies the plan, suspends or resumes healing, or resets a flapping count (recorded with it). Required for
+        C(deny), C(suspend), C(resume) and C(reset_flapping).
     type: str
   note:
-    description: Why the plan is denied.
+    description: Why the plan is denied, or why healing is suspended (required to suspend).
     type: str
     default: ""
 seealso:
@@ -122,6 +132,14 @@ EXAMPLES = r"""
     plan_id: 8c1e4bd1f0b44f0aa7d9f3b1e2c0a6d5
     decided_by: alice
     note: not during the sale
+
+- name: Stop all healing now, everywhere (the kill switch)
+  sentinel.heal.memory:
+    operation: suspend
+    decided_by: "{{ awx_user_name | default(lookup('env', 'USER')) }}"
+    note: database failover in progress
+  run_once: true
+  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -159,5 +177,15 @@ plans:
 plan:
   description: With C(plan) or C(deny), the plan, with the keys listed for C(plans).
   returned: when operation is plan or deny
+  type: dict
+suspended:
+  description: With C(suspend), C(resume) and C(suspension), whether healing is suspended now.
+  returned: when operation is suspend, resume or suspension
+  type: bool
+suspension:
+  description:
+    - The suspension in force (or, after C(resume), the one just ended) - C(suspended_at), C(suspended_by), C(reason),
+      C(resumed_at), C(resumed_by); null when there is none.
+  returned: when operation is suspend, resume or suspension
   type: dict
 """

@@ -250,7 +250,8 @@ failures:
               C(Requisite) and the timestamps of its last start; null elsewhere.
             - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -
               C(step), C(path), C(code), C(status), such as 203 for EXEC or 217 for USER), C(failed_requirements),
-              C(restart_delay_s), C(journal) (its journal lines since its last start, at most O(log_lines),
+              C(restart_delay_s) (its C(RestartSec)), C(restart_in_s) (for a unit in C(auto-restart), the
+              seconds until systemd restarts it), C(journal) (its journal lines since its last start, at most O(log_lines),
               redacted) and C(cause) (the journal's line that names what went wrong, or null).
           type: dict
         collected_at:

@@ -1,6 +1,7 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
+    diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
@@ -9,7 +10,8 @@
                   │                └─block────────────────────────────────────────────────────────▶ record
                   └─escalate──────────────────────────────────────────────────────────────────────▶ record
     record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
-           ─unreachable─▶ unreachable
+           ─unreachable─▶ unreachable · ─suspended─▶ suspended
+    execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
 
 Every attempt is recorded as one episode. Only a verified recovery ends ``healed``. A command
@@ -36,6 +38,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 
+# The ranges of the flapping limit's options, for the actions that take them.
+FLAP_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400)}
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
 
 
@@ -50,7 +54,7 @@ class StillFailing(Exception):
 class Executor(Protocol):
     """What the loop needs from an executor (RunnerExecutor in production)."""
 
-    def run(self, target: Target, steps: list[RunStep], *, purpose: str) -> RunReport: ...
+    def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport: ...
 
 
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
@@ -81,6 +85,11 @@ class Toolkit:
     failed_plan_ttl: float = 86400.0
     # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
     probe_hosts: frozenset[str] = frozenset()
+    # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
+    flap_limit: int = 3
+    flap_window: float = 3600.0
+    # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
+    suspension: Callable[[], str | None] = lambda: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
@@ -131,6 +140,13 @@ class _ToolNode(Node[IncidentState]):
 
 
 @dataclass(frozen=True)
+class Suspended:
+    """The kill switch was thrown before the remediation started."""
+
+    describe: str
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the read-only evidence commands answered, and where ansible-runner kept that run."""
 
@@ -143,8 +159,8 @@ class DiagnoseNode(_ToolNode):
 
     def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | None:
         failure = state.failure
-        if failure.masked_unit is not None or self._systemd_restarts(state):
-            return None  # a person's decision, or systemd's own restart: no attempt
+        if failure.masked_unit is not None or self._systemd_restarts(state) or self._flapping(state):
+            return None  # a person's decision, systemd's own restart, or too many remediations: no attempt
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
@@ -175,6 +191,15 @@ class DiagnoseNode(_ToolNode):
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
+    def _flapping(self, state: IncidentState) -> bool:
+        memory = self.tools.planner.memory
+        reason = None if memory is None else flapping_reason(
+            memory, state.failure.host, state.failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window,
+            now=self.tools.clock())
+        if reason is not None:
+            state.reason = reason
+        return reason is not None
+
     @staticmethod
     def _systemd_restarts(state: IncidentState) -> bool:
         """systemd will restart the unit by itself (Restart=), and the loop has not waited for that yet."""
@@ -189,6 +214,8 @@ class DiagnoseNode(_ToolNode):
     def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None) -> str:
         if exec_res is None and self._systemd_restarts(state):
             return "systemd_restarts"
+        if exec_res is None and state.failure.masked_unit is None:
+            return "flapping"
         if exec_res is None:
             state.reason = f"{state.failure.service}: {state.failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
@@ -216,7 +243,8 @@ class AwaitSystemdNode(_ToolNode):
     def prep(self, state: IncidentState) -> tuple[Mapping[str, Any], float]:
         state.awaited_systemd = True
         unit = state.failure.evidence.get("unit") or {}
-        delay = float(unit.get("restart_delay_s") or 0.0)
+        remaining = unit.get("restart_in_s")
+        delay = float(unit.get("restart_delay_s") or 0.0 if remaining is None else remaining)
         state.log(self.name, f"systemd restarts {state.failure.unit} by itself in {delay:g} s (Restart={unit.get('Restart')}): "
                              "waiting, running nothing")
         return state.failure.spec, delay
@@ -342,9 +370,13 @@ class ExecuteNode(_ToolNode):
             for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
         ]
 
-    def exec(self, prep_res: list[RunStep]) -> RunReport | HostUnreachable:
+    def exec(self, prep_res: list[RunStep]) -> RunReport | HostUnreachable | Suspended:
+        thrown = self.tools.suspension()
+        if thrown is not None:
+            return Suspended(thrown)
         try:
-            return self.tools.executor.run(self.tools.target, prep_res, purpose="remediation")
+            return self.tools.executor.run(self.tools.target, prep_res, purpose="remediation",
+                                           stop=lambda: self.tools.suspension() is not None)
         except HostUnreachable as exc:
             return exc
 
@@ -353,8 +385,10 @@ class ExecuteNode(_ToolNode):
             return exc
         raise exc
 
-    def post(self, state: IncidentState, prep_res: list[RunStep], exec_res: RunReport | ExecutorError) -> str:
+    def post(self, state: IncidentState, prep_res: list[RunStep], exec_res: RunReport | ExecutorError | Suspended) -> str:
         attempt = state.attempt
+        if isinstance(exec_res, Suspended):
+            return self._suspended(state, exec_res.describe)
         if isinstance(exec_res, HostUnreachable):
             attempt.outcome = "unreachable"
             state.reason = str(exec_res)
@@ -371,7 +405,17 @@ class ExecuteNode(_ToolNode):
         attempt.artifacts.append(exec_res.artifacts)
         for result in exec_res.results:
             state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
+        if exec_res.stopped:
+            return self._suspended(state, self.tools.suspension() or "the kill switch was thrown during the run")
         return "executed"
+
+    def _suspended(self, state: IncidentState, thrown: str) -> str:
+        state.attempt.outcome = "suspended"
+        ran = [" ".join(result.argv) for result in state.attempt.results if result.status != "skipped"]
+        state.reason = (f"{state.failure.service}: autonomous remediation is {thrown}; "
+                        + (f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
+        state.log(self.name, state.reason)
+        return "suspended"
 
 
 class VerifyNode(_ToolNode):
@@ -450,8 +494,8 @@ class RecordNode(_ToolNode):
             return "healed"
         if attempt.outcome == "awaiting_approval":
             return "await"
-        if attempt.outcome == "unreachable":
-            return "unreachable"
+        if attempt.outcome in ("unreachable", "suspended"):
+            return attempt.outcome
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"
         if attempt.outcome == "failed":
@@ -488,6 +532,13 @@ class UnreachableNode(_EndNode):
     status = Status.UNREACHABLE.value
 
 
+class SuspendedNode(_EndNode):
+    """The kill switch was thrown: the remediation did not start (or stopped between steps)."""
+
+    node_name = "suspended"
+    status = Status.SUSPENDED.value
+
+
 class RecoveredNode(_EndNode):
     """systemd's own Restart= brought the service back while the loop waited: nothing ran, no attempt."""
 
@@ -512,21 +563,36 @@ class CheckOnlyNode(_ToolNode):
 
 
 EDGES: Mapping[str, Mapping[str, str]] = {
-    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd"},
+    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose"},
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
-    "execute": {"executed": "verify", "unreachable": "record"},
+    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record"},
     "verify": {"healthy": "record", "failing": "record"},
-    "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable"},
+    "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
+               "suspended": "suspended"},
 }
+
+
+def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float) -> str | None:
+    """Why the service may not be remediated now: it was, ``limit`` times within ``window`` seconds (counted in memory,
+    across jobs); None when it may (or the limit is off)."""
+    if limit <= 0:
+        return None
+    recent = memory.remediations(host, service, since=now - window)
+    if len(recent) < limit:
+        return None
+    until = time.strftime("%H:%M:%S", time.localtime(recent[-limit]["started_at"] + window))
+    return (f"{service}: flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
+            f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}); nothing runs until {until} or until a person "
+            f"resets it (sentinel.heal.memory operation=reset_flapping host={host} service={service})")
 
 
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -40,6 +40,7 @@ class Status(StrEnum):
     RECOVERED = "recovered"  # systemd's own Restart= brought it back while the loop waited: nothing run
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended
+    SUSPENDED = "suspended"  # the kill switch was thrown: the remediation did not start
     AWAITING_APPROVAL = "awaiting_approval"
     ESCALATED = "escalated"
     UNREACHABLE = "unreachable"

@@ -8,10 +8,12 @@ wait for a human are stored beside the episodes.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import re
 import sqlite3
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,14 +104,54 @@ MIGRATIONS: tuple[str, ...] = (
     END;
     INSERT INTO episodes_fts (episodes_fts) VALUES ('rebuild');
     """,
+    # 4: the kill switch (while a suspension is not resumed, no autonomous remediation starts anywhere), and where a person
+    #    reset a service's flapping count.
+    """
+    CREATE TABLE suspensions (
+        id INTEGER PRIMARY KEY,
+        suspended_at REAL NOT NULL,
+        suspended_by TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        resumed_at REAL,
+        resumed_by TEXT
+    );
+    CREATE INDEX suspensions_in_force ON suspensions (resumed_at);
+    CREATE TABLE flapping_resets (
+        id INTEGER PRIMARY KEY,
+        host TEXT NOT NULL,
+        service TEXT NOT NULL,
+        reset_at REAL NOT NULL,
+        reset_by TEXT NOT NULL
+    );
+    CREATE INDEX flapping_resets_by_service ON flapping_resets (host, service, reset_at);
+    CREATE INDEX episodes_by_service ON episodes (host, service, started_at);
+    """,
 )
 
 # Episodes a prune forgets: finished before the time (the one parameter), and no plan refers to them.
 _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
-OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable"})
+OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """The kill switch, thrown: who suspended autonomous remediation, when and why (and who resumed it, once resumed)."""
+
+    suspended_at: float
+    suspended_by: str
+    reason: str
+    resumed_at: float | None = None
+    resumed_by: str | None = None
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.suspended_at))
+        return f"suspended by {self.suspended_by} at {when}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -358,6 +400,57 @@ class Memory:
                 "UPDATE plans SET status = 'denied', decided_by = ?, decided_at = ?, decision_note = ? WHERE plan_id = ? AND status = 'pending'",
                 (by, at, note, plan_id),
             ).rowcount == 1
+
+    def remediations(self, host: str, service: str, *, since: float) -> list[dict[str, Any]]:
+        """The attempts that ran a remediation of the service on the host since then (and since a person last reset
+        its flapping count), oldest first: what the flapping limit counts."""
+        reset = self._conn.execute("SELECT max(reset_at) FROM flapping_resets WHERE host = ? AND service = ?", (host, service)).fetchone()[0]
+        rows = self._conn.execute(
+            """SELECT id, outcome, started_at FROM episodes WHERE host = ? AND service = ? AND started_at >= ?
+               AND outcome IN ('healed', 'failed') ORDER BY started_at, id""",
+            (host, service, max(since, reset or since)),
+        ).fetchall()
+        return [dict(row) for row in rows]
+
+    def reset_flapping(self, host: str, service: str, *, by: str, at: float) -> None:
+        """A person says the service's past remediations no longer count against its flapping limit."""
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
+
+    def suspension(self) -> Suspension | None:
+        """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""
+        row = self._conn.execute(
+            f"SELECT {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
+        return None if row is None else Suspension(**dict(row))
+
+    def suspended_because(self) -> str | None:
+        """What the kill switch in force says (who, when, why), or None: what the heal loop polls."""
+        suspension = self.suspension()
+        return None if suspension is None else suspension.describe()
+
+    def suspend(self, *, by: str, reason: str, at: float) -> tuple[Suspension, bool]:
+        """Throw the kill switch; (the suspension in force, whether this call threw it). A second suspend keeps the first."""
+        with self._transaction() as conn:
+            row = conn.execute(f"SELECT {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
+            if row is not None:
+                return Suspension(**dict(row)), False
+            conn.execute("INSERT INTO suspensions (suspended_at, suspended_by, reason) VALUES (?, ?, ?)", (at, by, reason))
+        return Suspension(suspended_at=at, suspended_by=by, reason=reason), True
+
+    def resume(self, *, by: str, at: float) -> Suspension | None:
+        """Release the kill switch; the suspension it ends, or None when none was in force."""
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT id, {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE suspensions SET resumed_at = ?, resumed_by = ? WHERE resumed_at IS NULL", (at, by))
+        ended = dict(row)
+        del ended["id"]
+        return Suspension(**dict(ended, resumed_at=at, resumed_by=by))
+
+
+_SUSPENSION_COLUMNS = "suspended_at, suspended_by, reason, resumed_at, resumed_by"
 
 
 _FTS_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")

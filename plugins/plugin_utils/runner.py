@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -53,6 +53,8 @@ class RunReport:
     results: tuple[StepResult, ...]
     artifacts: str
     duration_s: float
+    # the caller's stop() said so during the run: the steps not yet started did not start
+    stopped: bool = False
 
 
 STEP_PRIVILEGES = ("become", "sudo")
@@ -74,7 +76,9 @@ class RunnerExecutor:
         self.output_limit = output_limit
         self.secrets = tuple(secrets)
 
-    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str) -> RunReport:
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport:
+        """Run the steps in one ansible-runner run; ``stop``, polled while it runs, cancels it (the steps not yet
+        started do not start)."""
         if not steps:
             raise ExecutorError("nothing to run", field="steps", value=[], hint="the planner must not hand over an empty plan")
         import ansible_runner  # imported here: loading it costs time and is needed only when a step runs
@@ -95,6 +99,7 @@ class RunnerExecutor:
                 quiet=True,
                 timeout=self.step_timeout * len(steps) + 60,
                 event_handler=lambda event: _collect(event, events),
+                cancel_callback=stop,
             )
         except Exception as exc:
             raise ExecutorError("ansible-runner could not start the run", field="artifacts", value=str(run_dir), hint=str(exc)) from exc
@@ -111,12 +116,13 @@ class RunnerExecutor:
                 f"the run ended with status {runner.status} before reporting its steps", field="artifacts", value=str(run_dir),
                 hint="see the run's stdout in the artifacts directory",
             )
-        results = tuple(self._result(index, step, events.get(index)) for index, step in enumerate(steps))
-        return RunReport(results=results, artifacts=str(run_dir), duration_s=duration)
+        stopped = runner.status == "canceled"
+        results = tuple(self._result(index, step, events.get(index), stopped) for index, step in enumerate(steps))
+        return RunReport(results=results, artifacts=str(run_dir), duration_s=duration, stopped=stopped)
 
-    def _result(self, index: int, step: RunStep, event: Mapping[str, Any] | None) -> StepResult:
+    def _result(self, index: int, step: RunStep, event: Mapping[str, Any] | None, stopped: bool) -> StepResult:
         if event is None:
-            return StepResult(argv=step.argv, status="skipped", stderr="not run: an earlier step failed")
+            return StepResult(argv=step.argv, status="skipped", stderr="not run: " + ("the run was stopped" if stopped else "an earlier step failed"))
         res = event["res"]
         failed = event["failed"]
         return StepResult(

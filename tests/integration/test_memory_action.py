@@ -114,3 +114,40 @@ def test_the_role_prunes_once_per_play_only_when_a_retention_is_set(tmp_path: Pa
     assert not Path(old_run).exists()
     with Memory(tmp_path) as memory:
         assert [episode["incident_id"] for episode in memory.episodes()] == ["new"]
+
+
+SWITCH = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - {name: nothing yet, sentinel.heal.memory: {operation: suspension, state_dir: "{{ d }}"}, register: before}
+    - name: suspend in check mode
+      sentinel.heal.memory: {operation: suspend, decided_by: alice, note: failover, state_dir: "{{ d }}"}
+      check_mode: true
+      register: would_suspend
+    - {name: suspend, sentinel.heal.memory: {operation: suspend, decided_by: alice, note: failover, state_dir: "{{ d }}"}, register: thrown}
+    - {name: again, sentinel.heal.memory: {operation: suspend, decided_by: bob, note: mine, state_dir: "{{ d }}"}, register: again}
+    - {name: resume, sentinel.heal.memory: {operation: resume, decided_by: carol, state_dir: "{{ d }}"}, register: resumed}
+    - {name: resume again, sentinel.heal.memory: {operation: resume, decided_by: carol, state_dir: "{{ d }}"}, register: resumed_again}
+    - name: report
+      ansible.builtin.copy:
+        dest: "{{ d }}/switch.json"
+        content: "{{ [before, would_suspend, thrown, again, resumed, resumed_again]
+                     | map('dict2items') | map('selectattr', 'key', 'in', ['changed', 'suspended', 'suspension']) | map('items2dict')
+                     | list | to_json }}"
+        mode: "0600"
+    - {name: a suspend without a reason, sentinel.heal.memory: {operation: suspend, decided_by: dave, note: " ", state_dir: "{{ d }}"}}
+"""
+
+
+def test_the_kill_switch_through_a_playbook_records_who_and_why_and_is_idempotent(tmp_path: Path) -> None:
+    (tmp_path / "switch.yml").write_text(SWITCH)
+    run = run_playbook(str(tmp_path / "switch.yml"), "-e", f"d={tmp_path}", state_dir=tmp_path)
+    assert run.rc == 2 and "note: say why healing is suspended" in run.output, run.output
+    before, would, thrown, again, resumed, resumed_again = json.loads((tmp_path / "switch.json").read_text())
+    assert before == {"changed": False, "suspended": False, "suspension": None}
+    assert would["changed"] is True and would["suspension"] is None  # check mode threw nothing
+    assert thrown["changed"] is True and (thrown["suspension"]["suspended_by"], thrown["suspension"]["reason"]) == ("alice", "failover")
+    assert again["changed"] is False and again["suspension"]["suspended_by"] == "alice"
+    assert resumed["changed"] is True and (resumed["suspended"], resumed["suspension"]["resumed_by"]) == (False, "carol")
+    assert resumed_again == {"changed": False, "suspended": False, "suspension": None}

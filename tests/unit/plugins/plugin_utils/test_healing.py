@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
@@ -32,12 +32,18 @@ class ScriptedExecutor:
         self.outputs = outputs or {}
         self.unreachable = unreachable
 
-    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str) -> RunReport:
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport:
         self.runs.append((purpose, [step.argv for step in steps]))
         if self.unreachable and purpose == "remediation":
             raise HostUnreachable("the host did not answer", field="host", value=target.name)
-        results = tuple(StepResult(argv=s.argv, status="ok", rc=0, stdout=self.outputs.get(" ".join(s.argv), "")) for s in steps)
-        return RunReport(results=results, artifacts="/dev/null", duration_s=0.0)
+        results: list[StepResult] = []
+        for step in steps:  # as ansible-runner polls its cancel callback: between steps
+            if stop is not None and stop():
+                results.append(StepResult(argv=step.argv, status="skipped", stderr="not run: the run was stopped"))
+                continue
+            results.append(StepResult(argv=step.argv, status="ok", rc=0, stdout=self.outputs.get(" ".join(step.argv), "")))
+        stopped = any(result.status == "skipped" for result in results)
+        return RunReport(results=tuple(results), artifacts="/dev/null", duration_s=0.0, stopped=stopped)
 
     @property
     def remediations(self) -> list[list[tuple[str, ...]]]:
@@ -191,7 +197,7 @@ def test_a_unit_a_person_masked_is_left_alone_with_no_attempt(tmp_path: Path) ->
     assert tools.memory.episodes() == [] and not outcome.state.changed  # type: ignore[union-attr]
 
 
-def _redis_on_systemd(failure_class: str, **unit: str) -> dict[str, Any]:
+def _redis_on_systemd(failure_class: str, **unit: Any) -> dict[str, Any]:
     """A failed redis as service_check reports it on a systemd host (the form Failure.from_check reads)."""
     state = {"Id": "redis-server.service", "ActiveState": "activating", "SubState": "auto-restart", "Restart": "always",
              "RestartUSec": "6s", "restart_delay_s": 6.0, "NRestarts": "0", "cause": None, **unit}
@@ -208,10 +214,10 @@ def test_a_unit_systemd_restarts_by_itself_is_waited_for_and_nothing_runs(tmp_pa
     slept: list[float] = []
     executor = ScriptedExecutor()
     tools = _tools(tmp_path, executor, [STILL_DOWN, HEALTHY], sleep=slept.append, verify_wait=2.0)
-    outcome = heal_incident(_systemd_failure(_redis_on_systemd("auto_restart")), tools)
+    outcome = heal_incident(_systemd_failure(_redis_on_systemd("auto_restart", restart_in_s=1.5)), tools)
     assert outcome.trace.path == ["diagnose", "await_systemd", "recovered"]
     assert outcome.state.status == "recovered" and not outcome.state.attempts and not outcome.state.episodes
-    assert executor.runs == [] and slept == [6.0, 2.0]  # its RestartSec, then one more look
+    assert executor.runs == [] and slept == [1.5, 2.0]  # what was left of its RestartSec, then one more look
 
 
 def test_a_unit_still_failing_after_systemds_restart_is_escalated_with_its_cause_not_restarted(tmp_path: Path) -> None:
@@ -230,3 +236,42 @@ def test_a_start_limit_hit_unit_is_reset_and_started_with_systemctl(tmp_path: Pa
     outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
     assert outcome.state.status == "healed"
     assert executor.remediations == [[("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")]]
+
+
+THROWN = "suspended by alice at 2026-11-24 00:30:00 UTC: database failover"
+
+
+def test_the_kill_switch_thrown_before_the_remediation_stops_it_and_nothing_runs(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY], suspension=lambda: THROWN)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "suspended"]
+    assert outcome.state.status == "suspended" and THROWN in outcome.state.reason and "nothing ran" in outcome.state.reason
+    assert executor.remediations == [] and not outcome.state.changed
+    [episode] = tools.memory.episodes() if tools.memory else []
+    assert episode["outcome"] == "suspended"
+
+
+def test_the_kill_switch_thrown_during_the_run_stops_the_steps_not_yet_started(tmp_path: Path) -> None:
+    polls = iter([None, None, THROWN])  # before the run; before its first step; before its second
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY], suspension=lambda: next(polls, THROWN))
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "suspended"
+    assert [(r.argv, r.status) for r in outcome.state.attempt.results] == [
+        (("rm", "-f", "/run/nginx.pid"), "ok"), (("service", "nginx", "start"), "skipped")]
+    assert "stopped after rm -f /run/nginx.pid" in outcome.state.reason
+
+
+def test_a_service_remediated_flap_limit_times_in_the_window_is_escalated_as_flapping_and_nothing_runs(tmp_path: Path) -> None:
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], flap_limit=2)
+    for _round in range(2):
+        assert heal_incident(nginx_failure(), tools).state.status == "healed"
+    executor = ScriptedExecutor(CONFIG_OK)
+    outcome = heal_incident(nginx_failure(), dataclasses.replace(tools, executor=executor))
+    assert outcome.trace.path == ["diagnose", "escalate"]
+    assert outcome.state.status == "escalated" and not outcome.state.attempts and executor.runs == []
+    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in outcome.state.reason
+    assert "sentinel.heal.memory operation=reset_flapping host=web1 service=nginx" in outcome.state.reason
+    # off, it is not counted
+    assert heal_incident(nginx_failure(), dataclasses.replace(tools, flap_limit=0, verify=lambda spec: HEALTHY)).state.status == "healed"

@@ -209,3 +209,33 @@ def test_check_mode_reads_an_existing_memory_and_never_creates_or_writes_one(tmp
         assert reader.verified_fix(failure.fingerprint) is not None
         with pytest.raises(MemoryStoreError, match="readonly"):
             reader.record_attempt(incident_id="j", failure=failure, attempt=_attempt("failed", "x"))
+
+
+def test_the_kill_switch_records_who_when_and_why_and_every_process_sees_it(tmp_path: Path) -> None:
+    with Memory(tmp_path) as memory:
+        assert memory.suspension() is None and memory.suspended_because() is None
+        first, thrown = memory.suspend(by="alice", reason="database failover", at=1_000.0)
+        assert thrown and (first.suspended_by, first.reason, first.resumed_at) == ("alice", "database failover", None)
+        again, thrown = memory.suspend(by="bob", reason="me too", at=2_000.0)
+        assert not thrown and again == first  # the switch that holds is the first, with its reason
+        with Memory(tmp_path) as other_job:
+            said = other_job.suspended_because() or ""
+            assert said.startswith("suspended by alice at ") and said.endswith(": database failover")
+        ended = memory.resume(by="carol", at=3_000.0)
+        assert ended is not None and (ended.suspended_by, ended.resumed_by, ended.resumed_at) == ("alice", "carol", 3_000.0)
+        assert memory.suspension() is None and memory.resume(by="carol", at=3_001.0) is None
+
+
+def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the_window_or_a_reset(tmp_path: Path) -> None:
+    now = time.time()
+    with Memory(tmp_path) as memory:
+        for finished, outcome, host in ((now - 7200, "healed", "web1"), (now - 600, "failed", "web1"), (now - 300, "healed", "web1"),
+                                        (now - 200, "awaiting_approval", "web1"), (now - 100, "healed", "web2")):
+            memory.record_attempt(incident_id=f"i{finished}", failure=nginx_failure(host=host),
+                                  attempt=_attempt(outcome, "service {init_service} start", finished_at=finished))
+        counted = memory.remediations("web1", "nginx", since=now - 3600)
+        # not the one before the window, not the plan that only waits, not the other host's
+        assert [row["outcome"] for row in counted] == ["failed", "healed"]
+        memory.reset_flapping("web1", "nginx", by="alice", at=now - 250)
+        assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=now - 3600)] == []
+        assert len(memory.remediations("web2", "nginx", since=now - 3600)) == 1

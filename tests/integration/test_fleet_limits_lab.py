@@ -1,0 +1,88 @@
+"""The limits an operator sets once, on the lab. The kill switch: thrown with playbooks/suspend.yml, no remediation
+starts on any path (a scheduled heal, an approved plan); checks, evidence reads and check mode still run; resumed,
+healing goes on. The flapping limit: a service remediated again and again is left for a person, across jobs."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
+
+HEAL = "playbooks/heal.yml"
+# Lets sentinel.heal look but not act: the plan to start nginx waits for a person.
+REVIEW_POLICY = "version: 1\nrules:\n  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n"
+
+
+def plan_status(state: Path, plan_id: str) -> str:
+    with sqlite3.connect(state / "memory.sqlite3") as conn:
+        return str(conn.execute("SELECT status FROM plans WHERE plan_id = ?", (plan_id,)).fetchone()[0])
+
+
+def test_a_suspended_fleet_reads_but_does_not_remediate_until_resumed(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    policy = tmp_path / "review.yml"
+    policy.write_text(REVIEW_POLICY)
+    faults.inject("node1", "nginx-killed")
+    waiting = run_playbook(HEAL, "--limit", "node1", "-e", f"autoheal_policy_file={policy}", state_dir=state)
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
+
+    thrown = run_playbook("playbooks/suspend.yml", "-e", "reason='database failover'", "-e", "by=alice", state_dir=state)
+    assert thrown.rc == 0 and "healing is SUSPENDED: alice (database failover)" in one_line(thrown.output), thrown.output
+
+    # an approval does not run while suspended, and the plan still waits
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    assert approved.rc == 2 and "no approved plan runs while it is suspended" in one_line(approved.output), approved.output
+    assert plan_status(state, plan_id) == "pending"
+
+    # the scheduled heal checks and reads, and runs nothing
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=state)
+    assert run.rc == 0, run.output
+    output = one_line(run.output)
+    assert "node1: nginx suspended: nginx: autonomous remediation is suspended by alice at" in output
+    assert "database failover; nothing ran" in output and "[diagnose > plan > guard > execute > record > suspended]" in output
+    assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence", "evidence"]  # nginx -t, twice
+    assert episodes(state)[-1]["outcome"] == "suspended"
+    assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
+    check = run_playbook(HEAL, "--limit", "node1", "--check", state_dir=tmp_path / "check")
+    # (nginx -t, read twice, has left an empty /run/nginx.pid behind: the plan removes it too)
+    assert "nginx would be planned (check mode):" in one_line(check.output) and "systemctl start nginx" in one_line(check.output)
+
+    released = run_playbook("playbooks/suspend.yml", "-e", "resume=true", "-e", "by=carol", state_dir=state)
+    assert released.rc == 0 and "healing runs (not suspended)" in one_line(released.output), released.output
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    assert approved.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(approved.output), approved.output
+    assert plan_status(state, plan_id) == "executed"
+    assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+
+
+RESET = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: A person looked at it
+      sentinel.heal.memory: {operation: reset_flapping, host: node2, service: nginx, decided_by: alice, state_dir: "{{ autoheal_state_dir }}"}
+"""
+
+
+def test_a_service_remediated_again_and_again_is_left_for_a_person_until_reset(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    limit = ("--limit", "node2", "-e", "autoheal_flap_limit=2")
+    for _job in range(2):  # two jobs (cron, EDA, ...): the count is kept in memory, not in a job
+        faults.inject("node2", "nginx-killed")
+        run = run_playbook(HEAL, *limit, state_dir=state)
+        assert run.rc == 0 and "node2: nginx healed in 1 attempt" in one_line(run.output), run.output
+    faults.inject("node2", "nginx-killed")
+    flapping = run_playbook(HEAL, *limit, state_dir=state)
+    output = one_line(flapping.output)
+    assert flapping.rc == 2 and "node2 nginx: escalated after 0 attempt(s) [diagnose > escalate]" in output, flapping.output
+    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in output
+    assert [purpose for purpose, _argv in commands_run(state, "node2")].count("remediation") == 2
+    assert len(episodes(state)) == 2 and sh(lab, "node2", "systemctl", "is-failed", "nginx").strip() == "failed"
+
+    (tmp_path / "reset.yml").write_text(RESET)
+    assert run_playbook(str(tmp_path / "reset.yml"), state_dir=state).rc == 0
+    healed = run_playbook(HEAL, *limit, state_dir=state)
+    assert healed.rc == 0 and "node2: nginx healed in 1 attempt" in one_line(healed.output), healed.output
