@@ -10,11 +10,11 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import FLAP_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
@@ -35,6 +35,8 @@ ARGUMENT_SPEC = dict(
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
     flap_limit=dict(type="int", default=3),
     flap_window=dict(type="int", default=3600),
+    max_running=dict(type="int", default=0),
+    max_hosts_per_run=dict(type="int", default=0),
 )
 
 
@@ -46,7 +48,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        for name, (low, high) in FLAP_OPTION_RANGES.items():
+        for name, (low, high) in LIMIT_OPTION_RANGES.items():
             if not low <= args[name] <= high:
                 raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
         if not args["approved_by"].strip():
@@ -101,4 +103,6 @@ class ActionModule(ActionBase):
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],
             suspension=memory.suspended_because,
+            blast_radius=blast_radius(args, task_vars),
+            step_timeout=args["step_timeout"],
         )

@@ -15,12 +15,12 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import inventory_hosts, service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, inventory_hosts, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import FLAP_OPTION_RANGES, Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
@@ -72,10 +72,12 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
     flap_limit=dict(type="int", default=3),
     flap_window=dict(type="int", default=3600),
+    max_running=dict(type="int", default=0),
+    max_hosts_per_run=dict(type="int", default=0),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
-          "failed_ttl": (0, 365 * 86400), **FLAP_OPTION_RANGES}
+          "failed_ttl": (0, 365 * 86400), **LIMIT_OPTION_RANGES}
 
 
 class ActionModule(ActionBase):
@@ -151,6 +153,8 @@ class ActionModule(ActionBase):
             probe_hosts=inventory_hosts(task_vars, self._templar),
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
+            blast_radius=blast_radius(args, task_vars),
+            step_timeout=args.get("step_timeout", 120),
             suspension=memory.suspended_because if memory is not None else lambda: None,
         )
 

@@ -32,6 +32,22 @@ options:
     description: Seconds over which O(flap_limit) counts remediations (60 to 604800).
     type: int
     default: 3600
+  max_running:
+    description:
+      - The blast radius - at most this many remediations running at the same time across every fork of the play and
+        every job that shares O(state_dir), coordinated through leases in memory (a crashed job's lease expires once its
+        steps could have run). A remediation over the cap does not start, and its incident ends C(deferred) with the
+        reason; the next run takes it up.
+      - C(0), the default, is no cap (0-1000).
+    type: int
+    default: 0
+  max_hosts_per_run:
+    description:
+      - The blast radius - at most this many hosts remediated by one run (one ansible-playbook, all its forks; one AWX job).
+        The other hosts' incidents end C(deferred), never silently skipped.
+      - C(0), the default, is no cap (0-100000).
+    type: int
+    default: 0
 """
 
     # How the actions that run steps on a host run them (sentinel.heal.controller.steps).

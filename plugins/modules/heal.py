@@ -135,8 +135,10 @@ status:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
       alone), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
-      did not start, or stopped before its next step), C(awaiting_approval), C(escalated) or C(unreachable); in
-      check mode also C(planned) (an allowed plan that did not run).
+      did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
+      O(max_hosts_per_run), was reached - the remediation did not start; the next run takes it up),
+      C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan that
+      did not run).
   returned: always
   type: str
   sample: healed

@@ -9,12 +9,15 @@ credentials included. Secret options travel separately and are never written to 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
 
 SERVICE_CHECK = "sentinel.heal.service_check"
@@ -23,6 +26,22 @@ _SECRET_OPTION_WORDS = ("pass", "private_key_passphrase", "token")
 _SECRET_OPTIONS = frozenset({"private_key"})
 _BECOME_FALLBACK_VARS = ("ansible_become_method", "ansible_become_user", "ansible_become_exe", "ansible_become_flags")
 _BECOME_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass")
+
+
+def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> BlastRadius:
+    """The caps of the task's options, for the run the task belongs to: AWX's job id when there is one, else the
+    ansible-playbook process every fork of the play was started by (its pid and start time: pids are reused)."""
+    job = task_vars.get("awx_job_id") or task_vars.get("tower_job_id")
+    if job:
+        run_id = f"awx-job-{job}"
+    else:
+        parent = os.getppid()
+        try:
+            started = Path(f"/proc/{parent}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[19]
+        except (OSError, IndexError):
+            started = "?"
+        run_id = f"ansible-playbook-{parent}-{started}"
+    return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0), run_id=run_id)
 
 
 def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:

@@ -12,6 +12,7 @@
     record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
            ─unreachable─▶ unreachable · ─suspended─▶ suspended
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
+    execute ─deferred─▶ record         (the blast radius is spent: no lease) · record ─deferred─▶ deferred
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
 
 Every attempt is recorded as one episode. Only a verified recovery ends ``healed``. A command
@@ -38,8 +39,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 
-# The ranges of the flapping limit's options, for the actions that take them.
-FLAP_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400)}
+# The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
+LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000)}
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
 
 
@@ -60,6 +61,20 @@ class Executor(Protocol):
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 # Asks a human whether a plan may run: ("approved" | "denied", who), or None when nobody can be asked.
 ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | None]
+
+
+@dataclass(frozen=True)
+class BlastRadius:
+    """How far healing may reach at once: remediations running at the same time across every fork and job that shares
+    the memory, and hosts remediated per run (``run_id`` names the run, shared by its forks); 0 is no cap."""
+
+    max_running: int = 0
+    max_hosts_per_run: int = 0
+    run_id: str = ""
+
+    @property
+    def limits(self) -> bool:
+        return bool(self.max_running or self.max_hosts_per_run)
 
 
 @dataclass
@@ -88,6 +103,10 @@ class Toolkit:
     # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
     flap_limit: int = 3
     flap_window: float = 3600.0
+    # the blast radius: caps on remediations at once and hosts per run, shared through memory
+    blast_radius: BlastRadius = field(default_factory=BlastRadius)
+    # how long a step may run on the host: a remediation's lease expires after all its steps could have run
+    step_timeout: int = 120
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     clock: Callable[[], float] = time.time
@@ -144,6 +163,13 @@ class Suspended:
     """The kill switch was thrown before the remediation started."""
 
     describe: str
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The blast radius is spent: no slot for this remediation now."""
+
+    why: str
 
 
 @dataclass(frozen=True)
@@ -360,35 +386,53 @@ class AskHumanNode(_ToolNode):
 class ExecuteNode(_ToolNode):
     node_name = "execute"
 
-    def prep(self, state: IncidentState) -> list[RunStep]:
+    def prep(self, state: IncidentState) -> tuple[list[RunStep], str, str]:
         plan = _plan_of(state)
         decision = state.attempt.decision
         if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
             raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
-        return [
+        steps = [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
             for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
         ]
+        return steps, state.failure.host, state.failure.service
 
-    def exec(self, prep_res: list[RunStep]) -> RunReport | HostUnreachable | Suspended:
+    def exec(self, prep_res: tuple[list[RunStep], str, str]) -> RunReport | HostUnreachable | Suspended | Deferred:
+        steps, host, service = prep_res
         thrown = self.tools.suspension()
         if thrown is not None:
             return Suspended(thrown)
+        lease = None
+        memory, radius = self.tools.memory, self.tools.blast_radius
+        if memory is not None and radius.limits:
+            ttl = self.tools.step_timeout * len(steps) + 60  # past it, a crashed job's slot is free again
+            lease, why = memory.acquire_lease(run_id=radius.run_id, host=host, service=service, at=self.tools.clock(), ttl=ttl,
+                                              max_running=radius.max_running, max_hosts_per_run=radius.max_hosts_per_run)
+            if lease is None:
+                return Deferred(why)
         try:
-            return self.tools.executor.run(self.tools.target, prep_res, purpose="remediation",
-                                           stop=lambda: self.tools.suspension() is not None)
+            return self.tools.executor.run(self.tools.target, steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None)
         except HostUnreachable as exc:
             return exc
+        finally:
+            if memory is not None and lease is not None:
+                memory.release_lease(lease)
 
-    def exec_fallback(self, prep_res: list[RunStep], exc: Exception) -> Any:
+    def exec_fallback(self, prep_res: tuple[list[RunStep], str, str], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             return exc
         raise exc
 
-    def post(self, state: IncidentState, prep_res: list[RunStep], exec_res: RunReport | ExecutorError | Suspended) -> str:
+    def post(self, state: IncidentState, prep_res: tuple[list[RunStep], str, str],
+             exec_res: RunReport | ExecutorError | Suspended | Deferred) -> str:
         attempt = state.attempt
         if isinstance(exec_res, Suspended):
             return self._suspended(state, exec_res.describe)
+        if isinstance(exec_res, Deferred):
+            attempt.outcome = "deferred"
+            state.reason = f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up"
+            state.log(self.name, state.reason)
+            return "deferred"
         if isinstance(exec_res, HostUnreachable):
             attempt.outcome = "unreachable"
             state.reason = str(exec_res)
@@ -398,7 +442,7 @@ class ExecuteNode(_ToolNode):
         if isinstance(exec_res, ExecutorError):
             if exec_res.field == "artifacts":  # the run started and left its directory behind
                 attempt.artifacts.append(str(exec_res.value))
-            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res]
+            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res[0]]
             state.log(self.name, f"the run failed: {exec_res}")
             return "executed"
         attempt.results = list(exec_res.results)
@@ -494,7 +538,7 @@ class RecordNode(_ToolNode):
             return "healed"
         if attempt.outcome == "awaiting_approval":
             return "await"
-        if attempt.outcome in ("unreachable", "suspended"):
+        if attempt.outcome in ("unreachable", "suspended", "deferred"):
             return attempt.outcome
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"
@@ -530,6 +574,13 @@ class AwaitApprovalNode(_EndNode):
 class UnreachableNode(_EndNode):
     node_name = "unreachable"
     status = Status.UNREACHABLE.value
+
+
+class DeferredNode(_EndNode):
+    """The blast radius was spent: the remediation waits for the next run."""
+
+    node_name = "deferred"
+    status = Status.DEFERRED.value
 
 
 class SuspendedNode(_EndNode):
@@ -568,10 +619,10 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
-    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record"},
+    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record"},
     "verify": {"healthy": "record", "failing": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
-               "suspended": "suspended"},
+               "suspended": "suspended", "deferred": "deferred"},
 }
 
 
@@ -592,7 +643,7 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -41,6 +41,7 @@ class Status(StrEnum):
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended
     SUSPENDED = "suspended"  # the kill switch was thrown: the remediation did not start
+    DEFERRED = "deferred"  # the blast radius was spent: the remediation waits for the next run
     AWAITING_APPROVAL = "awaiting_approval"
     ESCALATED = "escalated"
     UNREACHABLE = "unreachable"

@@ -126,13 +126,32 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX flapping_resets_by_service ON flapping_resets (host, service, reset_at);
     CREATE INDEX episodes_by_service ON episodes (host, service, started_at);
     """,
+    # 5: the blast radius: a lease per remediation running (expiring, so a crashed job frees its slot) and the hosts
+    #    each run remediated, shared by every fork of a play and every job of the state dir.
+    """
+    CREATE TABLE leases (
+        id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        service TEXT NOT NULL,
+        acquired_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    CREATE INDEX leases_by_expiry ON leases (expires_at);
+    CREATE TABLE run_hosts (
+        run_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        first_at REAL NOT NULL,
+        PRIMARY KEY (run_id, host)
+    );
+    """,
 )
 
 # Episodes a prune forgets: finished before the time (the one parameter), and no plan refers to them.
 _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
-OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended"})
+OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 
 
@@ -416,6 +435,29 @@ class Memory:
         """A person says the service's past remediations no longer count against its flapping limit."""
         with self._transaction() as conn:
             conn.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
+
+    def acquire_lease(self, *, run_id: str, host: str, service: str, at: float, ttl: float, max_running: int,
+                      max_hosts_per_run: int) -> tuple[int | None, str]:
+        """A slot for one remediation, within the caps (0: no cap); (lease id, "") or (None, why it must wait).
+
+        Taken in one write transaction, so forks and concurrent jobs never both take the last slot; leases past their
+        expiry (a crashed job's) are freed first."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE expires_at < ?", (at,))
+            running = conn.execute("SELECT count(*) FROM leases").fetchone()[0]
+            if max_running and running >= max_running:
+                return None, f"{running} remediations are running (the cap on remediations at the same time is {max_running})"
+            hosts = {row[0] for row in conn.execute("SELECT host FROM run_hosts WHERE run_id = ?", (run_id,))}
+            if max_hosts_per_run and host not in hosts and len(hosts) >= max_hosts_per_run:
+                return None, f"this run already remediated {len(hosts)} hosts (the cap per run is {max_hosts_per_run})"
+            conn.execute("INSERT OR IGNORE INTO run_hosts (run_id, host, first_at) VALUES (?, ?, ?)", (run_id, host, at))
+            lease = conn.execute("INSERT INTO leases (run_id, host, service, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                                 (run_id, host, service, at, at + ttl)).lastrowid
+        return lease, ""
+
+    def release_lease(self, lease_id: int) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""

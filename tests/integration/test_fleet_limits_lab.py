@@ -86,3 +86,31 @@ def test_a_service_remediated_again_and_again_is_left_for_a_person_until_reset(l
     assert run_playbook(str(tmp_path / "reset.yml"), state_dir=state).rc == 0
     healed = run_playbook(HEAL, *limit, state_dir=state)
     assert healed.rc == 0 and "node2: nginx healed in 1 attempt" in one_line(healed.output), healed.output
+
+
+def test_the_blast_radius_defers_the_hosts_over_the_cap_and_a_later_run_takes_them_up(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    for host in ("node1", "node2", "node3"):
+        faults.inject(host, "nginx-killed")
+    capped = run_playbook(HEAL, "-f", "3", "-e", "autoheal_max_hosts_per_run=1", state_dir=state)
+    output = one_line(capped.output)
+    assert capped.rc == 0, capped.output  # deferred is not a failure: the next run takes it up
+    outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
+    assert sorted(outcomes.values()) == ["deferred", "deferred", "healed"], outcomes
+    deferred = [host for host, outcome in outcomes.items() if outcome == "deferred"]
+    for host in deferred:
+        assert (f"{host}: nginx deferred: nginx: deferred, nothing ran: this run already remediated 1 hosts (the cap per run is 1);"
+                " the next run takes it up") in output, output
+    assert all(not [argv for purpose, argv in commands_run(state, host) if purpose == "remediation"] for host in deferred)
+
+    # another job holds the only slot of remediations at once: nothing starts; once its lease expired, this one does
+    with sqlite3.connect(state / "memory.sqlite3") as conn:
+        conn.execute("INSERT INTO leases (run_id, host, service, acquired_at, expires_at) VALUES ('other-job', 'node9', 'nginx', 0, 4e9)")
+    held = run_playbook(HEAL, "--limit", deferred[0], "-e", "autoheal_max_running=1", state_dir=state)
+    assert "1 remediations are running (the cap on remediations at the same time is 1)" in one_line(held.output), held.output
+    with sqlite3.connect(state / "memory.sqlite3") as conn:
+        conn.execute("UPDATE leases SET expires_at = 1 WHERE run_id = 'other-job'")
+    later = run_playbook(HEAL, "-f", "1", "-e", "autoheal_max_running=1", state_dir=state)  # one host after the other
+    assert later.rc == 0 and one_line(later.output).count("nginx healed in 1 attempt") == 2, later.output
+    with sqlite3.connect(state / "memory.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)  # every slot was given back

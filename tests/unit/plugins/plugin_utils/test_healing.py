@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import BlastRadius, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
@@ -275,3 +275,15 @@ def test_a_service_remediated_flap_limit_times_in_the_window_is_escalated_as_fla
     assert "sentinel.heal.memory operation=reset_flapping host=web1 service=nginx" in outcome.state.reason
     # off, it is not counted
     assert heal_incident(nginx_failure(), dataclasses.replace(tools, flap_limit=0, verify=lambda spec: HEALTHY)).state.status == "healed"
+
+
+def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    radius = BlastRadius(max_hosts_per_run=1, run_id="run-1")
+    tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], blast_radius=radius)
+    assert heal_incident(nginx_failure(host="web1"), tools).state.status == "healed"
+    outcome = heal_incident(nginx_failure(host="web2"), dataclasses.replace(tools, target=Target(name="web2", host_vars={})))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "deferred"]
+    assert outcome.state.status == "deferred" and "the cap per run is 1" in outcome.state.reason
+    assert len(executor.remediations) == 1  # web1's only
+    assert tools.memory is not None and tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"

@@ -239,3 +239,24 @@ def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the
         memory.reset_flapping("web1", "nginx", by="alice", at=now - 250)
         assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=now - 3600)] == []
         assert len(memory.remediations("web2", "nginx", since=now - 3600)) == 1
+
+
+def test_leases_cap_remediations_at_once_and_hosts_per_run_and_expire(tmp_path: Path) -> None:
+    with Memory(tmp_path) as memory, Memory(tmp_path) as other_job:
+        first, why = memory.acquire_lease(run_id="r1", host="web1", service="nginx", at=100.0, ttl=60, max_running=1, max_hosts_per_run=0)
+        assert first is not None and why == ""
+        refused, why = other_job.acquire_lease(run_id="r2", host="web2", service="nginx", at=110.0, ttl=60, max_running=1,
+                                               max_hosts_per_run=0)
+        assert refused is None and why == "1 remediations are running (the cap on remediations at the same time is 1)"
+        # a crashed job's lease expires, and its slot is free again
+        after_expiry, _why = other_job.acquire_lease(run_id="r2", host="web2", service="nginx", at=161.0, ttl=60, max_running=1,
+                                                     max_hosts_per_run=0)
+        assert after_expiry is not None
+        other_job.release_lease(after_expiry)
+        # per run: the same host again is fine, a second host is not
+        memory.release_lease(first)
+        again, _why = memory.acquire_lease(run_id="r1", host="web1", service="redis", at=170.0, ttl=60, max_running=0, max_hosts_per_run=1)
+        assert again is not None
+        second_host, why = memory.acquire_lease(run_id="r1", host="web3", service="nginx", at=171.0, ttl=60, max_running=0,
+                                                max_hosts_per_run=1)
+        assert second_host is None and why == "this run already remediated 1 hosts (the cap per run is 1)"
