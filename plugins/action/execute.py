@@ -104,5 +104,4 @@ class ActionModule(ActionBase):
             verify_wait=args["verify_delay"],
             suspension=memory.suspended_because,
             blast_radius=blast_radius(args, task_vars),
-            step_timeout=args["step_timeout"],
         )

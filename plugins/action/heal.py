@@ -154,7 +154,6 @@ class ActionModule(ActionBase):
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
             blast_radius=blast_radius(args, task_vars),
-            step_timeout=args.get("step_timeout", 120),
             suspension=memory.suspended_because if memory is not None else lambda: None,
         )
 

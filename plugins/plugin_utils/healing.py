@@ -55,6 +55,8 @@ class StillFailing(Exception):
 class Executor(Protocol):
     """What the loop needs from an executor (RunnerExecutor in production)."""
 
+    step_timeout: int  # seconds each step may run: a remediation's lease expires after all its steps could have run
+
     def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport: ...
 
 
@@ -105,8 +107,6 @@ class Toolkit:
     flap_window: float = 3600.0
     # the blast radius: caps on remediations at once and hosts per run, shared through memory
     blast_radius: BlastRadius = field(default_factory=BlastRadius)
-    # how long a step may run on the host: a remediation's lease expires after all its steps could have run
-    step_timeout: int = 120
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     clock: Callable[[], float] = time.time
@@ -183,10 +183,12 @@ class Evidence:
 class DiagnoseNode(_ToolNode):
     node_name = "diagnose"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | None:
+    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | str:
+        """What to diagnose, or the route of an incident that gets no attempt (its reason set on the state)."""
         failure = state.failure
-        if failure.masked_unit is not None or self._systemd_restarts(state) or self._flapping(state):
-            return None  # a person's decision, systemd's own restart, or too many remediations: no attempt
+        route = self._no_attempt(state)
+        if route is not None:
+            return route
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
@@ -194,9 +196,25 @@ class DiagnoseNode(_ToolNode):
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
         return failure, frozenset(excluded)
 
-    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]] | None) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None:
-        if prep_res is None:
-            return None
+    def _no_attempt(self, state: IncidentState) -> str | None:
+        """A person's decision (a masked unit), systemd's own restart not yet waited for, or too many remediations."""
+        failure = state.failure
+        if failure.masked_unit is not None:
+            state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
+            return "left_alone"
+        if failure.failure_class == "auto_restart" and not state.awaited_systemd:
+            return "systemd_restarts"
+        memory = self.tools.planner.memory
+        flapping = None if memory is None else flapping_reason(
+            memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock())
+        if flapping is not None:
+            state.reason = flapping
+            return "flapping"
+        return None
+
+    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]] | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+        if isinstance(prep_res, str):
+            return prep_res
         failure, excluded = prep_res
         remembered = self.tools.planner.remembered_fix(failure, excluded)
         if remembered is not None:
@@ -217,34 +235,15 @@ class DiagnoseNode(_ToolNode):
         report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
-    def _flapping(self, state: IncidentState) -> bool:
-        memory = self.tools.planner.memory
-        reason = None if memory is None else flapping_reason(
-            memory, state.failure.host, state.failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window,
-            now=self.tools.clock())
-        if reason is not None:
-            state.reason = reason
-        return reason is not None
-
-    @staticmethod
-    def _systemd_restarts(state: IncidentState) -> bool:
-        """systemd will restart the unit by itself (Restart=), and the loop has not waited for that yet."""
-        return state.failure.failure_class == "auto_restart" and not state.awaited_systemd
-
     def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             failure, excluded = prep_res
             return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), Evidence(), excluded
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | None) -> str:
-        if exec_res is None and self._systemd_restarts(state):
-            return "systemd_restarts"
-        if exec_res is None and state.failure.masked_unit is None:
-            return "flapping"
-        if exec_res is None:
-            state.reason = f"{state.failure.service}: {state.failure.masked_unit} is masked by a person: not healed, nothing run"
-            return "left_alone"
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str) -> str:
+        if isinstance(exec_res, str):
+            return exec_res
         diagnosis, evidence, excluded = exec_res
         results = evidence.results
         attempt = state.attempt
@@ -405,7 +404,7 @@ class ExecuteNode(_ToolNode):
         lease = None
         memory, radius = self.tools.memory, self.tools.blast_radius
         if memory is not None and radius.limits:
-            ttl = self.tools.step_timeout * len(steps) + 60  # past it, a crashed job's slot is free again
+            ttl = self.tools.executor.step_timeout * len(steps) + 60  # past it, a crashed job's slot is free again
             lease, why = memory.acquire_lease(run_id=radius.run_id, host=host, service=service, at=self.tools.clock(), ttl=ttl,
                                               max_running=radius.max_running, max_hosts_per_run=radius.max_hosts_per_run)
             if lease is None:

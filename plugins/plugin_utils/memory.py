@@ -153,6 +153,8 @@ _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_i
 
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
+# outcomes of an attempt that a limit (the kill switch, the blast radius) stopped before it started
+HELD_OUTCOMES = frozenset({"suspended", "deferred"})
 
 
 @dataclass(frozen=True)
@@ -296,9 +298,13 @@ class Memory:
                      pending.plan_hash, _json(failure.to_dict()), pending.created_at, pending.expires_at),
                 )
             if executed_plan_id is not None:
+                held = attempt.outcome in HELD_OUTCOMES and all(result.status == "skipped" for result in attempt.results)
+                # a limit held the approved plan back before any step ran: it waits again, to be approved once more
                 updated = conn.execute(
+                    "UPDATE plans SET status = 'pending', decided_by = NULL, decided_at = NULL WHERE plan_id = ? AND status = 'running'"
+                    if held else
                     "UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
-                    (episode_id, executed_plan_id),
+                    (executed_plan_id,) if held else (episode_id, executed_plan_id),
                 ).rowcount
                 if updated != 1:
                     raise MemoryStoreError("the approved plan was not claimed for this run", field="plan_id", value=executed_plan_id)
@@ -461,9 +467,7 @@ class Memory:
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""
-        row = self._conn.execute(
-            f"SELECT {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
-        return None if row is None else Suspension(**dict(row))
+        return _suspension(self._conn.execute(_SUSPENSION_IN_FORCE).fetchone())
 
     def suspended_because(self) -> str | None:
         """What the kill switch in force says (who, when, why), or None: what the heal loop polls."""
@@ -473,26 +477,28 @@ class Memory:
     def suspend(self, *, by: str, reason: str, at: float) -> tuple[Suspension, bool]:
         """Throw the kill switch; (the suspension in force, whether this call threw it). A second suspend keeps the first."""
         with self._transaction() as conn:
-            row = conn.execute(f"SELECT {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
-            if row is not None:
-                return Suspension(**dict(row)), False
+            in_force = _suspension(conn.execute(_SUSPENSION_IN_FORCE).fetchone())
+            if in_force is not None:
+                return in_force, False
             conn.execute("INSERT INTO suspensions (suspended_at, suspended_by, reason) VALUES (?, ?, ?)", (at, by, reason))
         return Suspension(suspended_at=at, suspended_by=by, reason=reason), True
 
     def resume(self, *, by: str, at: float) -> Suspension | None:
         """Release the kill switch; the suspension it ends, or None when none was in force."""
         with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT id, {_SUSPENSION_COLUMNS} FROM suspensions WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1").fetchone()
-            if row is None:
+            in_force = _suspension(conn.execute(_SUSPENSION_IN_FORCE).fetchone())
+            if in_force is None:
                 return None
             conn.execute("UPDATE suspensions SET resumed_at = ?, resumed_by = ? WHERE resumed_at IS NULL", (at, by))
-        ended = dict(row)
-        del ended["id"]
-        return Suspension(**dict(ended, resumed_at=at, resumed_by=by))
+        return dataclasses.replace(in_force, resumed_at=at, resumed_by=by)
 
 
-_SUSPENSION_COLUMNS = "suspended_at, suspended_by, reason, resumed_at, resumed_by"
+_SUSPENSION_IN_FORCE = """SELECT suspended_at, suspended_by, reason, resumed_at, resumed_by FROM suspensions
+    WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1"""
+
+
+def _suspension(row: sqlite3.Row | None) -> Suspension | None:
+    return None if row is None else Suspension(**dict(row))
 
 
 _FTS_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")

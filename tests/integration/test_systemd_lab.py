@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import ROOT, SYSV_HOSTS, Faults, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -160,7 +160,10 @@ def test_redis_killed_on_a_systemd_host_is_back_before_the_check(mixed: Any, fau
 def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixed: Any) -> None:
     init_pids = [status.pid for status in mixed.status() if status.init_system == "systemd"]
     assert mixed._lab_cgroups(), "a systemd host lives in a cgroup of its own"
-    mixed.down()
-    assert mixed._lab_cgroups() == []
-    assert mixed._lab_netns() == [] and mixed._mounts_under(mixed.STATE_DIR) == []
-    assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)
+    try:
+        mixed.down()
+        assert mixed._lab_cgroups() == []
+        assert mixed._lab_netns() == [] and mixed._mounts_under(mixed.STATE_DIR) == []
+        assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)
+    finally:
+        mixed.up(inits=SYSV_HOSTS)  # the session's fleet, for the tests that run after this one

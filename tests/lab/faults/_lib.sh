@@ -51,3 +51,10 @@ postgres_answers() {
 redis_answers() {
     [ "$(redis-cli ping 2>/dev/null)" = PONG ]
 }
+
+# A systemd drop-in a fault added: gone, its directory too when empty, and systemd told.
+remove_dropin() {
+    rm -f "$1"
+    rmdir "${1%/*}" 2>/dev/null || true
+    systemctl daemon-reload
+}

@@ -25,9 +25,7 @@ UNIT
     ;;
 undo)
     if [ -e "$dropin" ]; then
-        rm -f "$dropin"
-        rmdir "${dropin%/*}" 2>/dev/null || true
-        systemctl daemon-reload
+        remove_dropin "$dropin"
         systemctl reset-failed nginx
     fi
     start_until_answers nginx nginx_answers

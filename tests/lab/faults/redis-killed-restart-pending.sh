@@ -26,9 +26,7 @@ break)
     ;;
 undo)
     if [ -e "$dropin" ]; then
-        rm -f "$dropin"
-        rmdir "${dropin%/*}" 2>/dev/null || true
-        systemctl daemon-reload
+        remove_dropin "$dropin"
     fi
     start_until_answers redis-server redis_answers
     ;;

@@ -27,6 +27,8 @@ STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
 
 
 class ScriptedExecutor:
+    step_timeout = 120
+
     def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
         self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
         self.outputs = outputs or {}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory, _statements
 from helpers import nginx_failure
 
@@ -260,3 +260,21 @@ def test_leases_cap_remediations_at_once_and_hosts_per_run_and_expire(tmp_path: 
         second_host, why = memory.acquire_lease(run_id="r1", host="web3", service="nginx", at=171.0, ttl=60, max_running=0,
                                                 max_hosts_per_run=1)
         assert second_host is None and why == "this run already remediated 1 hosts (the cap per run is 1)"
+
+
+def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path: Path) -> None:
+    failure = nginx_failure()
+    with Memory(tmp_path) as memory:
+        _episode, plan_id = memory.record_attempt(incident_id="i", failure=failure, pending=PENDING,
+                                                  attempt=_attempt("awaiting_approval", "service {init_service} start"))
+        assert plan_id is not None and memory.claim_plan(plan_id, by="alice", at=1.0)
+        memory.record_attempt(incident_id="i", failure=failure, attempt=_attempt("deferred", "service {init_service} start"),
+                              executed_plan_id=plan_id)
+        plan = memory.plan(plan_id)
+        assert plan is not None and (plan["status"], plan["decided_by"]) == ("pending", None)
+        # the kill switch thrown after a step ran: the plan was carried out, as far as it went
+        assert memory.claim_plan(plan_id, by="bob", at=2.0)
+        stopped = _attempt("suspended", "service {init_service} start")
+        stopped.results = [StepResult(argv=("service", "nginx", "start"), status="ok", rc=0)]
+        memory.record_attempt(incident_id="i", failure=failure, attempt=stopped, executed_plan_id=plan_id)
+        assert (memory.plan(plan_id) or {})["status"] == "executed"
