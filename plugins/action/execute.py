@@ -16,12 +16,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),

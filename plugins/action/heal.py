@@ -24,12 +24,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 display = Display()
 

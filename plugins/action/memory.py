@@ -16,8 +16,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import OUTCOMES, PLAN_STATUSES, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import OUTCOMES, PLAN_STATUSES, Memory
 
 OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny",
               "suspend", "resume", "suspension", "reset_flapping"]

@@ -34,10 +34,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import TokenBudget
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000)}

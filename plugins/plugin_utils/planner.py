@@ -16,7 +16,6 @@ from typing import AbstractSet, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, TokenBudget, parse_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory, RememberedFix
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import KnowledgeSource, build_messages, knowledge_query
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import (
     NotApplicable,
@@ -26,6 +25,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import (
     render_step,
     render_text,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, RememberedFix
 
 GENERIC_RESTART = "service {init_service} restart"
 KNOWLEDGE_K = 3

@@ -13,7 +13,7 @@ from conftest import ROOT, run_playbook
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
 PLAYBOOK = """

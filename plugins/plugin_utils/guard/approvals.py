@@ -25,8 +25,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Step,
     Verdict,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 DEFAULT_TTL_S = 24 * 3600
 

@@ -15,11 +15,11 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import BlastRadius, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
 HEALTHY = {"healthy": True, "checks": []}

@@ -14,10 +14,10 @@ from test_healing import HEALTHY, ScriptedExecutor, _tools
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import build_messages
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
 FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]

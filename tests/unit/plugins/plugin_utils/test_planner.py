@@ -8,9 +8,9 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary, parse_runbook, render_step, render_text
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
 CONFIG_ERROR = (

@@ -15,8 +15,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import ApprovalRefused
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
 
 STRICT = (

@@ -10,7 +10,8 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.memory import MEMORY_FILE, MIGRATIONS, Memory, _statements
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 from helpers import nginx_failure
 
 PENDING = PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0)
@@ -182,7 +183,7 @@ def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(
 
 def test_a_database_of_an_older_schema_is_migrated_in_place(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    for statement in _statements(MIGRATIONS[0]):
+    for statement in statements(MIGRATIONS[0]):
         conn.execute(statement)
     conn.execute(
         """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text, evidence_json,

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -29,123 +29,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Step,
     host_family,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 
 MEMORY_FILE = "memory.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
-
-# Append-only: a released migration is never edited, a change is a new entry.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE episodes (
-        id INTEGER PRIMARY KEY,
-        incident_id TEXT NOT NULL,
-        attempt INTEGER NOT NULL,
-        host TEXT NOT NULL,
-        service TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        failure_class TEXT NOT NULL,
-        error_text TEXT NOT NULL,
-        evidence_json TEXT NOT NULL,
-        diagnosis TEXT NOT NULL,
-        plan_source TEXT,
-        plan_reference TEXT,
-        plan_json TEXT,
-        verdicts_json TEXT NOT NULL,
-        policy_version TEXT NOT NULL,
-        results_json TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        verified INTEGER NOT NULL CHECK (verified IN (0, 1)),
-        started_at REAL NOT NULL,
-        finished_at REAL NOT NULL
-    );
-    CREATE INDEX episodes_by_fingerprint ON episodes (fingerprint, outcome, finished_at);
-    CREATE INDEX episodes_by_incident ON episodes (incident_id);
-    CREATE TABLE plans (
-        plan_id TEXT PRIMARY KEY,
-        episode_id INTEGER NOT NULL REFERENCES episodes (id),
-        host TEXT NOT NULL,
-        service TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        plan_json TEXT NOT NULL,
-        verdicts_json TEXT NOT NULL,
-        policy_version TEXT NOT NULL,
-        status TEXT NOT NULL DEFAULT 'pending',
-        created_at REAL NOT NULL
-    );
-    """,
-    # 2: plans that wait for a human are bound to their exact steps, host, service and policy,
-    #    expire, and record who decided; episodes record who approved what they ran.
-    """
-    ALTER TABLE episodes ADD COLUMN approved_by TEXT;
-    ALTER TABLE plans ADD COLUMN incident_id TEXT NOT NULL DEFAULT '';
-    ALTER TABLE plans ADD COLUMN plan_hash TEXT NOT NULL DEFAULT '';
-    ALTER TABLE plans ADD COLUMN failure_json TEXT NOT NULL DEFAULT '{}';
-    ALTER TABLE plans ADD COLUMN policy_file TEXT NOT NULL DEFAULT '';
-    ALTER TABLE plans ADD COLUMN expires_at REAL NOT NULL DEFAULT 0;
-    ALTER TABLE plans ADD COLUMN decided_by TEXT;
-    ALTER TABLE plans ADD COLUMN decided_at REAL;
-    ALTER TABLE plans ADD COLUMN decision_note TEXT;
-    ALTER TABLE plans ADD COLUMN executed_episode_id INTEGER REFERENCES episodes (id);
-    CREATE INDEX plans_by_status ON plans (status, created_at);
-    """,
-    # 3: the kind of host an episode happened on, and similar-error search ranked by FTS5 (bm25).
-    """
-    ALTER TABLE episodes ADD COLUMN os_family TEXT NOT NULL DEFAULT '';
-    ALTER TABLE episodes ADD COLUMN service_manager TEXT NOT NULL DEFAULT '';
-    ALTER TABLE episodes ADD COLUMN normalized_error TEXT NOT NULL DEFAULT '';
-    UPDATE episodes SET normalized_error = lower(error_text);
-    CREATE VIRTUAL TABLE episodes_fts USING fts5(service, normalized_error, content='episodes', content_rowid='id');
-    CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
-        INSERT INTO episodes_fts (rowid, service, normalized_error) VALUES (new.id, new.service, new.normalized_error);
-    END;
-    CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
-        INSERT INTO episodes_fts (episodes_fts, rowid, service, normalized_error)
-        VALUES ('delete', old.id, old.service, old.normalized_error);
-    END;
-    INSERT INTO episodes_fts (episodes_fts) VALUES ('rebuild');
-    """,
-    # 4: the kill switch (while a suspension is not resumed, no autonomous remediation starts anywhere), and where a person
-    #    reset a service's flapping count.
-    """
-    CREATE TABLE suspensions (
-        id INTEGER PRIMARY KEY,
-        suspended_at REAL NOT NULL,
-        suspended_by TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        resumed_at REAL,
-        resumed_by TEXT
-    );
-    CREATE INDEX suspensions_in_force ON suspensions (resumed_at);
-    CREATE TABLE flapping_resets (
-        id INTEGER PRIMARY KEY,
-        host TEXT NOT NULL,
-        service TEXT NOT NULL,
-        reset_at REAL NOT NULL,
-        reset_by TEXT NOT NULL
-    );
-    CREATE INDEX flapping_resets_by_service ON flapping_resets (host, service, reset_at);
-    CREATE INDEX episodes_by_service ON episodes (host, service, started_at);
-    """,
-    # 5: the blast radius: a lease per remediation running (expiring, so a crashed job frees its slot) and the hosts
-    #    each run remediated, shared by every fork of a play and every job of the state dir.
-    """
-    CREATE TABLE leases (
-        id INTEGER PRIMARY KEY,
-        run_id TEXT NOT NULL,
-        host TEXT NOT NULL,
-        service TEXT NOT NULL,
-        acquired_at REAL NOT NULL,
-        expires_at REAL NOT NULL
-    );
-    CREATE INDEX leases_by_expiry ON leases (expires_at);
-    CREATE TABLE run_hosts (
-        run_id TEXT NOT NULL,
-        host TEXT NOT NULL,
-        first_at REAL NOT NULL,
-        PRIMARY KEY (run_id, host)
-    );
-    """,
-)
 
 # Episodes a prune forgets: finished before the time (the one parameter), and no plan refers to them.
 _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
@@ -246,7 +133,7 @@ class Memory:
                 # Re-read inside the write lock: a concurrent process may have migrated meanwhile.
                 if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
                     continue
-                for statement in _statements(MIGRATIONS[version - 1]):
+                for statement in statements(MIGRATIONS[version - 1]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {version}")
 
@@ -540,18 +427,6 @@ class _Transaction:
         if isinstance(exc, sqlite3.Error):
             raise MemoryStoreError("the memory refused a write; nothing of it was kept", field="state_dir", value=str(self._path),
                                    hint=str(exc)) from exc
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Complete SQL statements of a migration (a trigger's body holds semicolons of its own)."""
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            yield pending
-            pending = ""
-    if pending.strip():
-        raise MemoryStoreError("a migration ends with an incomplete statement", field="migration", value=pending.strip()[:80])
 
 
 def _json(value: Any) -> str:
