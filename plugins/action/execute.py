@@ -37,6 +37,8 @@ ARGUMENT_SPEC = dict(
     flap_window=dict(type="int", default=3600),
     max_running=dict(type="int", default=0),
     max_hosts_per_run=dict(type="int", default=0),
+    max_attempts_per_run=dict(type="int", default=0),
+    incident_timeout=dict(type="int", default=600),
 )
 
 
@@ -104,4 +106,5 @@ class ActionModule(ActionBase):
             verify_wait=args["verify_delay"],
             suspension=memory.suspended_because,
             blast_radius=blast_radius(args, task_vars),
+            incident_timeout=args["incident_timeout"],
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -17,19 +18,19 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, inventory_hosts, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 
 display = Display()
 
@@ -74,6 +75,8 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     flap_window=dict(type="int", default=3600),
     max_running=dict(type="int", default=0),
     max_hosts_per_run=dict(type="int", default=0),
+    max_attempts_per_run=dict(type="int", default=0),
+    incident_timeout=dict(type="int", default=600),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
@@ -98,17 +101,24 @@ class ActionModule(ActionBase):
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
             secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
             failures = self._failures(host, args, task_vars, secrets)
-            if not failures:  # a healthy host: nothing to open, nothing to write
-                result.update(self._handle(host, [], None))
-                return result
             writes = self._writes()
+            if not failures and not (writes and (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists()):
+                result.update(self._handle(host, [], None))  # a healthy host and no memory: nothing to open, nothing to write
+                return result
             memory = Memory(args["state_dir"]) if writes else Memory.for_check_mode(args["state_dir"])
             try:
-                tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes)
-                result.update(redact(self._handle(host, failures, tools), secrets))
+                # a remediation of this host whose job died is recorded before anything else happens here
+                interrupted = memory.reap_interrupted(at=time.time(), host=host) if writes and memory is not None else []
+                tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes) if failures else None
+                handled = self._handle(host, failures, tools)
+                if interrupted:
+                    handled.update(interrupted=interrupted, summary=[interrupted_line(host, entry) for entry in interrupted] + handled["summary"])
+                result.update(redact(handled, secrets))
             finally:
                 if memory is not None:
                     memory.close()
+        except HostUnreachable as exc:
+            result.update(unreachable=True, status=Status.UNREACHABLE.value, msg=str(exc))
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         return result
@@ -154,6 +164,7 @@ class ActionModule(ActionBase):
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
             blast_radius=blast_radius(args, task_vars),
+            incident_timeout=args.get("incident_timeout", 600),
             suspension=memory.suspended_because if memory is not None else lambda: None,
         )
 

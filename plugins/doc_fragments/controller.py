@@ -35,9 +35,10 @@ options:
   max_running:
     description:
       - The blast radius - at most this many remediations running at the same time across every fork of the play and
-        every job that shares O(state_dir), coordinated through leases in memory (a crashed job's lease expires once its
-        steps could have run). A remediation over the cap does not start, and its incident ends C(deferred) with the
-        reason; the next run takes it up.
+        every job that shares O(state_dir), coordinated through leases in memory. A lease whose job died (or whose steps
+        could all have run) is freed, and its remediation recorded C(interrupted), by the next remediation or run. A
+        remediation over the cap does not start, and its incident ends C(deferred) with the reason; the next run takes
+        it up.
       - C(0), the default, is no cap (0-1000).
     type: int
     default: 0
@@ -48,6 +49,20 @@ options:
       - C(0), the default, is no cap (0-100000).
     type: int
     default: 0
+  max_attempts_per_run:
+    description:
+      - The budget of one run - at most this many remediation attempts by one run (all its forks; one AWX job),
+        counted in memory. Past it, incidents end C(deferred) with the reason; the next run takes them up.
+      - C(0), the default, is no budget (0-1000000).
+    type: int
+    default: 0
+  incident_timeout:
+    description:
+      - Seconds an incident may take from its first diagnosis (30 to 86400). No attempt starts after it, a run that
+        starts gets only what is left of it as its timeout, and the incident ends C(escalated) with the reason, so a
+        stuck incident never holds the job.
+    type: int
+    default: 600
 """
 
     # How the actions that run steps on a host run them (sentinel.heal.controller.steps).

@@ -136,9 +136,11 @@ status:
       alone), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
-      O(max_hosts_per_run), was reached - the remediation did not start; the next run takes it up),
-      C(awaiting_approval), C(escalated) or C(unreachable); in check mode also C(planned) (an allowed plan that
-      did not run).
+      O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent, or another job is remediating
+      the same service on the host - the remediation did not start; the next run takes it up),
+      C(awaiting_approval), C(escalated) (also past O(incident_timeout)) or C(unreachable) (the host did not answer,
+      before healing or during a remediation; the attempt is recorded); in check mode also C(planned) (an allowed
+      plan that did not run).
   returned: always
   type: str
   sample: healed
@@ -184,8 +186,16 @@ timeline:
   returned: always
   type: list
   elements: dict
+interrupted:
+  description:
+    - Remediations of this host whose job died mid-run (killed, OOM, a reboot), found by this run and recorded as
+      episodes with outcome C(interrupted) - each with C(episode), C(service), C(incident_id), C(started) (the steps
+      that had started), C(summary) and C(run_dir) (its ansible-runner artifacts).
+  returned: when an earlier job was interrupted on this host
+  type: list
+  elements: dict
 summary:
-  description: One human line per incident.
+  description: One human line per incident (and per interrupted remediation found).
   returned: always
   type: list
   elements: str

@@ -58,7 +58,7 @@ options:
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, denied, escalated, failed, healed, suspended, unreachable]
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, healed, interrupted, suspended, unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
     type: str

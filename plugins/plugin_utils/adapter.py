@@ -10,15 +10,15 @@ credentials included. Secret options travel separately and are never written to 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ansible import constants as C
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 
 SERVICE_CHECK = "sentinel.heal.service_check"
 
@@ -32,16 +32,9 @@ def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> Bl
     """The caps of the task's options, for the run the task belongs to: AWX's job id when there is one, else the
     ansible-playbook process every fork of the play was started by (its pid and start time: pids are reused)."""
     job = task_vars.get("awx_job_id") or task_vars.get("tower_job_id")
-    if job:
-        run_id = f"awx-job-{job}"
-    else:
-        parent = os.getppid()
-        try:
-            started = Path(f"/proc/{parent}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()[19]
-        except (OSError, IndexError):
-            started = "?"
-        run_id = f"ansible-playbook-{parent}-{started}"
-    return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0), run_id=run_id)
+    run_id = f"awx-job-{job}" if job else f"ansible-playbook-{process_owner(os.getppid())}"
+    return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0),
+                       max_attempts_per_run=options.get("max_attempts_per_run", 0), run_id=run_id)
 
 
 def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:
@@ -98,10 +91,18 @@ def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any
 
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
                   log_lines: int = 20) -> Mapping[str, Any]:
-    """Run service_check on the task's host through the action's connection; the result is redacted."""
-    checked = action._execute_module(
-        module_name=SERVICE_CHECK, module_args={"services": [dict(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
-    )
-    if checked.get("failed") or checked.get("unreachable"):
+    """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
+    not answer raises HostUnreachable."""
+    try:
+        checked = action._execute_module(
+            module_name=SERVICE_CHECK, module_args={"services": [dict(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
+        )
+    except AnsibleConnectionFailure as exc:
+        raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),
+                              hint=redact(str(exc), secrets)) from exc
+    if checked.get("unreachable"):
+        raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),
+                              hint=redact(str(checked.get("msg", "")), secrets))
+    if checked.get("failed"):
         raise AnsibleActionFail(f"{SERVICE_CHECK} failed: {redact(checked.get('msg', checked), secrets)}")
     return redact(checked, secrets)  # type: ignore[no-any-return]

@@ -57,6 +57,11 @@ class HostUnreachable(ExecutorError):
     """The target host did not answer while running steps."""
 
 
+class JobGone(SentinelError):
+    """The job this process works for has died (an Ansible worker whose ansible-playbook was killed): its run was
+    killed, nothing more is done or recorded, and the remediation's lease is left for the next run to find."""
+
+
 class FlowError(SentinelError):
     """The heal graph reached a node/action pair it has no transition for."""
 

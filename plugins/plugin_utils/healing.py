@@ -2,8 +2,10 @@
 
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
+    diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
+                                               └─unreachable─▶ unreachable
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
                   │                │ ─approve─▶ ask_human ─approved─▶ execute
                   │                │              └─pending/denied──────────────────────────────▶ record
@@ -12,10 +14,13 @@
     record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
            ─unreachable─▶ unreachable · ─suspended─▶ suspended
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
-    execute ─deferred─▶ record         (the blast radius is spent: no lease) · record ─deferred─▶ deferred
+    execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
+    execute ─deadline─▶ record         (the incident's deadline passed: the run does not start; a run's timeout is what is left)
+    verify ─unreachable─▶ record       (the host stopped answering after the run: the attempt is recorded unreachable)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
 
-Every attempt is recorded as one episode. Only a verified recovery ends ``healed``. A command
+Every attempt is recorded as one episode; a remediation holds a lease in memory while it runs, so one whose job
+died is recorded ``interrupted`` by the next run. Only a verified recovery ends ``healed``. A command
 reaches the host only through ``execute``, which runs a plan only when the guard said ALLOW or a
 human approved it: at the prompt of ``ask_human``, or later through :func:`run_approved_plan`,
 which starts the graph at ``execute`` with a stored plan that :mod:`approvals` re-validated.
@@ -24,12 +29,13 @@ which starts the graph at ``execute`` with a stored plan that :mod:`approvals` r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
@@ -37,10 +43,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import TokenBudg
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
-LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000)}
+LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
+                       "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400)}
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
 
 
@@ -57,26 +65,13 @@ class Executor(Protocol):
 
     step_timeout: int  # seconds each step may run: a remediation's lease expires after all its steps could have run
 
-    def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport: ...
+    def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
+            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport: ...
 
 
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 # Asks a human whether a plan may run: ("approved" | "denied", who), or None when nobody can be asked.
 ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | None]
-
-
-@dataclass(frozen=True)
-class BlastRadius:
-    """How far healing may reach at once: remediations running at the same time across every fork and job that shares
-    the memory, and hosts remediated per run (``run_id`` names the run, shared by its forks); 0 is no cap."""
-
-    max_running: int = 0
-    max_hosts_per_run: int = 0
-    run_id: str = ""
-
-    @property
-    def limits(self) -> bool:
-        return bool(self.max_running or self.max_hosts_per_run)
 
 
 @dataclass
@@ -105,8 +100,10 @@ class Toolkit:
     # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
     flap_limit: int = 3
     flap_window: float = 3600.0
-    # the blast radius: caps on remediations at once and hosts per run, shared through memory
+    # the blast radius: caps on remediations at once, hosts and attempts per run, shared through memory
     blast_radius: BlastRadius = field(default_factory=BlastRadius)
+    # seconds an incident may take from its first diagnosis: no attempt starts and no run goes on past it
+    incident_timeout: float = 600.0
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     clock: Callable[[], float] = time.time
@@ -117,6 +114,7 @@ class Toolkit:
 class IncidentState:
     failure: Failure
     incident_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started_at: float = field(default_factory=time.time)
     attempts: list[Attempt] = field(default_factory=list)
     tried: set[tuple[str, ...]] = field(default_factory=set)
     diagnosis: Diagnosis | None = None
@@ -173,6 +171,11 @@ class Deferred:
 
 
 @dataclass(frozen=True)
+class Late:
+    """The incident's deadline passed before the remediation could start."""
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the read-only evidence commands answered, and where ansible-runner kept that run."""
 
@@ -183,7 +186,7 @@ class Evidence:
 class DiagnoseNode(_ToolNode):
     node_name = "diagnose"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]]] | str:
+    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]], float] | str:
         """What to diagnose, or the route of an incident that gets no attempt (its reason set on the state)."""
         failure = state.failure
         route = self._no_attempt(state)
@@ -194,7 +197,7 @@ class DiagnoseNode(_ToolNode):
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         if memory is not None:
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
-        return failure, frozenset(excluded)
+        return failure, frozenset(excluded), state.started_at + self.tools.incident_timeout
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a masked unit), systemd's own restart not yet waited for, or too many remediations."""
@@ -204,6 +207,9 @@ class DiagnoseNode(_ToolNode):
             return "left_alone"
         if failure.failure_class == "auto_restart" and not state.awaited_systemd:
             return "systemd_restarts"
+        if state.attempts and self.tools.clock() >= state.started_at + self.tools.incident_timeout:
+            state.reason = _past_deadline(state, self.tools.incident_timeout)
+            return "deadline"
         memory = self.tools.planner.memory
         flapping = None if memory is None else flapping_reason(
             memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock())
@@ -212,18 +218,18 @@ class DiagnoseNode(_ToolNode):
             return "flapping"
         return None
 
-    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]] | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]], float] | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
         if isinstance(prep_res, str):
             return prep_res
-        failure, excluded = prep_res
+        failure, excluded, deadline = prep_res
         remembered = self.tools.planner.remembered_fix(failure, excluded)
         if remembered is not None:
             return Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}), Evidence(), excluded
-        evidence = self._gather(failure)
+        evidence = self._gather(failure, deadline)
         outputs = {command: result.output for command, result in evidence.results.items()}
         return Diagnosis(failure.summary, None, outputs), evidence, excluded
 
-    def _gather(self, failure: Failure) -> Evidence:
+    def _gather(self, failure: Failure, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
         context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
         verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
@@ -232,12 +238,12 @@ class DiagnoseNode(_ToolNode):
         if not allowed or not run_evidence:
             return Evidence()
         steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
-        report = self.tools.executor.run(self.tools.target, steps, purpose="evidence")
+        report = self.tools.executor.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
-    def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]]], exc: Exception) -> Any:
+    def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]], float], exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
-            failure, excluded = prep_res
+            failure, excluded, _deadline = prep_res
             return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), Evidence(), excluded
         raise exc
 
@@ -274,17 +280,23 @@ class AwaitSystemdNode(_ToolNode):
                              "waiting, running nothing")
         return state.failure.spec, delay
 
-    def exec(self, prep_res: tuple[Mapping[str, Any], float]) -> Mapping[str, Any]:
+    def exec(self, prep_res: tuple[Mapping[str, Any], float]) -> Mapping[str, Any] | HostUnreachable:
         spec, delay = prep_res
         self.tools.sleep(delay)
         deadline = self.tools.clock() + self.tools.systemd_restart_grace
         while True:
-            check = self.tools.verify(spec)
+            try:
+                check = self.tools.verify(spec)
+            except HostUnreachable as exc:
+                return exc
             if check.get("healthy") or self.tools.clock() >= deadline:
                 return check
             self.tools.sleep(self.tools.verify_wait)
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any]) -> str:
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any] | HostUnreachable) -> str:
+        if isinstance(exec_res, HostUnreachable):
+            state.reason = f"{state.failure.service}: the host stopped answering while systemd restarted {state.failure.unit}: {exec_res}"
+            return "unreachable"
         if exec_res.get("healthy"):
             state.reason = f"{state.failure.service}: systemd's own Restart= brought {state.failure.unit} back; nothing ran"
             return "recovered"
@@ -382,10 +394,20 @@ class AskHumanNode(_ToolNode):
         return "denied"
 
 
+@dataclass(frozen=True)
+class Remediation:
+    """What execute runs: the guarded steps, the lease it asks for (None without memory), and how long the run may take
+    before the incident's deadline."""
+
+    steps: list[RunStep]
+    lease: LeaseRequest | None
+    time_left: float
+
+
 class ExecuteNode(_ToolNode):
     node_name = "execute"
 
-    def prep(self, state: IncidentState) -> tuple[list[RunStep], str, str]:
+    def prep(self, state: IncidentState) -> Remediation:
         plan = _plan_of(state)
         decision = state.attempt.decision
         if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
@@ -394,39 +416,56 @@ class ExecuteNode(_ToolNode):
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
             for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
         ]
-        return steps, state.failure.host, state.failure.service
+        now = self.tools.clock()
+        lease = None
+        if self.tools.memory is not None:
+            lease = LeaseRequest(
+                radius=self.tools.blast_radius, incident_id=state.incident_id, failure=state.failure, attempt=state.attempt, at=now,
+                # past it, a crashed job's slot is free again
+                ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), executed_plan_id=state.approved_plan_id,
+            )
+        return Remediation(steps, lease, state.started_at + self.tools.incident_timeout - now)
 
-    def exec(self, prep_res: tuple[list[RunStep], str, str]) -> RunReport | HostUnreachable | Suspended | Deferred:
-        steps, host, service = prep_res
+    def exec(self, prep_res: Remediation) -> RunReport | HostUnreachable | Suspended | Deferred | Late:
         thrown = self.tools.suspension()
         if thrown is not None:
             return Suspended(thrown)
-        lease = None
-        memory, radius = self.tools.memory, self.tools.blast_radius
-        if memory is not None and radius.limits:
-            ttl = self.tools.executor.step_timeout * len(steps) + 60  # past it, a crashed job's slot is free again
-            lease, why = memory.acquire_lease(run_id=radius.run_id, host=host, service=service, at=self.tools.clock(), ttl=ttl,
-                                              max_running=radius.max_running, max_hosts_per_run=radius.max_hosts_per_run)
+        if prep_res.time_left < 1:
+            return Late()
+        memory, lease = self.tools.memory, None
+        if memory is not None and prep_res.lease is not None:
+            lease, why = memory.acquire_lease(prep_res.lease)
             if lease is None:
                 return Deferred(why)
+        keep_lease = False
         try:
-            return self.tools.executor.run(self.tools.target, steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None)
+            return self.tools.executor.run(
+                self.tools.target, prep_res.steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None,
+                started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
+            )
         except HostUnreachable as exc:
             return exc
+        except JobGone:
+            keep_lease = True  # the next run records this remediation as interrupted
+            raise
         finally:
-            if memory is not None and lease is not None:
+            if memory is not None and lease is not None and not keep_lease:
                 memory.release_lease(lease)
 
-    def exec_fallback(self, prep_res: tuple[list[RunStep], str, str], exc: Exception) -> Any:
+    def exec_fallback(self, prep_res: Remediation, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             return exc
         raise exc
 
-    def post(self, state: IncidentState, prep_res: tuple[list[RunStep], str, str],
-             exec_res: RunReport | ExecutorError | Suspended | Deferred) -> str:
+    def post(self, state: IncidentState, prep_res: Remediation, exec_res: RunReport | ExecutorError | Suspended | Deferred | Late) -> str:
         attempt = state.attempt
         if isinstance(exec_res, Suspended):
             return self._suspended(state, exec_res.describe)
+        if isinstance(exec_res, Late):
+            attempt.outcome = "escalated"
+            state.reason = _past_deadline(state, self.tools.incident_timeout)
+            state.log(self.name, state.reason)
+            return "deadline"
         if isinstance(exec_res, Deferred):
             attempt.outcome = "deferred"
             state.reason = f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up"
@@ -441,7 +480,7 @@ class ExecuteNode(_ToolNode):
         if isinstance(exec_res, ExecutorError):
             if exec_res.field == "artifacts":  # the run started and left its directory behind
                 attempt.artifacts.append(str(exec_res.value))
-            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res[0]]
+            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res.steps]
             state.log(self.name, f"the run failed: {exec_res}")
             return "executed"
         attempt.results = list(exec_res.results)
@@ -470,8 +509,11 @@ class VerifyNode(_ToolNode):
     def prep(self, state: IncidentState) -> Mapping[str, Any]:
         return state.failure.spec
 
-    def exec(self, prep_res: Mapping[str, Any]) -> Mapping[str, Any]:
-        check = self.tools.verify(prep_res)
+    def exec(self, prep_res: Mapping[str, Any]) -> Mapping[str, Any] | HostUnreachable:
+        try:
+            check = self.tools.verify(prep_res)
+        except HostUnreachable as exc:
+            return exc  # not retried: each try would wait out the connection's timeout again
         if not check.get("healthy"):
             raise StillFailing(check)
         return check
@@ -481,8 +523,14 @@ class VerifyNode(_ToolNode):
             return exc.check
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any]) -> str:
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any] | HostUnreachable) -> str:
         attempt = state.attempt
+        if isinstance(exec_res, HostUnreachable):
+            attempt.outcome = "unreachable"
+            attempt.verification = {"healthy": False, "summary": f"not verified: {exec_res}"}
+            state.reason = f"{state.failure.service}: the host stopped answering after the remediation ran; not verified: {exec_res}"
+            state.log(self.name, state.reason)
+            return "unreachable"
         attempt.verified = bool(exec_res.get("healthy"))
         attempt.verification = {"healthy": attempt.verified, "summary": exec_res.get("summary", ""), "checks": exec_res.get("checks", [])}
         attempt.outcome = "healed" if attempt.verified else "failed"
@@ -613,16 +661,23 @@ class CheckOnlyNode(_ToolNode):
 
 
 EDGES: Mapping[str, Mapping[str, str]] = {
-    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate"},
-    "await_systemd": {"recovered": "recovered", "failing": "diagnose"},
+    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate",
+                 "deadline": "escalate"},
+    "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
-    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record"},
-    "verify": {"healthy": "record", "failing": "record"},
+    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record"},
+    "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
                "suspended": "suspended", "deferred": "deferred"},
 }
+
+
+def _past_deadline(state: IncidentState, timeout: float) -> str:
+    ran = len([attempt for attempt in state.attempts if attempt.results])
+    return (f"{state.failure.service}: the incident's deadline ({timeout:g} s) passed after {ran} remediation attempt(s); "
+            f"nothing more runs in this job; last: {state.failure.summary}")
 
 
 def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float) -> str | None:
@@ -682,7 +737,7 @@ class IncidentOutcome:
 
 def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
     llm = tools.planner.llm
-    state = IncidentState(failure=failure, llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None)
+    state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace)
@@ -700,7 +755,7 @@ def run_approved_plan(stored: approvals.StoredPlan, verdicts: list[Verdict], app
 
     The caller has re-validated it (:func:`approvals.authorize`) and claimed it in memory, so it runs once.
     """
-    state = IncidentState(failure=stored.failure, incident_id=stored.incident_id, approved_plan_id=stored.plan_id)
+    state = IncidentState(failure=stored.failure, incident_id=stored.incident_id, approved_plan_id=stored.plan_id, started_at=tools.clock())
     state.attempts.append(Attempt(
         number=stored.attempt + 1, diagnosis=f"plan {stored.plan_id} approved by {approved_by}", plan=stored.plan,
         verdicts=verdicts, policy_version=tools.policy.version, approved_by=approved_by, started_at=tools.clock(),

@@ -81,6 +81,11 @@ def summary_line(host: str, incident: dict[str, Any], check_mode: bool) -> str:
     return f"{host}: {service} {status}: {incident['reason']}"
 
 
+def interrupted_line(host: str, entry: Mapping[str, Any]) -> str:
+    """A remediation whose job died, as the next run found it (:meth:`Memory.reap_interrupted`)."""
+    return f"{host}: {entry['service']} remediation of an earlier job interrupted (episode {entry['episode']}): {entry['summary']}"
+
+
 def timeline_text(hosts: Mapping[str, Mapping[str, Any]]) -> str:
     """The incidents of a run for a terminal: per host and service, the path and every step of the loop."""
     lines = []

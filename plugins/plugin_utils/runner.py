@@ -4,7 +4,12 @@ One ansible-runner run per call, a generated playbook with one ``ansible.builtin
 per step (argv, never a shell), ``become`` where the policy's rule says so, a timeout per step
 and for the run, output capped, and the run's artifacts kept under the state directory for audit.
 The host is reached with the connection settings the play resolved for it, so the run goes
-where the play goes, with the same user, key, port and ssh arguments.
+where the play goes, with the same user, key, port and ssh arguments, plus keepalives on a connection of its own:
+a host whose link is cut mid-run is unreachable within seconds, not after the step's timeout.
+
+ansible-runner starts ansible-playbook in a session of its own, which outlives the process that started it: a
+leash (a small watcher in yet another session) kills that session when the process that started the run dies
+(a job killed with SIGKILL), so no step of a dead job runs on.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -22,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
 
 # Environment variables whose value is a secret never reach the run (ansible-runner writes the
@@ -58,6 +64,10 @@ class RunReport:
 
 
 STEP_PRIVILEGES = ("become", "sudo")
+# An ssh connection whose peer stops answering for this long (interval x count) fails the step as unreachable.
+SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
+# The runs' ssh masters live apart from the play's (beside them, suffixed), so the keepalive above holds on them.
+DEFAULT_CONTROL_PATH_DIR = "~/.ansible/cp"
 
 
 class RunnerExecutor:
@@ -75,10 +85,14 @@ class RunnerExecutor:
         self.step_timeout = step_timeout
         self.output_limit = output_limit
         self.secrets = tuple(secrets)
+        # the job this process works for (an Ansible worker's ansible-playbook): once it is gone, so are the runs
+        self._job = os.getppid()
 
-    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport:
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
+            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
         """Run the steps in one ansible-runner run; ``stop``, polled while it runs, cancels it (the steps not yet
-        started do not start)."""
+        started do not start); ``started`` is told the run's directory before it starts; ``timeout`` caps the whole
+        run below the steps' own timeouts."""
         if not steps:
             raise ExecutorError("nothing to run", field="steps", value=[], hint="the planner must not hand over an empty plan")
         import ansible_runner  # imported here: loading it costs time and is needed only when a step runs
@@ -86,31 +100,60 @@ class RunnerExecutor:
         run_dir = self.artifacts_root / target.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
         (run_dir / "project").mkdir(parents=True, mode=0o700)
         (run_dir / "project" / "steps.yml").write_text(_playbook(steps, self.step_timeout, self.privilege), encoding="utf-8")
+        # how often ansible-runner looks at the cancel callback (the kill switch, the time limit, the job): every second
+        (run_dir / "env").mkdir(mode=0o700)
+        (run_dir / "env" / "settings").write_text("pexpect_timeout: 1\n", encoding="utf-8")
+        if started is not None:
+            started(str(run_dir))
         events: dict[int, dict[str, Any]] = {}
-        started = time.monotonic()
+        run_timeout = self.step_timeout * len(steps) + 60
+        time_limit = run_timeout if timeout is None else max(1.0, min(run_timeout, timeout))
+        leash = _Leash()
+        began = time.monotonic()
+        ended = ""
+
+        def cancel() -> bool:
+            # ansible-runner's own timeout kills ansible-playbook's process group only, and Ansible's workers have
+            # sessions of their own: past the limit, or once the job is gone, the leash kills the run's whole tree
+            nonlocal ended
+            if os.getppid() != self._job:
+                ended = "job gone"
+            elif time.monotonic() - began > time_limit:
+                ended = "timed out"
+            if ended:
+                leash.kill()
+                return True
+            return bool(stop is not None and stop())
+
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(run_dir),
                 playbook="steps.yml",
-                inventory={"all": {"hosts": {target.name: dict(target.host_vars)}}},
+                inventory={"all": {"hosts": {target.name: _with_keepalive(target.host_vars)}}},
                 extravars=dict(target.secret_vars) or None,
                 envvars=_environment(target),
                 ident="run",
                 quiet=True,
-                timeout=self.step_timeout * len(steps) + 60,
-                event_handler=lambda event: _collect(event, events),
-                cancel_callback=stop,
+                event_handler=lambda event: _collect(leash.hold(event), events),
+                cancel_callback=cancel,
             )
         except Exception as exc:
             raise ExecutorError("ansible-runner could not start the run", field="artifacts", value=str(run_dir), hint=str(exc)) from exc
         finally:
+            leash.release()
             # Passwords were handed over in this file only for the run; the artifacts stay, they do not.
             (run_dir / "env" / "extravars").unlink(missing_ok=True)
             _redact_artifacts(run_dir / "artifacts", self.secrets)
-        duration = time.monotonic() - started
+        duration = time.monotonic() - began
         if any(event.get("unreachable") for event in events.values()):
             message = next(event["msg"] for event in events.values() if event.get("unreachable"))
             raise HostUnreachable("the host did not answer", field="host", value=target.name, hint=message)
+        if ended == "job gone":
+            raise JobGone("the job that started this remediation was killed: its run was killed too", field="artifacts",
+                          value=str(run_dir), hint="the next run records the remediation as interrupted and takes the host up")
+        if ended:
+            raise ExecutorError(f"the run passed its time limit of {time_limit:g} s and was killed", field="artifacts", value=str(run_dir),
+                                hint="see the run's stdout in the artifacts directory; a step that hangs is killed at step_timeout")
         if runner.status in ("timeout", "error") or (runner.status == "failed" and not events):
             raise ExecutorError(
                 f"the run ended with status {runner.status} before reporting its steps", field="artifacts", value=str(run_dir),
@@ -136,6 +179,39 @@ class RunnerExecutor:
         )
 
 
+def steps_started(run_dir: str | Path, steps: Sequence[Sequence[str]]) -> list[StepResult]:
+    """What a run cut off with its job had done, from the events ansible-runner wrote as it went: each step's result,
+    ``interrupted`` for one that started and never reported, ``skipped`` for one that never started."""
+    seen: dict[int, dict[str, Any]] = {}
+    for path in sorted((Path(run_dir) / "artifacts" / "run" / "job_events").glob("*.json")):
+        try:
+            event = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a file the killed run was still writing
+        data = event.get("event_data") or {}
+        task = str(data.get("task", ""))
+        if task.startswith("step ") and task[5:].isdigit():
+            index = int(task[5:]) - 1
+            if event.get("event") == "runner_on_start":
+                seen.setdefault(index, {})
+            elif event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+                seen[index] = {"failed": event["event"] != "runner_on_ok", "res": data.get("res") or {}}
+    results = []
+    for index, argv in enumerate(steps):
+        step = seen.get(index)
+        if step is None:
+            results.append(StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed"))
+        elif not step:
+            results.append(StepResult(argv=tuple(argv), status="interrupted", stderr="started; the job was killed before it reported"))
+        else:
+            res = step["res"]
+            results.append(StepResult(argv=tuple(argv), status="failed" if step["failed"] else "ok", rc=res.get("rc"),
+                                      stdout=clip(str(res.get("stdout", "")), 4000, keep="middle"),
+                                      stderr=clip(str(res.get("stderr", "") or res.get("msg", "")), 4000, keep="middle"),
+                                      duration_s=_task_duration(res)))
+    return results
+
+
 def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str], dry_run: bool = False) -> int:
     """Delete the run directories (``HOST/RUN``) last changed before the time that no episode still
     points to; returns how many went (or would, with ``dry_run``). A run being written now is newer
@@ -152,6 +228,107 @@ def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str], dr
         if not dry_run and not any(host_dir.iterdir()):
             host_dir.rmdir()
     return removed
+
+
+class _Leash:
+    """A watcher in a session of its own, told the pid of the run's ansible-playbook: told ``kill``, or when the pipe
+    from this process closes without a word (this process died), it kills that process and every process under it.
+    Ansible's workers start sessions of their own, so neither a process group nor a session holds them all: the
+    watcher walks the tree, stopping each process it finds so none forks away, then kills them."""
+
+    _WATCH = """
+import os, signal, sys
+def tree(root):
+    children = {}
+    for name in os.listdir('/proc'):
+        try:
+            children.setdefault(int(open('/proc/' + name + '/stat').read().rsplit(')', 1)[1].split()[1]), []).append(int(name))
+        except (OSError, ValueError, IndexError):
+            pass
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+def kill(root, spare=()):
+    seen = set(spare)
+    for _round in range(3):
+        for pid in set(tree(root)) - seen:
+            seen.add(pid)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+    for pid in seen - set(spare):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+root, starter = 0, os.getppid()
+for line in sys.stdin:
+    word = line.strip()
+    if word == 'done':
+        sys.exit(0)
+    if word == 'kill':
+        # before the first event the run's pid is not known yet: every process the starter started but this one
+        kill(root) if root else kill(starter, spare=(starter, os.getpid()))
+        root = 0
+        print('killed', flush=True)
+    else:
+        root = int(word)
+if root:
+    kill(root)
+"""
+
+    def __init__(self) -> None:
+        self._pid = 0
+        self._watcher = subprocess.Popen(  # pylint: disable=consider-using-with
+            [sys.executable, "-I", "-S", "-c", self._WATCH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, text=True,
+        )
+
+    def hold(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Learn the pid of the run's ansible-playbook from its first event; the event."""
+        if not self._pid and event.get("pid"):
+            self._pid = int(event["pid"])
+            self._say(f"{self._pid}\n")
+        return event
+
+    def kill(self) -> None:
+        """Kill the run's tree now, and return once it is done (before ansible-runner kills ansible-playbook alone, which
+        would orphan its workers out of the tree's reach)."""
+        self._say("kill\n")
+        if self._watcher.stdout is not None:
+            self._watcher.stdout.readline()
+
+    def release(self) -> None:
+        self._say("done\n")
+        for stream in (self._watcher.stdin, self._watcher.stdout):
+            if stream is not None:
+                stream.close()
+        self._watcher.wait()
+
+    def _say(self, line: str) -> None:
+        if self._watcher.stdin is None:
+            return
+        try:
+            self._watcher.stdin.write(line)
+            self._watcher.stdin.flush()
+        except OSError:
+            pass
+
+
+def _with_keepalive(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    """The play's connection settings, with ssh keepalives on masters of the runs' own."""
+    merged = dict(host_vars)
+    if str(merged.get("ansible_connection", "ssh")).rsplit(".", 1)[-1] != "ssh":
+        return merged
+    said = " ".join(str(merged.get(name, "")) for name in ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"))
+    if "ServerAlive" not in said:
+        merged["ansible_ssh_extra_args"] = f"{merged.get('ansible_ssh_extra_args', '')} {SSH_KEEPALIVE}".strip()
+    merged["ansible_control_path_dir"] = f"{merged.get('ansible_control_path_dir') or DEFAULT_CONTROL_PATH_DIR}-sentinel-heal"
+    return merged
 
 
 def _redact_artifacts(artifacts: Path, secrets: Sequence[str]) -> None:
@@ -181,16 +358,19 @@ def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> boo
 
 
 def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
-    """A playbook whose every command word is `!unsafe`: nothing a plan says is ever templated."""
+    """A playbook whose every command word is `!unsafe`, word for word: nothing a plan says is ever templated or
+    retyped."""
     lines = ["- name: sentinel.heal steps", "  hosts: all", "  gather_facts: false", "  tasks:"]
     for number, step in enumerate(steps, start=1):
         through_sudo = step.become and privilege == "sudo"
         words = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv
-        argv = ", ".join(f"!unsafe {json.dumps(arg)}" for arg in words)
+        # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
+        argv = ", ".join(json.dumps(arg) for arg in words)
         lines += [
             f"    - name: step {number}",
             "      ansible.builtin.command:",
-            f"        argv: [{argv}]",
+            f"        argv: !unsafe [{argv}]",
+            "        expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
             f"      become: {str(step.become and not through_sudo).lower()}",
             f"      ignore_errors: {str(step.may_fail).lower()}",
             f"      timeout: {int(step_timeout)}",

@@ -397,6 +397,12 @@ def run_in(
     return _run_in_process(init, argv, input_text=input_text, capture=capture, timeout=timeout)
 
 
+def cut_link(host: str, cut: bool = True) -> None:
+    """Cut a host's network link, as a pulled cable (its packets are dropped, nothing is refused), or plug it back."""
+    _require_root()
+    _ip("link", "set", Host(host, address(host)).veth, "down" if cut else "up")
+
+
 def list_faults() -> dict[str, str]:
     """Fault name -> one-line summary, from the scripts in tests/lab/faults/."""
     faults = {}

@@ -9,9 +9,12 @@ wait for a human are stored beside the episodes.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
+import getpass
 import json
 import re
+import shutil
 import sqlite3
 import time
 import uuid
@@ -27,8 +30,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Plan,
     PlanSource,
     Step,
+    StepResult,
     host_family,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRequest, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 
 MEMORY_FILE = "memory.sqlite3"
@@ -38,7 +44,8 @@ BUSY_TIMEOUT_MS = 30_000
 _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
-OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred"})
+OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred",
+                      "interrupted"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 # outcomes of an attempt that a limit (the kill switch, the blast radius) stopped before it started
 HELD_OUTCOMES = frozenset({"suspended", "deferred"})
@@ -71,18 +78,19 @@ class RememberedFix:
 class Memory:
     """The episode store. Open one per process; every write is its own short transaction."""
 
-    def __init__(self, state_dir: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, state_dir: str | Path, *, read_only: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
         """Open (and create or migrate) the memory; ``read_only`` (check mode) changes nothing at all and
-        needs an existing memory of the current schema."""
+        needs an existing memory of the current schema. A write waits up to ``busy_timeout_s`` for another writer."""
         self.path = Path(state_dir).expanduser() / MEMORY_FILE
+        self.busy_timeout_s = busy_timeout_s
         try:
             if read_only:
-                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=busy_timeout_s, isolation_level=None)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+                self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             if read_only:
                 if self.schema_version != len(MIGRATIONS):
                     raise MemoryStoreError("the memory is of another schema and check mode does not migrate it", field="state_dir",
@@ -95,8 +103,9 @@ class Memory:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._migrate()
-        except sqlite3.Error as exc:
-            raise MemoryStoreError("cannot open the memory database", field="state_dir", value=str(self.path), hint=str(exc)) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise MemoryStoreError(f"cannot open the memory database ({exc})", field="state_dir", value=str(self.path),
+                                   hint=explain(exc, self.path, busy_timeout_s)) from exc
 
     @classmethod
     def for_check_mode(cls, state_dir: str | Path) -> Memory | None:
@@ -138,7 +147,7 @@ class Memory:
                 conn.execute(f"PRAGMA user_version = {version}")
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn, self.path)
+        return _Transaction(self._conn, self.path, self.busy_timeout_s)
 
     def record_attempt(
         self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
@@ -149,30 +158,8 @@ class Memory:
         if attempt.outcome not in OUTCOMES:
             raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
         plan = attempt.plan
-        results = {
-            "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
-            "steps": [result.to_dict() for result in attempt.results],
-            "verification": dict(attempt.verification),
-            "artifacts": list(attempt.artifacts),
-        }
         with self._transaction() as conn:
-            cursor = conn.execute(
-                """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text,
-                       evidence_json, diagnosis, plan_source, plan_reference, plan_json, verdicts_json, policy_version,
-                       results_json, outcome, verified, started_at, finished_at, approved_by, os_family, service_manager,
-                       normalized_error)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    incident_id, attempt.number, failure.host, failure.service, failure.fingerprint,
-                    failure.failure_class, failure.summary, _json(failure.evidence), attempt.diagnosis,
-                    plan.source.value if plan else None, plan.reference if plan else None,
-                    _json(plan.to_dict()) if plan else None,
-                    _json([v.to_dict() for v in attempt.verdicts]), attempt.policy_version, _json(results),
-                    attempt.outcome, int(attempt.verified), attempt.started_at, attempt.finished_at, attempt.approved_by,
-                    *host_family(failure.facts), failure.normalized_error,
-                ),
-            )
-            episode_id = int(cursor.lastrowid or 0)
+            episode_id = _insert_episode(conn, _episode_row(incident_id, failure, attempt))
             plan_id = None
             if pending is not None and plan is not None:
                 plan_id = uuid.uuid4().hex
@@ -319,7 +306,7 @@ class Memory:
         reset = self._conn.execute("SELECT max(reset_at) FROM flapping_resets WHERE host = ? AND service = ?", (host, service)).fetchone()[0]
         rows = self._conn.execute(
             """SELECT id, outcome, started_at FROM episodes WHERE host = ? AND service = ? AND started_at >= ?
-               AND outcome IN ('healed', 'failed') ORDER BY started_at, id""",
+               AND outcome IN ('healed', 'failed', 'interrupted') ORDER BY started_at, id""",
             (host, service, max(since, reset or since)),
         ).fetchall()
         return [dict(row) for row in rows]
@@ -329,28 +316,56 @@ class Memory:
         with self._transaction() as conn:
             conn.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
 
-    def acquire_lease(self, *, run_id: str, host: str, service: str, at: float, ttl: float, max_running: int,
-                      max_hosts_per_run: int) -> tuple[int | None, str]:
-        """A slot for one remediation, within the caps (0: no cap); (lease id, "") or (None, why it must wait).
+    def acquire_lease(self, request: LeaseRequest) -> tuple[int | None, str]:
+        """A lease for one remediation, within the caps of the blast radius (0: no cap); (lease id, "") or (None, why it
+        must wait).
 
-        Taken in one write transaction, so forks and concurrent jobs never both take the last slot; leases past their
-        expiry (a crashed job's) are freed first."""
+        Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
+        is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
+        radius, at, host = request.radius, request.at, request.failure.host
+        carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt),
+                         "executed_plan_id": request.executed_plan_id})
         with self._transaction() as conn:
-            conn.execute("DELETE FROM leases WHERE expires_at < ?", (at,))
+            _reap(conn, at=at, host=None)
+            busy = conn.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
+            if busy is not None:
+                return None, f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running"
             running = conn.execute("SELECT count(*) FROM leases").fetchone()[0]
-            if max_running and running >= max_running:
-                return None, f"{running} remediations are running (the cap on remediations at the same time is {max_running})"
-            hosts = {row[0] for row in conn.execute("SELECT host FROM run_hosts WHERE run_id = ?", (run_id,))}
-            if max_hosts_per_run and host not in hosts and len(hosts) >= max_hosts_per_run:
-                return None, f"this run already remediated {len(hosts)} hosts (the cap per run is {max_hosts_per_run})"
-            conn.execute("INSERT OR IGNORE INTO run_hosts (run_id, host, first_at) VALUES (?, ?, ?)", (run_id, host, at))
-            lease = conn.execute("INSERT INTO leases (run_id, host, service, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-                                 (run_id, host, service, at, at + ttl)).lastrowid
+            if radius.max_running and running >= radius.max_running:
+                return None, f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})"
+            hosts = {row[0] for row in conn.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
+            if radius.max_hosts_per_run and host not in hosts and len(hosts) >= radius.max_hosts_per_run:
+                return None, f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})"
+            spent = conn.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0]
+            if radius.max_attempts_per_run and spent >= radius.max_attempts_per_run:
+                return None, f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})"
+            conn.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
+                            ON CONFLICT (run_id, host) DO UPDATE SET attempts = attempts + 1""", (radius.run_id, host, at))
+            lease = conn.execute(
+                """INSERT INTO leases (run_id, host, service, acquired_at, expires_at, incident_id, owner, episode_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (radius.run_id, host, request.failure.service, at, at + request.ttl, request.incident_id, request.owner, carried),
+            ).lastrowid
         return lease, ""
+
+    def lease_run(self, lease_id: int, run_dir: str) -> None:
+        """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE leases SET run_dir = ? WHERE id = ?", (run_dir, lease_id))
 
     def release_lease(self, lease_id: int) -> None:
         with self._transaction() as conn:
             conn.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
+
+    def reap_interrupted(self, *, at: float, host: str | None = None) -> list[dict[str, Any]]:
+        """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
+        what each had started; of one host, or of all. Each lease becomes its episode in the same transaction."""
+        query = "SELECT owner, expires_at FROM leases" + (" WHERE host = ?" if host is not None else "")
+        rows = self._conn.execute(query, (host,) if host is not None else ()).fetchall()
+        if not any(_ended(row, at) for row in rows):
+            return []
+        with self._transaction() as conn:
+            return _reap(conn, at=at, host=host)
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""
@@ -380,6 +395,70 @@ class Memory:
         return dataclasses.replace(in_force, resumed_at=at, resumed_by=by)
 
 
+def _episode_row(incident_id: str, failure: Failure, attempt: Attempt) -> dict[str, Any]:
+    plan = attempt.plan
+    results = {
+        "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
+        "steps": [result.to_dict() for result in attempt.results],
+        "verification": dict(attempt.verification),
+        "artifacts": list(attempt.artifacts),
+    }
+    os_family, service_manager = host_family(failure.facts)
+    return {
+        "incident_id": incident_id, "attempt": attempt.number, "host": failure.host, "service": failure.service,
+        "fingerprint": failure.fingerprint, "failure_class": failure.failure_class, "error_text": failure.summary,
+        "evidence_json": _json(failure.evidence), "diagnosis": attempt.diagnosis,
+        "plan_source": plan.source.value if plan else None, "plan_reference": plan.reference if plan else None,
+        "plan_json": _json(plan.to_dict()) if plan else None, "verdicts_json": _json([v.to_dict() for v in attempt.verdicts]),
+        "policy_version": attempt.policy_version, "results_json": _json(results), "outcome": attempt.outcome,
+        "verified": int(attempt.verified), "started_at": attempt.started_at, "finished_at": attempt.finished_at,
+        "approved_by": attempt.approved_by, "os_family": os_family, "service_manager": service_manager,
+        "normalized_error": failure.normalized_error,
+    }
+
+
+def _insert_episode(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
+    columns = ", ".join(row)
+    cursor = conn.execute(f"INSERT INTO episodes ({columns}) VALUES ({', '.join('?' for _column in row)})", tuple(row.values()))
+    return int(cursor.lastrowid or 0)
+
+
+def _ended(lease: sqlite3.Row, at: float) -> bool:
+    return bool(lease["expires_at"] < at or owner_is_gone(lease["owner"]))
+
+
+def _reap(conn: sqlite3.Connection, *, at: float, host: str | None) -> list[dict[str, Any]]:
+    """Inside a write transaction: every lease that ended without its owner releasing it becomes an interrupted episode."""
+    query = "SELECT * FROM leases" + (" WHERE host = ?" if host is not None else "")
+    reaped = []
+    for lease in conn.execute(query, (host,) if host is not None else ()).fetchall():
+        if not _ended(lease, at):
+            continue
+        conn.execute("DELETE FROM leases WHERE id = ?", (lease["id"],))
+        carried = json.loads(lease["episode_json"])
+        if not carried:
+            continue  # a lease taken before leases carried their episode
+        row = carried["episode"]
+        argvs = [step["argv"] for step in json.loads(row["plan_json"] or '{"steps": []}')["steps"]]
+        steps = steps_started(lease["run_dir"], argvs) if lease["run_dir"] else [
+            StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed") for argv in argvs]
+        started = [" ".join(step.argv) for step in steps if step.status != "skipped"]
+        why = "its job ended" if lease["expires_at"] >= at else "its lease expired"
+        summary = f"interrupted: {why} during the remediation; " + (f"it had started {'; '.join(started)}" if started else "no step had started")
+        results = json.loads(row["results_json"])
+        results.update(steps=[step.to_dict() for step in steps], verification={"healthy": False, "summary": summary},
+                       artifacts=[*results["artifacts"], *([lease["run_dir"]] if lease["run_dir"] else [])])
+        row.update(outcome="interrupted", verified=0, finished_at=at, results_json=_json(results))
+        episode_id = _insert_episode(conn, row)
+        if carried.get("executed_plan_id"):
+            # an approved plan that began to run never runs again by itself: a person approves it anew, or not
+            conn.execute("UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
+                         (episode_id, carried["executed_plan_id"]))
+        reaped.append({"episode": episode_id, "host": row["host"], "service": row["service"], "incident_id": row["incident_id"],
+                       "started": started, "summary": summary, "run_dir": lease["run_dir"]})
+    return reaped
+
+
 _SUSPENSION_IN_FORCE = """SELECT suspended_at, suspended_by, reason, resumed_at, resumed_by FROM suspensions
     WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1"""
 
@@ -406,27 +485,56 @@ def _fts_quote(word: str) -> str:
 class _Transaction:
     """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it.
 
-    A database error becomes a MemoryStoreError that names the file."""
+    A database error becomes a MemoryStoreError that names the file and what to do."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
         self._conn = conn
         self._path = path
+        self._busy_timeout_s = busy_timeout_s
 
     def __enter__(self) -> sqlite3.Connection:
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise MemoryStoreError("cannot write to the memory", field="state_dir", value=str(self._path), hint=str(exc)) from exc
+            raise MemoryStoreError(f"cannot write to the memory ({exc}); nothing was written", field="state_dir", value=str(self._path),
+                                   hint=explain(exc, self._path, self._busy_timeout_s)) from exc
         return self._conn
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
-            self._conn.execute("COMMIT")
-            return
-        self._conn.execute("ROLLBACK")
+            try:
+                self._conn.execute("COMMIT")
+                return
+            except sqlite3.Error as commit_error:
+                exc = commit_error
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error):
-            raise MemoryStoreError("the memory refused a write; nothing of it was kept", field="state_dir", value=str(self._path),
-                                   hint=str(exc)) from exc
+            raise MemoryStoreError(f"the memory refused a write ({exc}); nothing of it was kept", field="state_dir", value=str(self._path),
+                                   hint=explain(exc, self._path, self._busy_timeout_s)) from exc
+
+
+def explain(exc: BaseException, path: Path, busy_timeout_s: float) -> str:
+    """What an operator does about a database or filesystem error of the memory at ``path``."""
+    text = str(exc).lower()
+    code = getattr(exc, "errno", None)
+    where = path.parent
+    if "locked" in text or "busy" in text:
+        return (f"another process held the memory's write lock for more than {busy_timeout_s:g} s: find it (fuser {path}), let it "
+                "finish or stop it, then run again")
+    if code == errno.EROFS or "readonly" in text or "read-only" in text:
+        return (f"{where} is read-only here: remount it read-write or make it writable by {getpass.getuser()}, or point "
+                "autoheal_state_dir (state_dir) at a writable directory")
+    if code in (errno.ENOSPC, errno.EDQUOT) or "full" in text or "disk i/o" in text:
+        try:
+            free = f"{shutil.disk_usage(where).free // 1024} KiB free"
+        except OSError:
+            free = "free space unknown"
+        return (f"the filesystem of {where} is full or failing ({free}): free space on it (or check it for I/O errors), or point "
+                "autoheal_state_dir (state_dir) at another filesystem")
+    if code in (errno.EACCES, errno.EPERM) or "unable to open" in text:
+        return f"{getpass.getuser()} cannot create or open {path}: give it {where}, or point autoheal_state_dir (state_dir) elsewhere"
+    return f"check {path} (sqlite3 {path} 'PRAGMA integrity_check') and the filesystem under it"
 
 
 def _json(value: Any) -> str:

@@ -119,6 +119,16 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, host)
     );
     """,
+    # 6: every remediation holds a lease while it runs, naming the process that owns it and the episode it becomes if
+    #    that process dies first (interrupted); each run counts its remediation attempts (the per-run budget).
+    """
+    ALTER TABLE leases ADD COLUMN incident_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE leases ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE leases ADD COLUMN episode_json TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE leases ADD COLUMN run_dir TEXT NOT NULL DEFAULT '';
+    ALTER TABLE run_hosts ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX leases_by_host ON leases (host);
+    """,
 )
 
 

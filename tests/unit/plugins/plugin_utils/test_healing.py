@@ -13,12 +13,13 @@ from typing import Any, Callable, Mapping, Sequence
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import BlastRadius, Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
@@ -31,11 +32,16 @@ class ScriptedExecutor:
 
     def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
         self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
+        self.timeouts: list[float | None] = []
         self.outputs = outputs or {}
         self.unreachable = unreachable
 
-    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None) -> RunReport:
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
+            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
         self.runs.append((purpose, [step.argv for step in steps]))
+        self.timeouts.append(timeout)
+        if started is not None:
+            started(f"/nonexistent/{purpose}-{len(self.runs)}")
         if self.unreachable and purpose == "remediation":
             raise HostUnreachable("the host did not answer", field="host", value=target.name)
         results: list[StepResult] = []
@@ -289,3 +295,82 @@ def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_pa
     assert outcome.state.status == "deferred" and "the cap per run is 1" in outcome.state.reason
     assert len(executor.remediations) == 1  # web1's only
     assert tools.memory is not None and tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"
+
+
+def test_every_remediation_holds_a_lease_while_it_runs_and_releases_it(tmp_path: Path) -> None:
+    seen: list[tuple[int, str]] = []
+
+    def verify(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        assert tools.memory is not None
+        seen.extend((row["id"], row["run_dir"]) for row in tools.memory._conn.execute("SELECT id, run_dir FROM leases"))
+        return HEALTHY
+
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], verify=verify)
+
+    class Watching(ScriptedExecutor):
+        def run(self, target: Target, steps: Sequence[RunStep], **kwargs: Any) -> RunReport:
+            report = super().run(target, steps, **kwargs)
+            verify({})  # what memory holds while the run is on
+            return report
+
+    watching = Watching(CONFIG_OK)
+    assert heal_incident(nginx_failure(), dataclasses.replace(tools, executor=watching)).state.status == "healed"
+    assert seen and seen[0][1].startswith("/nonexistent/remediation-")  # leased with its run directory, no cap set
+    assert tools.memory is not None and tools.memory._conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_the_runs_attempt_budget_defers_what_is_past_it(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY], blast_radius=BlastRadius(max_attempts_per_run=1, run_id="run-1"))
+    assert heal_incident(nginx_failure(host="web1"), tools).state.status == "healed"
+    outcome = heal_incident(nginx_failure(host="web1"), tools)
+    assert outcome.state.status == "deferred" and "its budget is 1" in outcome.state.reason
+    assert len(executor.remediations) == 1
+
+
+def test_no_attempt_starts_past_the_incidents_deadline_and_a_run_gets_only_what_is_left(tmp_path: Path) -> None:
+    now = [1000.0]
+    executor = ScriptedExecutor(CONFIG_OK)
+    failing = {"healthy": False, "summary": "still down", "checks": []}
+
+    def verify(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        now[0] += 250  # each remediation and check takes its time
+        return failing
+
+    tools = _tools(tmp_path, executor, [], verify=verify, clock=lambda: now[0], incident_timeout=600, max_attempts=5)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "escalated"
+    assert "the incident's deadline (600 s) passed after 3 remediation attempt(s)" in outcome.state.reason
+    assert outcome.trace.path[-2:] == ["diagnose", "escalate"] and len(executor.remediations) == 3
+    # evidence, then the remediation, each attempt: a run may take only what is left of the deadline
+    assert executor.timeouts == [600.0, 600.0, 350.0, 350.0, 100.0, 100.0]
+
+
+def test_a_run_that_would_start_past_the_deadline_does_not_start(tmp_path: Path) -> None:
+    now = [1000.0]
+    executor = ScriptedExecutor(CONFIG_OK)
+
+    def clock() -> float:
+        now[0] += 200  # slow planning: every look at the clock is later
+        return now[0]
+
+    tools = _tools(tmp_path, executor, [], clock=clock, incident_timeout=300)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "escalate"]
+    assert executor.remediations == [] and "deadline (300 s) passed after 0 remediation attempt(s)" in outcome.state.reason
+    assert tools.memory is not None and tools.memory.episodes()[0]["outcome"] == "escalated"
+
+
+def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_attempt_recorded(tmp_path: Path) -> None:
+    def verify(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise HostUnreachable("the host did not answer", field="host", value="web1", hint="Timeout waiting for privilege escalation prompt")
+
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], verify=verify, verify_retries=3)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record", "unreachable"]
+    assert outcome.state.status == "unreachable" and "stopped answering after the remediation ran" in outcome.state.reason
+    assert tools.memory is not None
+    [episode] = tools.memory.episodes()
+    assert episode["outcome"] == "unreachable" and '"status": "ok"' in episode["results_json"]  # what ran is kept

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import dataclasses
+import json
 import multiprocessing
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,7 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, owner_is_gone, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 from helpers import nginx_failure
@@ -242,25 +246,100 @@ def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the
         assert len(memory.remediations("web2", "nginx", since=now - 3600)) == 1
 
 
-def test_leases_cap_remediations_at_once_and_hosts_per_run_and_expire(tmp_path: Path) -> None:
+RUNNING = Attempt(number=1, diagnosis="d", started_at=99.0, policy_version="v1", plan=Plan(
+    source=PlanSource.RUNBOOK, reference="rb", rationale="r",
+    steps=(Step(template="service {init_service} start", argv=("service", "nginx", "start")),
+           Step(template="service {init_service} status", argv=("service", "nginx", "status")))))
+
+
+def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at: float, ttl: float = 60, owner: str | None = None,
+           executed_plan_id: str | None = None, **caps: int) -> tuple[int | None, str]:
+    failure = dataclasses.replace(nginx_failure(host=host), service=service)
+    return memory.acquire_lease(LeaseRequest(
+        radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
+        attempt=RUNNING, at=at, ttl=ttl,
+        owner=owner or process_owner(), executed_plan_id=executed_plan_id,
+    ))
+
+
+def _gone_owner() -> str:
+    """The owner of a lease whose process has ended (a real process, started and waited for)."""
+    with subprocess.Popen(["sleep", "30"]) as child:
+        owner = process_owner(child.pid)
+        child.kill()
+    return owner
+
+
+def test_leases_cap_remediations_at_once_and_hosts_and_attempts_per_run_and_expire(tmp_path: Path) -> None:
     with Memory(tmp_path) as memory, Memory(tmp_path) as other_job:
-        first, why = memory.acquire_lease(run_id="r1", host="web1", service="nginx", at=100.0, ttl=60, max_running=1, max_hosts_per_run=0)
+        first, why = _lease(memory, "r1", "web1", at=100.0, max_running=1)
         assert first is not None and why == ""
-        refused, why = other_job.acquire_lease(run_id="r2", host="web2", service="nginx", at=110.0, ttl=60, max_running=1,
-                                               max_hosts_per_run=0)
+        refused, why = _lease(other_job, "r2", "web2", at=110.0, max_running=1)
         assert refused is None and why == "1 remediations are running (the cap on remediations at the same time is 1)"
-        # a crashed job's lease expires, and its slot is free again
-        after_expiry, _why = other_job.acquire_lease(run_id="r2", host="web2", service="nginx", at=161.0, ttl=60, max_running=1,
-                                                     max_hosts_per_run=0)
+        # an expired lease (its owner on another controller, say) frees its slot, recorded as interrupted
+        after_expiry, _why = _lease(other_job, "r2", "web2", at=161.0, max_running=1)
         assert after_expiry is not None
+        assert [e["outcome"] for e in memory.episodes(host="web1")] == ["interrupted"]
         other_job.release_lease(after_expiry)
         # per run: the same host again is fine, a second host is not
-        memory.release_lease(first)
-        again, _why = memory.acquire_lease(run_id="r1", host="web1", service="redis", at=170.0, ttl=60, max_running=0, max_hosts_per_run=1)
+        again, _why = _lease(memory, "r1", "web1", "redis", at=170.0, max_hosts_per_run=1)
         assert again is not None
-        second_host, why = memory.acquire_lease(run_id="r1", host="web3", service="nginx", at=171.0, ttl=60, max_running=0,
-                                                max_hosts_per_run=1)
+        memory.release_lease(again)
+        second_host, why = _lease(memory, "r1", "web3", at=171.0, max_hosts_per_run=1)
         assert second_host is None and why == "this run already remediated 1 hosts (the cap per run is 1)"
+        # the budget counts every attempt of the run (web1 twice, so far), whatever the host
+        within, _why = _lease(memory, "r1", "web3", at=172.0, max_attempts_per_run=3)
+        assert within is not None
+        memory.release_lease(within)
+        spent, why = _lease(memory, "r1", "web4", at=173.0, max_attempts_per_run=3)
+        assert spent is None and why == "this run already made 3 remediation attempts (its budget is 3)"
+        assert _lease(memory, "another-run", "web4", at=174.0, max_attempts_per_run=3)[0] is not None
+        # never two remediations of one service on one host at once, whatever the caps
+        busy, why = _lease(other_job, "r3", "web4", at=175.0)
+        assert busy is None and why == "a remediation of nginx on web4 by another run (another-run) is running"
+
+
+def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_started(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "web1" / "run-1"
+    events = run_dir / "artifacts" / "run" / "job_events"
+    events.mkdir(parents=True)
+    # what ansible-runner had written when the job died: step 1 done, step 2 started
+    for number, (event, task, res) in enumerate([("runner_on_start", "step 1", None), ("runner_on_ok", "step 1", {"rc": 0, "stdout": "ok"}),
+                                                 ("runner_on_start", "step 2", None)], start=1):
+        (events / f"{number}-x.json").write_text(json.dumps({"event": event, "event_data": {"task": task, **({"res": res} if res else {})}}))
+    (events / "4-partial.json").write_text('{"event": "runner_on_ok", "event_da')
+    with Memory(tmp_path) as memory:
+        alive, _why = _lease(memory, "r1", "web2", at=100.0, ttl=3600)
+        dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner())
+        assert dead is not None and alive is not None
+        memory.lease_run(dead, str(run_dir))
+        assert memory.reap_interrupted(at=101.0, host="web2") == []  # its owner (this process) runs
+        reaped = memory.reap_interrupted(at=101.0)
+        assert [(r["host"], r["started"]) for r in reaped] == [("web1", ["service nginx start", "service nginx status"])]
+        episode = memory.episode(reaped[0]["episode"])
+        assert episode is not None
+        assert (episode["outcome"], episode["incident_id"], episode["started_at"]) == ("interrupted", "incident-web1-nginx", 99.0)
+        steps = json.loads(episode["results_json"])["steps"]
+        assert [(step["status"], step["rc"]) for step in steps] == [("ok", 0), ("interrupted", None)]
+        assert str(run_dir) in json.loads(episode["results_json"])["artifacts"]
+        assert memory.reap_interrupted(at=102.0) == []  # once
+        # it ran something: it counts against the flapping limit
+        assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=0)] == ["interrupted"]
+        assert memory._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(tmp_path: Path) -> None:
+    failure = nginx_failure()
+    with Memory(tmp_path) as memory:
+        _episode, plan_id = memory.record_attempt(incident_id="i", failure=failure, pending=PENDING,
+                                                  attempt=_attempt("awaiting_approval", "service {init_service} start"))
+        assert plan_id is not None and memory.claim_plan(plan_id, by="alice", at=1.0)
+        _lease(memory, "r1", "web1", at=100.0, owner=_gone_owner(), executed_plan_id=plan_id)
+        [reaped] = memory.reap_interrupted(at=101.0, host="web1")
+        assert reaped["started"] == []  # the run had not begun: nothing started
+        plan = memory.plan(plan_id)
+        assert plan is not None and (plan["status"], plan["executed_episode_id"]) == ("executed", reaped["episode"])
+        assert not memory.claim_plan(plan_id, by="bob", at=2.0)
 
 
 def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path: Path) -> None:
@@ -279,3 +358,29 @@ def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path
         stopped.results = [StepResult(argv=("service", "nginx", "start"), status="ok", rc=0)]
         memory.record_attempt(incident_id="i", failure=failure, attempt=stopped, executed_plan_id=plan_id)
         assert (memory.plan(plan_id) or {})["status"] == "executed"
+
+
+def test_a_writer_holding_the_memory_past_the_busy_timeout_gets_a_clear_error_and_nothing_is_half_written(tmp_path: Path) -> None:
+    Memory(tmp_path).close()
+    other = sqlite3.connect(tmp_path / MEMORY_FILE, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another job's long write
+    with Memory(tmp_path, busy_timeout_s=0.2) as memory:
+        with pytest.raises(MemoryStoreError) as refused:
+            memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=_attempt("healed", "service {init_service} start"))
+        message = str(refused.value)
+        assert "cannot write to the memory (database is locked); nothing was written" in message
+        assert f"another process held the memory's write lock for more than 0.2 s: find it (fuser {tmp_path / MEMORY_FILE})" in message
+        other.execute("COMMIT")
+        assert memory.episodes() == []
+        memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=_attempt("healed", "service {init_service} start"))
+        assert len(memory.episodes()) == 1 and memory._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    other.close()
+
+
+def test_an_owner_that_ended_is_gone_even_before_it_was_waited_for() -> None:
+    with subprocess.Popen(["sleep", "0.2"]) as child:
+        owner = process_owner(child.pid)
+        assert not owner_is_gone(owner) and not owner_is_gone(process_owner())
+        time.sleep(1)  # it has exited; nobody has waited for it yet: a zombie
+        assert owner_is_gone(owner)
+    assert owner_is_gone(owner) and not owner_is_gone(f"another-controller/{child.pid}/1")

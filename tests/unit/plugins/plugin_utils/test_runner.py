@@ -1,0 +1,130 @@
+"""The executor against real ansible-runner runs on this machine (the local connection)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, JobGone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import (
+    RunnerExecutor,
+    RunStep,
+    Target,
+    _Leash,
+    _with_keepalive,
+    steps_started,
+)
+
+LOCAL = Target(name="localhost", host_vars={"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+# an argv no other process on the machine has, to find the step's process by
+MARKER = "61.4321"
+
+
+def _processes_with(word: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if word.encode() in argv:
+                found.append(int(proc.name))
+    return found
+
+
+def _run_in_child(root: Path) -> None:
+    RunnerExecutor(root).run(LOCAL, [RunStep(argv=("true",), become=False), RunStep(argv=("sleep", MARKER), become=False)],
+                             purpose="remediation", started=(root / "run_dir").write_text)
+
+
+def _wait_for(condition: object, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_run_dies_with_the_process_that_started_it_and_tells_what_had_started(tmp_path: Path) -> None:
+    child = multiprocessing.get_context("fork").Process(target=_run_in_child, args=(tmp_path,))
+    child.start()
+    try:
+        assert _wait_for(lambda: _processes_with(MARKER), 60), "the step never started"
+        os.kill(child.pid or 0, signal.SIGKILL)  # as a job killed with SIGKILL: nothing of it runs on
+        child.join()
+        # the step's process and the run's ansible-playbook go with it (the leash kills their session)
+        assert _wait_for(lambda: not _processes_with(MARKER), 10), "the step outlived the process that started it"
+    finally:
+        for pid in _processes_with(MARKER):
+            os.kill(pid, signal.SIGKILL)
+    run_dir = (tmp_path / "run_dir").read_text()
+    results = steps_started(run_dir, [("true",), ("sleep", MARKER)])
+    assert [(result.status, result.rc) for result in results] == [("ok", 0), ("interrupted", None)]
+    assert steps_started(run_dir, [("true",), ("sleep", MARKER), ("false",)])[2].status == "skipped"
+
+
+def test_every_word_reaches_the_host_as_written_and_a_finished_run_leaves_no_watcher_behind(tmp_path: Path) -> None:
+    words = ("{{ 7 * 6 }}", "0755", "no", "true", "1.0", "~", "~root/x", "$HOME", "${PATH}", "null", "{% raw %}")
+    report = RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("printf", "%s|", *words), become=False)], purpose="evidence", timeout=60)
+    assert [(result.status, result.stdout) for result in report.results] == [("ok", "|".join(words) + "|")]
+    assert (Path(report.artifacts) / "artifacts" / "run" / "status").read_text() == "successful"
+    assert not _processes_with(_Leash._WATCH)  # the run's watcher was told it finished, and went
+
+
+def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
+    play = {"ansible_connection": "ssh", "ansible_ssh_args": "-o ControlMaster=auto -o ControlPersist=60s"}
+    run = _with_keepalive(play)
+    assert run["ansible_ssh_extra_args"] == "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
+    assert run["ansible_control_path_dir"] == "~/.ansible/cp-sentinel-heal"
+    # the operator's own keepalive and control path are kept; other connections are left as they are
+    own = _with_keepalive({**play, "ansible_ssh_common_args": "-o ServerAliveInterval=30", "ansible_control_path_dir": "/run/cp"})
+    assert "ansible_ssh_extra_args" not in own and own["ansible_control_path_dir"] == "/run/cp-sentinel-heal"
+    assert _with_keepalive({"ansible_connection": "local"}) == {"ansible_connection": "local"}
+
+
+def test_a_run_past_its_time_limit_is_killed_whole(tmp_path: Path) -> None:
+    marker = "62.4321"
+    try:
+        with pytest.raises(ExecutorError, match="passed its time limit of 2 s and was killed"):
+            RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("sleep", marker), become=False)], purpose="remediation", timeout=2)
+        # ansible-runner alone would kill ansible-playbook and leave its worker running the step
+        assert _wait_for(lambda: not _processes_with(marker), 5), "the step outlived its run's time limit"
+    finally:
+        for pid in _processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _job_with_a_worker(root: Path) -> None:
+    """As ansible-playbook and one of its workers: the worker runs the steps; this process only waits."""
+
+    def worker() -> None:
+        try:
+            _run_in_child(root)
+        except JobGone as exc:
+            (root / "gone").write_text(str(exc))
+
+    multiprocessing.get_context("fork").Process(target=worker).start()
+    time.sleep(3600)
+
+
+def test_a_worker_whose_job_was_killed_kills_its_run_and_goes(tmp_path: Path) -> None:
+    job = multiprocessing.get_context("fork").Process(target=_job_with_a_worker, args=(tmp_path,))
+    job.start()
+    try:
+        assert _wait_for(lambda: _processes_with(MARKER), 60), "the step never started"
+        os.kill(job.pid or 0, signal.SIGKILL)  # ansible-playbook killed; its worker (a session of its own) lives on
+        job.join()
+        assert _wait_for((tmp_path / "gone").exists, 15), "the worker did not notice its job was gone"
+        assert "the job that started this remediation was killed" in (tmp_path / "gone").read_text()
+        assert _wait_for(lambda: not _processes_with(MARKER), 5), "the step outlived its job"
+    finally:
+        for pid in _processes_with(MARKER):
+            os.kill(pid, signal.SIGKILL)
