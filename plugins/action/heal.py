@@ -18,7 +18,7 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, inventory_hosts, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, heal_incident
@@ -102,18 +102,15 @@ class ActionModule(ActionBase):
             secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
             failures = self._failures(host, args, task_vars, secrets)
             writes = self._writes()
-            if not failures and not (writes and (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists()):
-                result.update(self._handle(host, [], None))  # a healthy host and no memory: nothing to open, nothing to write
+            if not failures:
+                result.update(redact(self._healthy(host, args["state_dir"], writes), secrets))
                 return result
             memory = Memory(args["state_dir"]) if writes else Memory.for_check_mode(args["state_dir"])
             try:
                 # a remediation of this host whose job died is recorded before anything else happens here
                 interrupted = memory.reap_interrupted(at=time.time(), host=host) if writes and memory is not None else []
-                tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes) if failures else None
-                handled = self._handle(host, failures, tools)
-                if interrupted:
-                    handled.update(interrupted=interrupted, summary=[interrupted_line(host, entry) for entry in interrupted] + handled["summary"])
-                result.update(redact(handled, secrets))
+                tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes)
+                result.update(redact(_with_interrupted(self._handle(host, failures, tools), host, interrupted), secrets))
             finally:
                 if memory is not None:
                     memory.close()
@@ -122,6 +119,20 @@ class ActionModule(ActionBase):
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         return result
+
+    def _healthy(self, host: str, state_dir: str, writes: bool) -> dict[str, Any]:
+        """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
+        interrupted here; a memory that cannot be opened then is a warning, not a failure of a healthy host."""
+        handled = self._handle(host, [], None)
+        if not writes or not (Path(state_dir).expanduser() / MEMORY_FILE).exists():
+            return handled
+        try:
+            with Memory(state_dir) as memory:
+                interrupted = memory.reap_interrupted(at=time.time(), host=host)
+        except MemoryStoreError as exc:
+            handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
+            return handled
+        return _with_interrupted(handled, host, interrupted)
 
     def _writes(self) -> bool:
         """Whether this action may run remediation and write memory (heal outside check mode)."""
@@ -193,6 +204,12 @@ class ActionModule(ActionBase):
             return None
         who = f"interactive:{getpass.getuser()}"
         return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)
+
+
+def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:
+    if interrupted:
+        handled.update(interrupted=interrupted, summary=[interrupted_line(host, entry) for entry in interrupted] + handled["summary"])
+    return handled
 
 
 def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
