@@ -74,6 +74,11 @@ class ActionModule(ActionBase):
                         field="plan_ids", value=[stored.plan_id for stored in stored_plans],
                         hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
                 for stored in stored_plans:
+                    silenced = memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=time.time())
+                    if silenced is not None:
+                        raise approvals.ApprovalRefused(
+                            f"plan {stored.plan_id} does not run: {stored.failure.service} on {host} is {silenced}", field="plan_ids",
+                            value=stored.plan_id, hint="the plan stays pending: approve it again once the silence ends or is lifted")
                     flapping = flapping_reason(memory, host, stored.failure.service, limit=args["flap_limit"], window=args["flap_window"],
                                                now=time.time())
                     if flapping is not None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -177,6 +178,7 @@ class ActionModule(ActionBase):
             blast_radius=blast_radius(args, task_vars),
             incident_timeout=args.get("incident_timeout", 600),
             suspension=memory.suspended_because if memory is not None else lambda: None,
+            silence=functools.partial(_silence_of, memory, host, tuple(task_vars.get("group_names") or ())),
         )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
@@ -204,6 +206,10 @@ class ActionModule(ActionBase):
             return None
         who = f"interactive:{getpass.getuser()}"
         return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)
+
+
+def _silence_of(memory: Memory | None, host: str, groups: tuple[str, ...], service: str) -> str | None:
+    return None if memory is None else memory.silenced_because(host, groups, service, at=time.time())
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

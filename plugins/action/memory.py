@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import tempfile
@@ -18,9 +19,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Sentin
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import OUTCOMES, PLAN_STATUSES, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
 
 OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny",
-              "suspend", "resume", "suspension", "reset_flapping"]
+              "suspend", "resume", "suspension", "reset_flapping", "silence", "unsilence", "silences"]
 _JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
 ARGUMENT_SPEC = dict(
@@ -39,6 +41,8 @@ ARGUMENT_SPEC = dict(
     status=dict(type="str", default="pending", choices=sorted(PLAN_STATUSES | {"all"})),
     decided_by=dict(type="str"),
     note=dict(type="str", default=""),
+    duration=dict(type="str"),
+    silence_id=dict(type="int"),
 )
 
 REQUIRED_IF = [
@@ -51,6 +55,8 @@ REQUIRED_IF = [
     ("operation", "suspend", ["decided_by", "note"]),
     ("operation", "resume", ["decided_by"]),
     ("operation", "reset_flapping", ["host", "service", "decided_by"]),
+    ("operation", "silence", ["host", "duration", "decided_by", "note"]),
+    ("operation", "unsilence", ["decided_by", "host", "silence_id"], True),
 ]
 
 
@@ -67,12 +73,12 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"older_than_days: {args['older_than_days']!r} must not be negative")
         try:
             with Memory(args["state_dir"]) as memory:
-                result.update(self._operate(memory, args))
+                result.update(self._operate(memory, args, task_vars or {}))
         except SentinelError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         return result
 
-    def _operate(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+    def _operate(self, memory: Memory, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         operation = args["operation"]
         if operation == "episodes":
             rows = memory.episodes(limit=args["limit"], host=args["host"], service=args["service"], outcome=args["outcome"],
@@ -91,11 +97,37 @@ class ActionModule(ActionBase):
             return self._forget(memory, args)
         if operation in ("suspend", "resume", "suspension"):
             return self._kill_switch(memory, args)
+        if operation in ("silence", "unsilence", "silences"):
+            return self._silences(memory, args, task_vars)
         if operation == "reset_flapping":
             if not self._task.check_mode:
                 memory.reset_flapping(args["host"], args["service"], by=args["decided_by"], at=time.time())
             return {"changed": True}
         return self._plans(memory, args)
+
+    def _silences(self, memory: Memory, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        operation, now = args["operation"], time.time()
+        if operation == "silences":
+            return {"changed": False, "silences": [silence.to_dict() for silence in memory.silences(at=now)]}
+        if operation == "unsilence":
+            if self._task.check_mode:
+                return {"changed": bool(memory.silences(at=now)), "silences": []}
+            lifted = memory.unsilence(by=args["decided_by"], at=now, silence_id=args["silence_id"], hosts=args["host"], service=args["service"])
+            return {"changed": bool(lifted), "silences": [silence.to_dict() for silence in lifted]}
+        for name in ("decided_by", "note"):
+            if not args[name].strip():
+                raise AnsibleActionFail(f"{name}: say {'who silences' if name == 'decided_by' else 'why'} (every job it holds back shows it)")
+        until = now + silence_seconds(args["duration"])
+        warnings = []
+        inventory = set((task_vars.get("groups") or {}).get("all") or ()) | set(task_vars.get("groups") or {})
+        if inventory and not any(fnmatch.fnmatchcase(name, args["host"]) for name in inventory):
+            warnings.append(f"host: {args['host']!r} matches no host or group of this inventory; the silence is kept anyway")
+        if self._task.check_mode:
+            return {"changed": True, "silences": [], "warnings": warnings}
+        silence = memory.silence(hosts=args["host"], service=args["service"] or ALL_SERVICES, until=until, reason=args["note"],
+                                 by=args["decided_by"], at=now)
+        return {"changed": True, "silences": [silence.to_dict()], "msg": f"{args['host']} {silence.service}: {silence.describe()}",
+                "warnings": warnings}
 
     def _kill_switch(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         operation, in_force = args["operation"], memory.suspension()

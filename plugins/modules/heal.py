@@ -133,7 +133,8 @@ RETURN = r"""
 status:
   description:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
-      alone), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
+      alone), C(silenced) (a person's silence, M(sentinel.heal.memory) C(operation=silence), covers it - checked,
+      nothing planned or run), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
       O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent, or another job is remediating

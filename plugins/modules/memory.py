@@ -33,6 +33,12 @@ description:
     it. Also C(playbooks/suspend.yml).
   - The flapping limit - C(reset_flapping) says that the past remediations of O(service) on O(host) no longer count
     against its limit (recording O(decided_by); nothing is forgotten). See O(sentinel.heal.heal#module:flap_limit).
+  - Silences - C(silence) says "hands off" O(host) (an inventory host or group name, or a shell-style pattern of
+    them such as C(web*)) and O(service) (all services when omitted) for O(duration), recording O(decided_by) and
+    O(note) (why). While it holds, M(sentinel.heal.heal) still checks the service and reports it C(silenced) with
+    who, why and until when; nothing is planned, approved or executed. A pattern that matches no host or group of the
+    inventory is kept, with a warning. C(unsilence) lifts the silences of O(silence_id), or of O(host) (and
+    O(service)); C(silences) lists those in force. Also C(playbooks/silence.yml).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:
@@ -45,15 +51,20 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny, suspend, resume, suspension, reset_flapping]
+    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny, suspend, resume, suspension, reset_flapping,
+              silence, unsilence, silences]
   episode_id:
     description: The episode to show.
     type: int
   host:
-    description: Only episodes of this inventory host; with C(reset_flapping), the host whose count is reset.
+    description:
+      - Only episodes of this inventory host; with C(reset_flapping), the host whose count is reset; with C(silence)
+        and C(unsilence), the hosts silenced (a host or group name, or a shell-style pattern).
     type: str
   service:
-    description: Only episodes of this service; with C(reset_flapping), the service whose count is reset.
+    description:
+      - Only episodes of this service; with C(reset_flapping), the service whose count is reset; with C(silence), the
+        service silenced (all when omitted; a shell-style pattern is allowed).
     type: str
   outcome:
     description: Only episodes with this outcome.
@@ -85,13 +96,19 @@ options:
     choices: [all, denied, executed, pending, running]
   decided_by:
     description:
-      - Who denies the plan, suspends or resumes healing, or resets a flapping count (recorded with it). Required for
-        C(deny), C(suspend), C(resume) and C(reset_flapping).
+      - Who denies the plan, suspends or resumes healing, resets a flapping count or sets or lifts a silence (recorded
+        with it). Required for C(deny), C(suspend), C(resume), C(reset_flapping), C(silence) and C(unsilence).
     type: str
   note:
-    description: Why the plan is denied, or why healing is suspended (required to suspend).
+    description: Why the plan is denied, why healing is suspended or why the hosts are silenced (required to suspend and to silence).
     type: str
     default: ""
+  duration:
+    description: How long a silence holds - seconds, or a number with C(s), C(m), C(h) or C(d) (C(90m), C(2h)); at most 90 days.
+    type: str
+  silence_id:
+    description: The silence to lift (C(unsilence)); see C(silences).
+    type: int
 seealso:
   - module: sentinel.heal.execute
   - module: sentinel.heal.heal
@@ -178,6 +195,13 @@ plan:
   description: With C(plan) or C(deny), the plan, with the keys listed for C(plans).
   returned: when operation is plan or deny
   type: dict
+silences:
+  description:
+    - The silences in force (C(silences)), the one set (C(silence)) or those lifted (C(unsilence)) - each with C(id),
+      C(hosts), C(service), C(reason), C(set_by), C(set_at), C(until), C(lifted_at), C(lifted_by).
+  returned: with C(silence), C(unsilence) and C(silences)
+  type: list
+  elements: dict
 suspended:
   description: With C(suspend), C(resume) and C(suspension), whether healing is suspended now.
   returned: when operation is suspend, resume or suspension

@@ -1,5 +1,6 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
+    diagnose ─silenced─▶ silenced          (a person's silence covers it: checked, nothing planned or run, no attempt)
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
     diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
@@ -106,6 +107,8 @@ class Toolkit:
     incident_timeout: float = 600.0
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
+    # a person's silence over a service of this host, read before each attempt: what it says, or None
+    silence: Callable[[str], str | None] = lambda service: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
@@ -200,8 +203,13 @@ class DiagnoseNode(_ToolNode):
         return failure, frozenset(excluded), state.started_at + self.tools.incident_timeout
 
     def _no_attempt(self, state: IncidentState) -> str | None:
-        """A person's decision (a masked unit), systemd's own restart not yet waited for, or too many remediations."""
+        """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
+        too many remediations."""
         failure = state.failure
+        silenced = self.tools.silence(failure.service)
+        if silenced is not None:
+            state.reason = f"{failure.service}: {silenced}; checked, nothing planned or run"
+            return "silenced"
         if failure.masked_unit is not None:
             state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
@@ -644,6 +652,13 @@ class RecoveredNode(_EndNode):
     status = Status.RECOVERED.value
 
 
+class SilencedNode(_EndNode):
+    """A person silenced the host or service (sentinel.heal.memory operation=silence): checked, nothing else."""
+
+    node_name = "silenced"
+    status = Status.SILENCED.value
+
+
 class LeftAloneNode(_EndNode):
     """A person decided the service must not run (a masked unit): the loop does nothing, not even an attempt."""
 
@@ -662,7 +677,7 @@ class CheckOnlyNode(_ToolNode):
 
 EDGES: Mapping[str, Mapping[str, str]] = {
     "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate",
-                 "deadline": "escalate"},
+                 "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
@@ -697,7 +712,8 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, RecoveredNode, LeftAloneNode, CheckOnlyNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, RecoveredNode, SilencedNode, LeftAloneNode,
+        CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -37,6 +37,7 @@ class Status(StrEnum):
 
     HEALTHY = "healthy"
     MASKED = "masked"  # a person masked the unit: left alone, nothing run
+    SILENCED = "silenced"  # a person's silence covers it: checked, nothing planned or run
     RECOVERED = "recovered"  # systemd's own Restart= brought it back while the loop waited: nothing run
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,34 @@ def test_the_blast_radius_defers_the_hosts_over_the_cap_and_a_later_run_takes_th
     assert later.rc == 0 and one_line(later.output).count("nginx healed in 1 attempt") == 2, later.output
     with sqlite3.connect(state / "memory.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)  # every slot was given back
+
+
+def test_a_service_a_person_silenced_stays_as_they_left_it_on_every_path_until_the_silence_ends(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    policy = tmp_path / "review.yml"
+    policy.write_text(REVIEW_POLICY)
+    faults.inject("node2", "nginx-killed")  # stopped, as by a person who works on the host
+    waiting = run_playbook(HEAL, "--limit", "node2", "-e", f"autoheal_policy_file={policy}", state_dir=state)
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
+    silenced_at = time.time()
+    silence = run_playbook("playbooks/silence.yml", "-e", "by=alice", "-e", "target=node2", "-e", "service=nginx", "-e", "duration=30s",
+                           "-e", "reason='swapping the disk'", state_dir=state)
+    assert silence.rc == 0, silence.output
+
+    # an approval given now does not run, and the plan still waits
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    assert approved.rc == 2 and "nginx on node2 is silenced by alice until" in one_line(approved.output), approved.output
+    assert plan_status(state, plan_id) == "pending"
+    # the scheduled heal checks and reports, and plans and runs nothing
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=state)
+    output = one_line(run.output)
+    assert run.rc == 0 and "node2: nginx silenced: nginx: silenced by alice until" in output, run.output
+    assert "swapping the disk; checked, nothing planned or run" in output and "[diagnose > silenced]" in output
+    assert [row["outcome"] for row in episodes(state)] == ["awaiting_approval"]  # nothing new
+    assert [purpose for purpose, _argv in commands_run(state, "node2") if purpose == "remediation"] == []
+    assert sh(lab, "node2", "systemctl", "is-active", "nginx").strip() != "active"
+
+    time.sleep(max(0.0, silenced_at + 32 - time.time()))  # the silence ends: the next run heals as usual
+    healed = run_playbook(HEAL, "--limit", "node2", state_dir=state)
+    assert healed.rc == 0 and "node2: nginx healed in 1 attempt" in one_line(healed.output), healed.output

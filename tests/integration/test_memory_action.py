@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, run_playbook
+from conftest import ROOT, one_line, run_playbook
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
 
@@ -151,3 +151,21 @@ def test_the_kill_switch_through_a_playbook_records_who_and_why_and_is_idempoten
     assert again["changed"] is False and again["suspension"]["suspended_by"] == "alice"
     assert resumed["changed"] is True and (resumed["suspended"], resumed["suspension"]["resumed_by"]) == (False, "carol")
     assert resumed_again == {"changed": False, "suspended": False, "suspension": None}
+
+
+def test_silences_through_the_playbook_are_set_listed_and_lifted_with_clear_errors(tmp_path: Path) -> None:
+    silence = ("playbooks/silence.yml", "-e", "by=alice")
+    set_run = run_playbook(*silence, "-e", "target=node1", "-e", "service=nginx", "-e", "duration=2h", "-e", "reason='disk swap'",
+                           state_dir=tmp_path)
+    assert set_run.rc == 0 and "silence 1: node1 nginx, set by alice until" in one_line(set_run.output), set_run.output
+    assert ": disk swap" in set_run.output
+    nowhere = run_playbook(*silence, "-e", "target=web*", "-e", "duration=10m", "-e", "reason=later", state_dir=tmp_path)
+    assert nowhere.rc == 0 and "'web*' matches no host or group of this inventory; the silence is kept anyway" in one_line(nowhere.output)
+    bad = run_playbook(*silence, "-e", "target=node2", "-e", "duration=soon", "-e", "reason=x", state_dir=tmp_path)
+    assert bad.rc == 2 and "not a duration; field: duration; value: 'soon'" in one_line(bad.output), bad.output
+    shown = run_playbook("playbooks/silence.yml", "-e", "show=true", state_dir=tmp_path)
+    assert "silences 1: node1 nginx" in one_line(shown.output) and "silences 2: web* *" in one_line(shown.output), shown.output
+    lifted = run_playbook(*silence, "-e", "target=node1", "-e", "lift=true", state_dir=tmp_path)
+    assert lifted.rc == 0 and "unsilence 1: node1 nginx" in one_line(lifted.output), lifted.output
+    with Memory(tmp_path) as memory:
+        assert [silence.hosts for silence in memory.silences(at=time.time())] == ["web*"]

@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -36,6 +36,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRequest, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
 
 MEMORY_FILE = "memory.sqlite3"
 BUSY_TIMEOUT_MS = 30_000
@@ -366,6 +367,34 @@ class Memory:
             return []
         with self._transaction() as conn:
             return _reap(conn, at=at, host=host)
+
+    def silence(self, *, hosts: str, service: str, until: float, reason: str, by: str, at: float) -> Silence:
+        """Hands off ``hosts`` (a name or pattern of hosts or groups) and ``service`` (``*``: all) until then."""
+        with self._transaction() as conn:
+            silence_id = conn.execute("INSERT INTO silences (hosts, service, reason, set_by, set_at, until) VALUES (?, ?, ?, ?, ?, ?)",
+                                      (hosts, service, reason, by, at, until)).lastrowid
+        return Silence(id=int(silence_id or 0), hosts=hosts, service=service, reason=reason, set_by=by, set_at=at, until=until)
+
+    def unsilence(self, *, by: str, at: float, silence_id: int | None = None, hosts: str | None = None,
+                  service: str | None = None) -> list[Silence]:
+        """Lift the silences in force with that id, or for those hosts (and service); the ones lifted."""
+        lifted = [silence for silence in self.silences(at=at) if silence.id == silence_id or (
+            silence_id is None and silence.hosts == hosts and (service is None or silence.service == service))]
+        with self._transaction() as conn:
+            for silence in lifted:
+                conn.execute("UPDATE silences SET lifted_at = ?, lifted_by = ? WHERE id = ? AND lifted_at IS NULL", (at, by, silence.id))
+        return [dataclasses.replace(silence, lifted_at=at, lifted_by=by) for silence in lifted]
+
+    def silences(self, *, at: float) -> list[Silence]:
+        """The silences in force at that time, the one that ends last first."""
+        rows = self._conn.execute("SELECT * FROM silences WHERE lifted_at IS NULL AND until > ? ORDER BY until DESC, id DESC", (at,))
+        return [Silence(**dict(row)) for row in rows]
+
+    def silenced_because(self, host: str, groups: Iterable[str], service: str, *, at: float) -> str | None:
+        """What the silence in force over this service on this host says (who, until when, why), or None."""
+        groups = tuple(groups)
+        silence = next((silence for silence in self.silences(at=at) if silence.covers(host, groups, service)), None)
+        return None if silence is None else silence.describe()
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""

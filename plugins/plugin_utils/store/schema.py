@@ -129,6 +129,21 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE run_hosts ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX leases_by_host ON leases (host);
     """,
+    # 7: silences: a person's "hands off these hosts (and service) until then"; lifted ones are kept for the record.
+    """
+    CREATE TABLE silences (
+        id INTEGER PRIMARY KEY,
+        hosts TEXT NOT NULL,
+        service TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        set_by TEXT NOT NULL,
+        set_at REAL NOT NULL,
+        until REAL NOT NULL,
+        lifted_at REAL,
+        lifted_by TEXT
+    );
+    CREATE INDEX silences_in_force ON silences (lifted_at, until);
+    """,
 )
 
 

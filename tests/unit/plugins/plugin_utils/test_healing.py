@@ -374,3 +374,13 @@ def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_att
     assert tools.memory is not None
     [episode] = tools.memory.episodes()
     assert episode["outcome"] == "unreachable" and '"status": "ok"' in episode["results_json"]  # what ran is kept
+
+
+def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], silence=lambda service: "silenced by alice until 18:00: disk swap" if service == "nginx" else None)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "silenced"] and outcome.state.status == "silenced"
+    assert outcome.state.reason == "nginx: silenced by alice until 18:00: disk swap; checked, nothing planned or run"
+    assert executor.runs == [] and not outcome.state.attempts
+    assert tools.memory is not None and tools.memory.episodes() == []

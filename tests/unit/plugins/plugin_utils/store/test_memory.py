@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
+import re
 import sqlite3
 import subprocess
 import time
@@ -11,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, owner_is_gone, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
 from helpers import nginx_failure
 
 PENDING = PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0)
@@ -384,3 +386,29 @@ def test_an_owner_that_ended_is_gone_even_before_it_was_waited_for() -> None:
         time.sleep(1)  # it has exited; nobody has waited for it yet: a zombie
         assert owner_is_gone(owner)
     assert owner_is_gone(owner) and not owner_is_gone(f"another-controller/{child.pid}/1")
+
+
+def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifted(tmp_path: Path) -> None:
+    with Memory(tmp_path) as memory:
+        web = memory.silence(hosts="web*", service="nginx", until=200.0, reason="disk swap", by="alice", at=100.0)
+        memory.silence(hosts="dbservers", service=ALL_SERVICES, until=150.0, reason="failover", by="bob", at=100.0)
+        assert memory.silenced_because("web1", (), "nginx", at=120.0) == web.describe()
+        assert memory.silenced_because("web1", (), "redis", at=120.0) is None  # another service
+        assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
+        assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
+        assert [silence.reason for silence in memory.silences(at=120.0)] == ["disk swap", "failover"]
+        [lifted] = memory.unsilence(by="carol", at=130.0, hosts="web*")
+        assert (lifted.id, lifted.lifted_by) == (web.id, "carol")
+        assert memory.silenced_because("web1", (), "nginx", at=131.0) is None
+        assert memory.unsilence(by="carol", at=131.0, silence_id=web.id) == []  # once
+
+
+@pytest.mark.parametrize(("duration", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1.5d", 129600)])
+def test_a_silence_lasts_what_its_duration_says(duration: str, seconds: float) -> None:
+    assert silence_seconds(duration) == seconds
+
+
+@pytest.mark.parametrize("duration", ["", "soon", "-5m", "0", "2w", "91d"])
+def test_a_duration_that_is_not_one_is_refused_naming_it(duration: str) -> None:
+    with pytest.raises(ConfigError, match=f"field: duration; value: '{re.escape(duration)}'"):
+        silence_seconds(duration)
