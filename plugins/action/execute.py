@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_r
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import maintenance_windows, marker_holds
 
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),
@@ -39,6 +40,7 @@ ARGUMENT_SPEC = dict(
     max_hosts_per_run=dict(type="int", default=0),
     max_attempts_per_run=dict(type="int", default=0),
     incident_timeout=dict(type="int", default=600),
+    maintenance_windows=dict(type="list", elements="dict", default=[]),
 )
 
 
@@ -58,6 +60,7 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "localhost")
         secrets = known_secrets(task_vars, args["redact_values"])
         try:
+            windows = maintenance_windows(args["maintenance_windows"], "maintenance_windows")
             with Memory(args["state_dir"]) as memory:
                 stored_plans = [approvals.load(memory, plan_id) for plan_id in args["plan_ids"]]
                 policies = {stored.plan_id: load_policy(args["policy"] or stored.policy_file or None) for stored in stored_plans}
@@ -73,8 +76,12 @@ class ActionModule(ActionBase):
                         f"autonomous remediation is {thrown}: no approved plan runs while it is suspended",
                         field="plan_ids", value=[stored.plan_id for stored in stored_plans],
                         hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
+                # the host's maintenance marker, as it is now: a person may have left one since the plan was stored
+                marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets)["facts"].get("maintenance")
                 for stored in stored_plans:
-                    silenced = memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=time.time())
+                    silenced = (memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=time.time())
+                                or marker_holds(marker, stored.failure.service, time.time())
+                                or next((window.describe() for window in windows if window.covers(stored.failure.service, time.time())), None))
                     if silenced is not None:
                         raise approvals.ApprovalRefused(
                             f"plan {stored.plan_id} does not run: {stored.failure.service} on {host} is {silenced}", field="plan_ids",

@@ -32,6 +32,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_o
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, maintenance_windows
 
 display = Display()
 
@@ -78,6 +79,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     max_hosts_per_run=dict(type="int", default=0),
     max_attempts_per_run=dict(type="int", default=0),
     incident_timeout=dict(type="int", default=600),
+    maintenance_windows=dict(type="list", elements="dict", default=[]),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
@@ -88,6 +90,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
     argument_spec: dict[str, Any] = ARGUMENT_SPEC
+    _windows: tuple[MaintenanceWindow, ...] = ()
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -101,6 +104,8 @@ class ActionModule(ActionBase):
             llm_settings = llm_settings_from(args.get("llm"))
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
             secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
+            # checked on every host, healthy ones too: a window that cannot be read is found before it is needed
+            self._windows = maintenance_windows(args.get("maintenance_windows"), "maintenance_windows")
             failures = self._failures(host, args, task_vars, secrets)
             writes = self._writes()
             if not failures:
@@ -178,7 +183,7 @@ class ActionModule(ActionBase):
             blast_radius=blast_radius(args, task_vars),
             incident_timeout=args.get("incident_timeout", 600),
             suspension=memory.suspended_because if memory is not None else lambda: None,
-            silence=functools.partial(_silence_of, memory, host, tuple(task_vars.get("group_names") or ())),
+            silence=functools.partial(_silence_of, memory, host, tuple(task_vars.get("group_names") or ()), self._windows),
         )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
@@ -208,8 +213,11 @@ class ActionModule(ActionBase):
         return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)
 
 
-def _silence_of(memory: Memory | None, host: str, groups: tuple[str, ...], service: str) -> str | None:
-    return None if memory is None else memory.silenced_because(host, groups, service, at=time.time())
+def _silence_of(memory: Memory | None, host: str, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], service: str) -> str | None:
+    """A person's silence in memory over the service, or a declared maintenance window that covers it now."""
+    now = time.time()
+    silenced = None if memory is None else memory.silenced_because(host, groups, service, at=now)
+    return silenced or next((window.describe() for window in windows if window.covers(service, now)), None)
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

@@ -56,6 +56,18 @@ options:
       - C(0), the default, is no budget (0-1000000).
     type: int
     default: 0
+  maintenance_windows:
+    description:
+      - Declared maintenance windows (the role's C(autoheal_maintenance_windows), per host or group as any inventory
+        variable). While one covers a service, it is checked and ends C(silenced); nothing is planned, run or approved.
+      - A recurring window has C(start) and C(end) (C(HH:MM); an C(end) before C(start) runs past midnight), optional
+        C(days) (C(mon) ... C(sun); every day when omitted) and C(timezone) (an IANA name; C(UTC) when omitted). A
+        one-off window has C(from) and C(until) (ISO 8601 with a UTC offset). Either may have a C(name) and
+        C(services) (all when omitted). A window that cannot be read fails the task, naming the window, the key and the
+        value.
+    type: list
+    elements: dict
+    default: []
   incident_timeout:
     description:
       - Seconds an incident may take from its first diagnosis (30 to 86400). No attempt starts after it, a run that

@@ -24,6 +24,7 @@ import urllib.request
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -85,7 +86,7 @@ def check_services(params):
         services=results,
         failures=failures,
         healthy=not failures,
-        facts=dict(service_manager=manager, os=_os_release()),
+        facts=dict(service_manager=manager, os=_os_release(), maintenance=read_marker()),
     )
 
 

@@ -262,10 +262,14 @@ failures:
       failure_class: stale_pidfile
       summary: "/etc/init.d/nginx status: rc=3: nginx is not running; pid file /run/nginx.pid names pid 812, which is not running"
 facts:
-  description: The host's service manager and C(/etc/os-release) identity.
+  description:
+    - The host's service manager, C(/etc/os-release) identity and C(maintenance) - the maintenance marker a person
+      left in C(/etc/sentinel-heal/maintenance) (root-owned; optional C(reason), C(services), C(until) and C(by)
+      lines; empty means the whole host until removed), with its C(problem) when it cannot be read as written,
+      or null when there is none. M(sentinel.heal.heal) keeps its hands off what a marker covers.
   returned: always
   type: dict
-  sample: {service_manager: sysv, os: {id: debian, version_id: "12"}}
+  sample: {service_manager: sysv, os: {id: debian, version_id: "12"}, maintenance: null}
 """
 
 from ansible.module_utils.basic import AnsibleModule

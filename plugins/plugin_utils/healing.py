@@ -1,6 +1,6 @@
 """The heal loop for one incident, as an explicit graph of nodes.
 
-    diagnose ─silenced─▶ silenced          (a person's silence covers it: checked, nothing planned or run, no attempt)
+    diagnose ─silenced─▶ silenced          (a person's silence or maintenance marker covers it: checked, nothing run, no attempt)
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
     diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
@@ -46,6 +46,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import marker_holds
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
@@ -206,9 +207,12 @@ class DiagnoseNode(_ToolNode):
         """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
         too many remediations."""
         failure = state.failure
-        silenced = self.tools.silence(failure.service)
+        marker = failure.facts.get("maintenance")
+        silenced = self.tools.silence(failure.service) or marker_holds(marker, failure.service, self.tools.clock())
         if silenced is not None:
             state.reason = f"{failure.service}: {silenced}; checked, nothing planned or run"
+            if marker and marker.get("problem"):
+                state.warnings.append(f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}")
             return "silenced"
         if failure.masked_unit is not None:
             state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"

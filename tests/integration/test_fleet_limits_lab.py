@@ -4,6 +4,7 @@ healing goes on. The flapping limit: a service remediated again and again is lef
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
@@ -146,3 +147,37 @@ def test_a_service_a_person_silenced_stays_as_they_left_it_on_every_path_until_t
     time.sleep(max(0.0, silenced_at + 32 - time.time()))  # the silence ends: the next run heals as usual
     healed = run_playbook(HEAL, "--limit", "node2", state_dir=state)
     assert healed.rc == 0 and "node2: nginx healed in 1 attempt" in one_line(healed.output), healed.output
+
+
+def test_a_maintenance_marker_left_on_the_host_holds_healing_and_a_malformed_one_holds_it_with_a_warning(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    marker = "/etc/sentinel-heal/maintenance"
+    faults.inject("node1", "nginx-killed")
+    try:
+        sh(lab, "node1", "sh", "-c", f"mkdir -p /etc/sentinel-heal && printf 'reason: new disk\\nby: alice\\nservices: nginx\\n' > {marker}")
+        held = run_playbook(HEAL, "--limit", "node1", state_dir=state)
+        output = one_line(held.output)
+        assert held.rc == 0, held.output
+        assert f"node1: nginx silenced: nginx: in maintenance by alice until it is removed ({marker}): new disk" in output, output
+        sh(lab, "node1", "sh", "-c", f"printf 'until: after lunch\\n' > {marker}")
+        malformed = run_playbook(HEAL, "--limit", "node1", state_dir=state)
+        output = one_line(malformed.output)
+        assert f"held back: the host's maintenance marker {marker} line 1: until 'after lunch' is not an ISO 8601 time" in output, output
+        assert f"[WARNING]: node1: the maintenance marker {marker} line 1" in output
+        assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+    finally:
+        sh(lab, "node1", "rm", "-rf", "/etc/sentinel-heal")
+
+    # a maintenance window declared in the inventory that covers now, and one that cannot be read
+    hour_ago, hour_on = (time.strftime("%H:%M", time.gmtime(time.time() + shift)) for shift in (-3600, 3600))
+    window = {"name": "patching", "start": hour_ago, "end": hour_on, "timezone": "UTC", "services": ["nginx"]}
+    declared = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_maintenance_windows": [window]}), state_dir=state)
+    assert f"nginx: in the maintenance window 'patching' (daily {hour_ago}-{hour_on} UTC); checked" in one_line(declared.output), declared.output
+    unreadable = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_maintenance_windows": [dict(window, timezone="Mars/Olympus")]}),
+                              state_dir=state)
+    assert unreadable.rc == 2 and ("not a time zone this controller knows; field: maintenance_windows[0].timezone; value: 'Mars/Olympus'"
+                                   in one_line(unreadable.output)), unreadable.output
+    assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+    healed = run_playbook(HEAL, "--limit", "node1", state_dir=state)
+    assert healed.rc == 0 and "node1: nginx healed in 1 attempt" in one_line(healed.output), healed.output

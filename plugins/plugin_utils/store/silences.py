@@ -1,14 +1,19 @@
 """Silences: a person says "hands off these hosts (and this service) until then", kept in memory so every job, fork and
-AWX node sees it. While one holds, checks run and are reported; nothing is planned, approved or executed."""
+AWX node sees it. While one holds, checks run and are reported; nothing is planned, approved or executed.
+
+A person says the same with a maintenance marker left on the host (read by service_check) and with maintenance windows
+declared in the inventory; both are judged here too."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import fnmatch
 import re
 import time
+import zoneinfo
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
@@ -54,3 +59,123 @@ def silence_seconds(duration: str) -> float:
         raise ConfigError("a silence lasts more than nothing and at most 90 days", field="duration", value=duration,
                           hint="set a shorter one and renew it, or mask the unit if the service must never run")
     return seconds
+
+
+def marker_holds(marker: Mapping[str, Any] | None, service: str, now: float) -> str | None:
+    """What the maintenance marker a person left on the host (service_check's ``facts.maintenance``) says about the
+    service, or None when it does not cover it (no marker, another service, or its ``until`` has passed). A marker
+    that cannot be read as written covers everything: hands off until a person fixes or removes it."""
+    if not marker:
+        return None
+    path = marker.get("path", "the maintenance marker")
+    if marker.get("problem"):
+        return f"held back: the host's maintenance marker {path} {marker['problem']}; hands off until a person fixes or removes it"
+    services = marker.get("services") or []
+    until = marker.get("until")
+    if (services and service not in services) or (until is not None and until <= now):
+        return None
+    who = f" by {marker['by']}" if marker.get("by") else ""
+    when = f" until {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(until))}" if until is not None else " until it is removed"
+    why = f": {marker['reason']}" if marker.get("reason") else ""
+    return f"in maintenance{who}{when} ({path}){why}"
+
+
+_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_CLOCK = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+_WINDOW_KEYS = frozenset({"name", "days", "start", "end", "timezone", "from", "until", "services"})
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """A declared window (the inventory's ``autoheal_maintenance_windows``): recurring (``days``, ``start``-``end`` in
+    ``timezone``; an ``end`` before ``start`` runs past midnight) or one-off (``from``-``until``), for ``services``
+    (all when empty)."""
+
+    name: str
+    services: tuple[str, ...] = ()
+    days: tuple[int, ...] = tuple(range(7))
+    start: tuple[int, int] = (0, 0)
+    end: tuple[int, int] = (0, 0)
+    timezone: str = "UTC"
+    begins: float | None = None
+    ends: float | None = None
+
+    def covers(self, service: str, now: float) -> bool:
+        if self.services and service not in self.services:
+            return False
+        if self.begins is not None and self.ends is not None:
+            return self.begins <= now < self.ends
+        local = datetime.datetime.fromtimestamp(now, zoneinfo.ZoneInfo(self.timezone))
+        minute, start, end = local.hour * 60 + local.minute, self.start[0] * 60 + self.start[1], self.end[0] * 60 + self.end[1]
+        if start < end:
+            return local.weekday() in self.days and start <= minute < end
+        # past midnight: the evening part on a listed day, the morning part on the day after one
+        return (local.weekday() in self.days and minute >= start) or ((local.weekday() - 1) % 7 in self.days and minute < end)
+
+    def describe(self) -> str:
+        if self.begins is not None and self.ends is not None:
+            span = f"{_stamp(self.begins)} to {_stamp(self.ends)}"
+        else:
+            days = ",".join(_DAYS[day] for day in self.days) if len(self.days) < 7 else "daily"
+            span = f"{days} {self.start[0]:02d}:{self.start[1]:02d}-{self.end[0]:02d}:{self.end[1]:02d} {self.timezone}"
+        return f"in the maintenance window {self.name!r} ({span})"
+
+
+def maintenance_windows(raw: Any, field: str = "autoheal_maintenance_windows") -> tuple[MaintenanceWindow, ...]:
+    """The declared windows, checked: every error names the window, the key and the value."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)):
+        raise ConfigError("must be a list of windows", field=field, value=raw)
+    return tuple(_window(entry, f"{field}[{index}]") for index, entry in enumerate(raw))
+
+
+def _window(entry: Any, where: str) -> MaintenanceWindow:
+    if not isinstance(entry, Mapping):
+        raise ConfigError("a window is a mapping", field=where, value=entry)
+    unknown = set(entry) - _WINDOW_KEYS
+    if unknown:
+        raise ConfigError("unknown keys in a window", field=where, value=sorted(unknown), hint=f"keys: {', '.join(sorted(_WINDOW_KEYS))}")
+    name = str(entry.get("name") or where)
+    services = tuple(str(service) for service in entry.get("services") or ())
+    if "from" in entry or "until" in entry:
+        begins, ends = (_instant(entry.get(key), f"{where}.{key}") for key in ("from", "until"))
+        if ends <= begins:
+            raise ConfigError("the window ends before it begins", field=f"{where}.until", value=entry.get("until"),
+                              hint=f"after its from, {entry.get('from')}")
+        return MaintenanceWindow(name=name, services=services, begins=begins, ends=ends)
+    timezone = str(entry.get("timezone") or "UTC")
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError("not a time zone this controller knows", field=f"{where}.timezone", value=timezone,
+                          hint="an IANA name such as Europe/Berlin or UTC") from exc
+    days = entry.get("days") or list(_DAYS)
+    if not isinstance(days, (list, tuple)) or any(str(day).lower()[:3] not in _DAYS for day in days):
+        raise ConfigError("days are weekday names", field=f"{where}.days", value=days, hint="mon, tue, wed, thu, fri, sat, sun")
+    start, end = (_clock(entry.get(key), f"{where}.{key}") for key in ("start", "end"))
+    if start == end:
+        raise ConfigError("a window that starts when it ends covers nothing", field=f"{where}.end", value=entry.get("end"))
+    return MaintenanceWindow(name=name, services=services, days=tuple(sorted({_DAYS.index(str(day).lower()[:3]) for day in days})),
+                             start=start, end=end, timezone=timezone)
+
+
+def _clock(value: Any, field: str) -> tuple[int, int]:
+    match = _CLOCK.match(str(value or ""))
+    if not match:
+        raise ConfigError("not a time of day", field=field, value=value, hint="HH:MM, such as 22:00")
+    return int(match.group(1)), int(match.group(2))
+
+
+def _instant(value: Any, field: str) -> float:
+    try:
+        moment = datetime.datetime.fromisoformat(str(value))
+    except ValueError as exc:
+        raise ConfigError("not an ISO 8601 time", field=field, value=value, hint="such as 2026-12-01T20:00+01:00") from exc
+    if moment.tzinfo is None:
+        raise ConfigError("a one-off window needs its UTC offset", field=field, value=value, hint="such as 2026-12-01T20:00+01:00")
+    return moment.timestamp()
+
+
+def _stamp(moment: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(moment))

@@ -384,3 +384,16 @@ def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: P
     assert outcome.state.reason == "nginx: silenced by alice until 18:00: disk swap; checked, nothing planned or run"
     assert executor.runs == [] and not outcome.state.attempts
     assert tools.memory is not None and tools.memory.episodes() == []
+
+
+def test_a_maintenance_marker_on_the_host_holds_the_loop_and_a_malformed_one_warns(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [])
+    marker = {"path": "/etc/sentinel-heal/maintenance", "reason": "new disk", "services": [], "until": None, "by": "alice", "problem": None}
+    held = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": marker}), tools)
+    assert held.trace.path == ["diagnose", "silenced"] and executor.runs == []
+    assert "nginx: in maintenance by alice until it is removed (/etc/sentinel-heal/maintenance): new disk" in held.state.reason
+    broken = dict(marker, problem="is not owned by root (uid 1000)")
+    warned = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": broken}), tools)
+    assert warned.state.status == "silenced" and executor.runs == []
+    assert warned.state.warnings == ["web1: the maintenance marker /etc/sentinel-heal/maintenance is not owned by root (uid 1000)"]

@@ -383,8 +383,10 @@ def test_an_owner_that_ended_is_gone_even_before_it_was_waited_for() -> None:
     with subprocess.Popen(["sleep", "0.2"]) as child:
         owner = process_owner(child.pid)
         assert not owner_is_gone(owner) and not owner_is_gone(process_owner())
-        time.sleep(1)  # it has exited; nobody has waited for it yet: a zombie
-        assert owner_is_gone(owner)
+        deadline = time.monotonic() + 30
+        while not owner_is_gone(owner) and time.monotonic() < deadline:  # until it has exited; nobody waits for it: a zombie
+            time.sleep(0.1)
+        assert owner_is_gone(owner) and child.poll() is not None
     assert owner_is_gone(owner) and not owner_is_gone(f"another-controller/{child.pid}/1")
 
 
