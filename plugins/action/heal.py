@@ -22,7 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EM
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, MODES, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
@@ -80,6 +80,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     max_attempts_per_run=dict(type="int", default=0),
     incident_timeout=dict(type="int", default=600),
     maintenance_windows=dict(type="list", elements="dict", default=[]),
+    mode=dict(type="str", default="autonomous", choices=list(MODES)),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
@@ -182,6 +183,7 @@ class ActionModule(ActionBase):
             flap_window=args.get("flap_window", 3600),
             blast_radius=blast_radius(args, task_vars),
             incident_timeout=args.get("incident_timeout", 600),
+            mode=args.get("mode", "autonomous"),
             suspension=memory.suspended_because if memory is not None else lambda: None,
             silence=functools.partial(_silence_of, memory, host, tuple(task_vars.get("group_names") or ()), self._windows),
         )

@@ -51,6 +51,8 @@ SERVICE_OPTIONS = dict(
     user=dict(type="str"),
     paths=dict(type="list", elements="path", default=[]),
     timeout=dict(type="float", default=5.0),
+    # how far sentinel.heal acts on this service (the controller reads it; the host does not)
+    mode=dict(type="str", choices=["observe", "review", "autonomous"]),
 )
 
 ARGUMENT_SPEC = dict(

@@ -77,6 +77,16 @@ attributes:
     support: full
     details: Shows the failure and the plan, with the guard's verdict on each step.
 options:
+  mode:
+    description:
+      - How far the loop acts on its own (the role's C(autoheal_mode), per host or group; a service's own C(mode) wins).
+      - C(observe) - check, diagnose and plan; nothing runs on the host and nothing waits for approval; the incident
+        ends C(observed) with the plan it would have run and the guard's verdict. A good start on a new fleet.
+      - C(review) - every plan waits for a person (see C(playbooks/approve.yml)), even one the policy allows.
+      - C(autonomous) - what the policy allows runs unattended.
+    type: str
+    choices: [observe, review, autonomous]
+    default: autonomous
   max_attempts:
     description: Attempts per failed service before it is escalated (1-10).
     type: int
@@ -133,8 +143,9 @@ RETURN = r"""
 status:
   description:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
-      alone), C(silenced) (a person's silence, M(sentinel.heal.memory) C(operation=silence), covers it - checked,
-      nothing planned or run), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
+      alone), C(observed) (observe mode - the plan it would have run; nothing ran), C(silenced) (a person's
+      silence, M(sentinel.heal.memory) C(operation=silence), maintenance marker or declared window covers it -
+      checked, nothing planned or run), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
       O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent, or another job is remediating

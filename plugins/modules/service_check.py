@@ -125,6 +125,13 @@ options:
         description: Seconds each check of this service may take.
         type: float
         default: 5.0
+      mode:
+        description:
+          - How far M(sentinel.heal.heal) acts on this service, over the host's O(sentinel.heal.heal#module:mode) -
+            C(observe) (check, diagnose and plan; nothing runs and nothing waits), C(review) (every plan waits for a
+            person, even one the policy allows) or C(autonomous). The check itself ignores it.
+        type: str
+        choices: [observe, review, autonomous]
   log_lines:
     description: How many lines of each log file to gather (1-500).
     type: int

@@ -89,13 +89,18 @@ def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any
         (secret_vars if secret else host_vars)[variable] = value
 
 
+def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A service as declared, from the spec service_check returned (which lists every option, unset ones as None)."""
+    return {name: value for name, value in spec.items() if value is not None}
+
+
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
                   log_lines: int = 20) -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
     not answer raises HostUnreachable."""
     try:
         checked = action._execute_module(
-            module_name=SERVICE_CHECK, module_args={"services": [dict(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
+            module_name=SERVICE_CHECK, module_args={"services": [_declared(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
         )
     except AnsibleConnectionFailure as exc:
         raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),

@@ -19,6 +19,8 @@
     execute ─deadline─▶ record         (the incident's deadline passed: the run does not start; a run's timeout is what is left)
     verify ─unreachable─▶ record       (the host stopped answering after the run: the attempt is recorded unreachable)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
+    guard ─observe─▶ observed          (observe mode: what it would run, and why; nothing runs, waits or is written)
+    guard ─approve─▶ ask_human         (also every plan in review mode, even one the policy allows)
 
 Every attempt is recorded as one episode; a remediation holds a lease in memory while it runs, so one whose job
 died is recorded ``interrupted`` by the next run. Only a verified recovery ends ``healed``. A command
@@ -51,6 +53,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences impor
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
                        "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400)}
+MODES = ("observe", "review", "autonomous")
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
 
 
@@ -106,6 +109,8 @@ class Toolkit:
     blast_radius: BlastRadius = field(default_factory=BlastRadius)
     # seconds an incident may take from its first diagnosis: no attempt starts and no run goes on past it
     incident_timeout: float = 600.0
+    # how far the loop acts on its own (a service's own "mode" wins): observe, review or autonomous
+    mode: str = "autonomous"
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     # a person's silence over a service of this host, read before each attempt: what it says, or None
@@ -366,6 +371,13 @@ class GuardNode(_ToolNode):
             state.log(self.name, f"{verdict.decision.value}: {verdict.command} ({verdict.rule}: {verdict.reason})")
         if self.tools.check_mode:
             return "check_mode"
+        mode = state.failure.spec.get("mode") or self.tools.mode
+        if mode == "observe":
+            commands = "; ".join(verdict.command for verdict in exec_res)
+            plan = _plan_of(state)
+            state.reason = (f"{state.failure.service}: observe mode, nothing ran and nothing waits: the plan from {plan.source.value} "
+                            f"{plan.reference} would be {decision.value}: {commands}")
+            return "observe"
         if decision is Decision.BLOCK:
             attempt.outcome = "blocked"
             blocked = [v for v in exec_res if v.decision is Decision.BLOCK]
@@ -374,6 +386,9 @@ class GuardNode(_ToolNode):
         if decision is Decision.APPROVE:
             pending = [v for v in exec_res if v.decision is Decision.APPROVE]
             state.reason = "a human must approve: " + "; ".join(f"{v.command!r}: {v.reason}" for v in pending)
+            return "approve"
+        if mode == "review":
+            state.reason = "review mode: a human approves every plan, even one the policy allows"
             return "approve"
         return "allow"
 
@@ -670,6 +685,13 @@ class LeftAloneNode(_EndNode):
     status = Status.MASKED.value
 
 
+class ObservedNode(_EndNode):
+    """Observe mode: checked, diagnosed and planned; nothing ran, nothing waits, nothing was written."""
+
+    node_name = "observed"
+    status = Status.OBSERVED.value
+
+
 class CheckOnlyNode(_ToolNode):
     node_name = "check_only"
 
@@ -684,7 +706,7 @@ EDGES: Mapping[str, Mapping[str, str]] = {
                  "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record"},
-    "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only"},
+    "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
     "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
@@ -717,7 +739,7 @@ def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
         HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, RecoveredNode, SilencedNode, LeftAloneNode,
-        CheckOnlyNode,
+        ObservedNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
     return Flow(start=start, nodes=nodes, edges=EDGES)

@@ -41,6 +41,7 @@ class Status(StrEnum):
     RECOVERED = "recovered"  # systemd's own Restart= brought it back while the loop waited: nothing run
     HEALED = "healed"
     PLANNED = "planned"  # check mode only: the plan would run unattended
+    OBSERVED = "observed"  # observe mode: the plan it would have run; nothing ran or waits
     SUSPENDED = "suspended"  # the kill switch was thrown: the remediation did not start
     DEFERRED = "deferred"  # the blast radius was spent: the remediation waits for the next run
     AWAITING_APPROVAL = "awaiting_approval"

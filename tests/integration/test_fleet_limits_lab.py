@@ -181,3 +181,23 @@ def test_a_maintenance_marker_left_on_the_host_holds_healing_and_a_malformed_one
     assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
     healed = run_playbook(HEAL, "--limit", "node1", state_dir=state)
     assert healed.rc == 0 and "node1: nginx healed in 1 attempt" in one_line(healed.output), healed.output
+
+
+def test_observe_mode_leaves_a_broken_service_and_says_what_it_would_run_and_review_mode_waits_for_a_person(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    faults.inject("node1", "nginx-killed")
+    observed = run_playbook(HEAL, "--limit", "node1", "-e", "autoheal_mode=observe", state_dir=state)
+    output = one_line(observed.output)
+    assert observed.rc == 0 and "node1: nginx observed: nginx: observe mode, nothing ran and nothing waits: the plan from" in output, output
+    assert "would be allow:" in output and "systemctl start nginx" in output
+    assert [argv for purpose, argv in commands_run(state, "node1") if purpose == "remediation"] == [] and episodes(state) == []
+    assert sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+
+    reviewed = run_playbook(HEAL, "--limit", "node1", "-e", "autoheal_mode=review", state_dir=state)
+    output = one_line(reviewed.output)
+    assert "review mode: a human approves every plan, even one the policy allows" in output, reviewed.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", reviewed.output)
+    assert sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    assert approved.rc == 0 and "nginx healed in 1 attempt" in one_line(approved.output), approved.output

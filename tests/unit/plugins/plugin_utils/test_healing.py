@@ -397,3 +397,23 @@ def test_a_maintenance_marker_on_the_host_holds_the_loop_and_a_malformed_one_war
     warned = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": broken}), tools)
     assert warned.state.status == "silenced" and executor.runs == []
     assert warned.state.warnings == ["web1: the maintenance marker /etc/sentinel-heal/maintenance is not owned by root (uid 1000)"]
+
+
+def test_observe_mode_plans_and_reports_what_it_would_run_and_runs_writes_and_waits_for_nothing(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], mode="observe")
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "observed"] and outcome.state.status == "observed"
+    assert "nginx: observe mode, nothing ran and nothing waits: the plan from runbook nginx-stale-pid would be allow:" in outcome.state.reason
+    assert [purpose for purpose, _argv in executor.runs] == ["evidence"]  # reads only
+    assert outcome.to_dict()["plan"] is not None and tools.memory is not None and tools.memory.episodes() == []
+
+
+def test_review_mode_makes_every_plan_wait_for_a_person_and_a_services_own_mode_wins(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], mode="review")
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "awaiting_approval" and outcome.state.plan_id is not None and executor.remediations == []
+    assert outcome.state.reason == "review mode: a human approves every plan, even one the policy allows"
+    autonomous = dataclasses.replace(nginx_failure(), spec={**nginx_failure().spec, "mode": "autonomous"})
+    assert heal_incident(autonomous, dataclasses.replace(tools, verify=lambda spec: HEALTHY)).state.status == "healed"
