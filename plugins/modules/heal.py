@@ -148,8 +148,9 @@ status:
       checked, nothing planned or run), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
-      O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent, or another job is remediating
-      the same service on the host - the remediation did not start; the next run takes it up),
+      O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent - the remediation did not start;
+      the next run takes it up), C(in_progress_elsewhere) (another run is remediating the same service on the host
+      right now; nothing ran here),
       C(awaiting_approval), C(escalated) (also past O(incident_timeout)) or C(unreachable) (the host did not answer,
       before healing or during a remediation; the attempt is recorded); in check mode also C(planned) (an allowed
       plan that did not run).

@@ -69,7 +69,8 @@ options:
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, healed, interrupted, suspended, unreachable]
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, healed, in_progress_elsewhere, interrupted, suspended,
+              unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
     type: str

@@ -16,6 +16,7 @@
            ─unreachable─▶ unreachable · ─suspended─▶ suspended
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
+    execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now) · ─▶ in_progress_elsewhere
     execute ─deadline─▶ record         (the incident's deadline passed: the run does not start; a run's timeout is what is left)
     verify ─unreachable─▶ record       (the host stopped answering after the run: the attempt is recorded unreachable)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
@@ -46,7 +47,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import TokenBudg
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import marker_holds
 
@@ -174,9 +175,10 @@ class Suspended:
 
 @dataclass(frozen=True)
 class Deferred:
-    """The blast radius is spent: no slot for this remediation now."""
+    """No lease for this remediation now: the blast radius is spent, or another run remediates the same incident."""
 
     why: str
+    elsewhere: bool = False
 
 
 @dataclass(frozen=True)
@@ -461,9 +463,10 @@ class ExecuteNode(_ToolNode):
             return Late()
         memory, lease = self.tools.memory, None
         if memory is not None and prep_res.lease is not None:
-            lease, why = memory.acquire_lease(prep_res.lease)
-            if lease is None:
-                return Deferred(why)
+            granted = memory.acquire_lease(prep_res.lease)
+            if isinstance(granted, LeaseRefusal):
+                return Deferred(granted.why, elsewhere=granted.elsewhere)
+            lease = granted
         keep_lease = False
         try:
             return self.tools.executor.run(
@@ -493,6 +496,11 @@ class ExecuteNode(_ToolNode):
             state.reason = _past_deadline(state, self.tools.incident_timeout)
             state.log(self.name, state.reason)
             return "deadline"
+        if isinstance(exec_res, Deferred) and exec_res.elsewhere:
+            attempt.outcome = "in_progress_elsewhere"
+            state.reason = f"{state.failure.service}: in progress elsewhere, nothing ran here: {exec_res.why}"
+            state.log(self.name, state.reason)
+            return "in_progress_elsewhere"
         if isinstance(exec_res, Deferred):
             attempt.outcome = "deferred"
             state.reason = f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up"
@@ -612,7 +620,7 @@ class RecordNode(_ToolNode):
             return "healed"
         if attempt.outcome == "awaiting_approval":
             return "await"
-        if attempt.outcome in ("unreachable", "suspended", "deferred"):
+        if attempt.outcome in ("unreachable", "suspended", "deferred", "in_progress_elsewhere"):
             return attempt.outcome
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"
@@ -655,6 +663,13 @@ class DeferredNode(_EndNode):
 
     node_name = "deferred"
     status = Status.DEFERRED.value
+
+
+class InProgressElsewhereNode(_EndNode):
+    """Another run (a sweep, an EDA event, an AWX retry) is remediating this service on this host right now."""
+
+    node_name = "in_progress_elsewhere"
+    status = Status.IN_PROGRESS_ELSEWHERE.value
 
 
 class SuspendedNode(_EndNode):
@@ -708,10 +723,11 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "plan": {"planned": "guard", "escalate": "record"},
     "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
-    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record"},
+    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
+                "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
-               "suspended": "suspended", "deferred": "deferred"},
+               "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere"},
 }
 
 
@@ -738,7 +754,8 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
         DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, RecoveredNode, SilencedNode, LeftAloneNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, InProgressElsewhereNode, RecoveredNode,
+        SilencedNode, LeftAloneNode,
         ObservedNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}

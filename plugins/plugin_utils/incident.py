@@ -44,6 +44,7 @@ class Status(StrEnum):
     OBSERVED = "observed"  # observe mode: the plan it would have run; nothing ran or waits
     SUSPENDED = "suspended"  # the kill switch was thrown: the remediation did not start
     DEFERRED = "deferred"  # the blast radius was spent: the remediation waits for the next run
+    IN_PROGRESS_ELSEWHERE = "in_progress_elsewhere"  # another run is remediating the same service on the host
     AWAITING_APPROVAL = "awaiting_approval"
     ESCALATED = "escalated"
     UNREACHABLE = "unreachable"

@@ -64,6 +64,10 @@ class RunReport:
 
 
 STEP_PRIVILEGES = ("become", "sudo")
+# A step still running at its timeout gets SIGTERM on the host, and SIGKILL this many seconds later.
+TIMEOUT_KILL_AFTER_S = 5
+# coreutils' timeout exits with 124 when the step ran out of time (137 when it had to be killed)
+_TIMED_OUT_RCS = (124, 137)
 # An ssh connection whose peer stops answering for this long (interval x count) fails the step as unreachable.
 SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
 # The runs' ssh masters live apart from the play's (beside them, suffixed), so the keepalive above holds on them.
@@ -168,6 +172,8 @@ class RunnerExecutor:
             return StepResult(argv=step.argv, status="skipped", stderr="not run: " + ("the run was stopped" if stopped else "an earlier step failed"))
         res = event["res"]
         failed = event["failed"]
+        if failed and res.get("rc") in _TIMED_OUT_RCS:
+            res = dict(res, stderr=f"{res.get('stderr', '')}\nkilled on the host at its timeout of {self.step_timeout} s".strip())
         return StepResult(
             argv=step.argv,
             status="failed" if failed else "ok",
@@ -364,6 +370,9 @@ def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> st
     for number, step in enumerate(steps, start=1):
         through_sudo = step.become and privilege == "sudo"
         words = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv
+        # Ansible's task timeout stops waiting but leaves the command running on the host: coreutils' timeout kills it
+        # (and what it started) there; outside sudo, so a host's sudo rule still sees the plain command
+        words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(int(step_timeout)), *words)
         # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
         argv = ", ".join(json.dumps(arg) for arg in words)
         lines += [
@@ -373,7 +382,7 @@ def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> st
             "        expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
             f"      become: {str(step.become and not through_sudo).lower()}",
             f"      ignore_errors: {str(step.may_fail).lower()}",
-            f"      timeout: {int(step_timeout)}",
+            f"      timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
         ]
     return "\n".join(lines) + "\n"
 

@@ -75,7 +75,8 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
         for event_file in events:
             event = json.loads(event_file.read_text())
             if event.get("event") in ("runner_on_ok", "runner_on_failed"):
-                ran.append((purpose, event["event_data"]["res"]["cmd"]))
+                argv = event["event_data"]["res"]["cmd"]
+                ran.append((purpose, argv[4:] if argv[:2] == ["timeout", "--kill-after"] else argv))  # the executor's own wrapper
     return ran
 
 

@@ -204,3 +204,41 @@ def test_a_full_or_read_only_or_locked_state_dir_stops_the_run_with_what_to_do_a
     assert [row["outcome"] for row in episodes(state)] == ["healed"] and integrity(state) == "ok"
     healed = run_playbook(HEAL, "--limit", "node1", state_dir=state)
     assert healed.rc == 0 and "node1: nginx healed" in one_line(healed.output), healed.output
+
+
+def test_two_runs_at_once_against_one_broken_service_remediate_it_once(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    faults.inject("node1", "nginx-killed")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    first = subprocess.Popen(["ansible-playbook", HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_state_dir={state}",
+                              *slow_plan(tmp_path, 10)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_for(lambda: "sleep 10" in sh(lab, "node1", "ps", "-eo", "args"), 90), "the first run's remediation never started"
+        second = run_playbook(HEAL, "--limit", "node1", *slow_plan(tmp_path, 10), state_dir=state)  # a second sweep, an EDA event, ...
+        output = one_line(second.output)
+        assert second.rc == 0, second.output
+        assert ("node1: nginx in_progress_elsewhere: nginx: in progress elsewhere, nothing ran here: a remediation of nginx on node1 by "
+                "another run (ansible-playbook-") in output, output
+        first_output, _unused = first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert first.returncode == 0 and "node1: nginx healed in 1 attempt" in one_line(first_output), first_output
+    assert sorted(row["outcome"] for row in episodes(state)) == ["healed", "in_progress_elsewhere"]
+    assert leases(state) == 0
+
+
+def test_a_step_that_hangs_is_killed_at_its_timeout_the_attempt_is_recorded_failed_and_the_loop_goes_on(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    faults.inject("node1", "nginx-killed")
+    began = time.monotonic()
+    run = run_playbook(HEAL, "--limit", "node1", "-e", "autoheal_step_timeout=5", *slow_plan(tmp_path, 60), state_dir=state)
+    took = time.monotonic() - began
+    first, second = episodes(state)
+    assert first["outcome"] == "failed", run.output
+    assert [step["status"] for step in first["results"]["steps"]] == ["failed", "skipped"]
+    assert (first["results"]["steps"][0]["rc"], first["results"]["steps"][0]["stderr"]) == (124, "killed on the host at its timeout of 5 s")
+    # the loop went on: the next attempt planned again (the generic restart, which this policy leaves to a person)
+    assert second["attempt"] == 2 and second["outcome"] == "awaiting_approval", second
+    assert took < 60, f"the job took {took:.0f} s"  # nobody waited for the hanging step
+    assert wait_for(lambda: "sleep 60" not in sh(lab, "node1", "ps", "-eo", "args"), 15), "the hanging step still runs on the host"

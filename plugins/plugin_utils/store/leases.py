@@ -42,6 +42,15 @@ class LeaseRequest:
     executed_plan_id: str | None = None
 
 
+@dataclass(frozen=True)
+class LeaseRefusal:
+    """Why a remediation gets no lease now: a cap or the run's budget is spent, or (``elsewhere``) another run is
+    remediating the same service on the same host."""
+
+    why: str
+    elsewhere: bool = False
+
+
 def process_owner(pid: int | None = None) -> str:
     """``CONTROLLER/PID/STARTTIME`` of a process on this controller (this one by default)."""
     pid = os.getpid() if pid is None else pid

@@ -34,7 +34,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     host_family,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRequest, owner_is_gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
 
@@ -46,10 +46,10 @@ _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_i
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred",
-                      "interrupted"})
+                      "interrupted", "in_progress_elsewhere"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 # outcomes of an attempt that a limit (the kill switch, the blast radius) stopped before it started
-HELD_OUTCOMES = frozenset({"suspended", "deferred"})
+HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere"})
 
 
 @dataclass(frozen=True)
@@ -317,9 +317,8 @@ class Memory:
         with self._transaction() as conn:
             conn.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
 
-    def acquire_lease(self, request: LeaseRequest) -> tuple[int | None, str]:
-        """A lease for one remediation, within the caps of the blast radius (0: no cap); (lease id, "") or (None, why it
-        must wait).
+    def acquire_lease(self, request: LeaseRequest) -> int | LeaseRefusal:
+        """A lease for one remediation, within the caps of the blast radius (0: no cap): its id, or why it must wait.
 
         Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
         is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
@@ -330,16 +329,17 @@ class Memory:
             _reap(conn, at=at, host=None)
             busy = conn.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
             if busy is not None:
-                return None, f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running"
+                return LeaseRefusal(f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running",
+                                    elsewhere=True)
             running = conn.execute("SELECT count(*) FROM leases").fetchone()[0]
             if radius.max_running and running >= radius.max_running:
-                return None, f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})"
+                return LeaseRefusal(f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})")
             hosts = {row[0] for row in conn.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
             if radius.max_hosts_per_run and host not in hosts and len(hosts) >= radius.max_hosts_per_run:
-                return None, f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})"
+                return LeaseRefusal(f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})")
             spent = conn.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0]
             if radius.max_attempts_per_run and spent >= radius.max_attempts_per_run:
-                return None, f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})"
+                return LeaseRefusal(f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})")
             conn.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
                             ON CONFLICT (run_id, host) DO UPDATE SET attempts = attempts + 1""", (radius.run_id, host, at))
             lease = conn.execute(
@@ -347,7 +347,7 @@ class Memory:
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
                 (radius.run_id, host, request.failure.service, at, at + request.ttl, request.incident_id, request.owner, carried),
             ).lastrowid
-        return lease, ""
+        return int(lease or 0)
 
     def lease_run(self, lease_id: int, run_dir: str) -> None:
         """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""

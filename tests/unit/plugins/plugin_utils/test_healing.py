@@ -417,3 +417,17 @@ def test_review_mode_makes_every_plan_wait_for_a_person_and_a_services_own_mode_
     assert outcome.state.reason == "review mode: a human approves every plan, even one the policy allows"
     autonomous = dataclasses.replace(nginx_failure(), spec={**nginx_failure().spec, "mode": "autonomous"})
     assert heal_incident(autonomous, dataclasses.replace(tools, verify=lambda spec: HEALTHY)).state.status == "healed"
+
+
+def test_an_incident_another_run_is_remediating_is_not_started_again_and_names_that_run(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [])
+    assert tools.memory is not None
+    with tools.memory._conn:  # another job's remediation of nginx on web1, running now
+        tools.memory._conn.execute("""INSERT INTO leases (run_id, host, service, acquired_at, expires_at, owner)
+                                      VALUES ('awx-job-42', 'web1', 'nginx', 0, 4e9, 'elsewhere/1/1')""")
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path[-2:] == ["record", "in_progress_elsewhere"] and executor.remediations == []
+    assert outcome.state.reason == ("nginx: in progress elsewhere, nothing ran here: a remediation of nginx on web1 by another run "
+                                    "(awx-job-42) is running")
+    assert tools.memory.episodes()[0]["outcome"] == "in_progress_elsewhere"

@@ -14,7 +14,13 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRequest, owner_is_gone, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import (
+    BlastRadius,
+    LeaseRefusal,
+    LeaseRequest,
+    owner_is_gone,
+    process_owner,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
@@ -257,11 +263,12 @@ RUNNING = Attempt(number=1, diagnosis="d", started_at=99.0, policy_version="v1",
 def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at: float, ttl: float = 60, owner: str | None = None,
            executed_plan_id: str | None = None, **caps: int) -> tuple[int | None, str]:
     failure = dataclasses.replace(nginx_failure(host=host), service=service)
-    return memory.acquire_lease(LeaseRequest(
+    granted = memory.acquire_lease(LeaseRequest(
         radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
         attempt=RUNNING, at=at, ttl=ttl,
         owner=owner or process_owner(), executed_plan_id=executed_plan_id,
     ))
+    return (None, granted.why) if isinstance(granted, LeaseRefusal) else (granted, "")
 
 
 def _gone_owner() -> str:
