@@ -304,8 +304,13 @@ class Policy:
         return self._blocked_by_executable[executable]
 
     def is_secret(self, arg: str) -> bool:
-        """Whether any path ``arg`` may denote is a secret or below one (a secret directory covers everything in it)."""
-        return any(self._secret.match(path) and not self._not_secret.match(path) for path in self.paths.readings(arg))
+        """Whether any path ``arg`` may denote is a secret or below one (a secret directory covers everything in it).
+        A path that climbs with ``..`` and lands anywhere in /proc is one too: through /proc's magic links a climb can
+        lead anywhere, and no remediation needs it."""
+        readings = self.paths.readings(arg)
+        if ".." in arg.split("/") and any(path == "/proc" or path.startswith("/proc/") for path in readings):
+            return True
+        return any(self._secret.match(path) and not self._not_secret.match(path) for path in readings)
 
     def is_protected(self, arg: str) -> bool:
         """Whether any path ``arg`` may denote is a protected system path."""

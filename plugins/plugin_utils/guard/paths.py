@@ -58,19 +58,21 @@ class PathResolver:
             return cached
         value = arg[1:] if arg.startswith("@") else arg  # curl-style @FILE
         found: list[str] = []
-        if value.startswith("/"):
-            found += [_lexical(value), self._resolve(value, strict=False) or "/"]
-        elif "/" in value or value.startswith("."):
-            found += [_lexical("/" + value), self._resolve("/" + value, strict=False) or "/"]
+        if "/" in value or value.startswith("."):
+            absolute = value if value.startswith("/") else "/" + value
+            # lexically, through the known symlinks, and walked without them (a /proc magic link met on the way
+            # stands for where it leads, which a lexical "root/.." would hide)
+            found += [_lexical(absolute), self._resolve(absolute, strict=False) or "/",
+                      self._resolve(absolute, strict=False, follow=False) or "/"]
         readings = tuple(dict.fromkeys(found))
         if len(self._readings) < 65536:
             self._readings[arg] = readings
         return readings
 
-    def _resolve(self, path: str, *, strict: bool) -> str | None:
+    def _resolve(self, path: str, *, strict: bool, follow: bool = True) -> str | None:
         """Walk ``path`` one component at a time. Strict: None where the answer is not known here (``..``
         out of a directory that may be a symlink, a /proc magic link). Otherwise: the walk through
-        every symlink the table knows, a /proc magic link itself standing for where it leads."""
+        every symlink the table knows (none without ``follow``), a /proc magic link itself standing for where it leads."""
         pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
         resolved: list[str] = []
         hops = 0
@@ -86,7 +88,7 @@ class PathResolver:
             if _PROC_MAGIC_LINK.match("/" + "/".join(resolved)):
                 # another process's root, cwd, executable, open files: a view of anything
                 return None if strict else "/" + "/".join(resolved)
-            target = self.symlinks.get("/" + "/".join(resolved))
+            target = self.symlinks.get("/" + "/".join(resolved)) if follow else None
             if target is not None:
                 hops += 1
                 if hops > _MAX_SYMLINK_HOPS:

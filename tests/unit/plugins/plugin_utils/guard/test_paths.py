@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.paths import PathResolver, compile_patterns, validate_symlinks
@@ -112,6 +112,7 @@ def test_canonical_paths_are_what_the_kernel_opens_or_none(arg: str, canonical: 
     ("/var/run/../lib/postgresql", "/var/lib/postgresql"),
     ("/dev/fd/3", "/proc/self"),                              # a magic link stands for wherever it leads
     ("/proc/1/root//../../etc/shadow", "/proc/1/root"),
+    ("/bin/../proc/1/task/1/root/../../etc/shadow", "/proc/1/task/1/root"),  # walked without the symlink /bin
 ])
 def test_hard_denies_see_every_reading(arg: str, reading: str) -> None:
     assert reading in RESOLVER.readings(arg)
@@ -131,6 +132,8 @@ def test_a_canonical_path_is_exactly_what_the_kernel_opens(alias: str) -> None:
 
 @settings(max_examples=3000, deadline=None)
 @given(aliases())
+@example("/bin/..//proc/4242/task/4242/root/../../usr/lib/postgresql/15/bin/postgres")  # found: a symlink's ".." hid a /proc root
+@example("//proc/4242/task/4242/proc/self/cwd/../../usr/lib/postgresql/15/bin/postgres")  # found: a climb inside /proc
 def test_the_path_the_kernel_opens_is_always_among_the_readings(alias: str) -> None:
     """A reading through /proc's magic links needs no resolving: the secret list refuses /proc roots whole."""
     readings = RESOLVER.readings(alias)
