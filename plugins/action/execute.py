@@ -22,7 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_r
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import maintenance_windows, marker_holds
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows
 
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),
@@ -79,9 +79,9 @@ class ActionModule(ActionBase):
                 # the host's maintenance marker, as it is now: a person may have left one since the plan was stored
                 marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets)["facts"].get("maintenance")
                 for stored in stored_plans:
-                    silenced = (memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=time.time())
-                                or marker_holds(marker, stored.failure.service, time.time())
-                                or next((window.describe() for window in windows if window.covers(stored.failure.service, time.time())), None))
+                    now = time.time()
+                    silenced = hands_off(memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=now),
+                                         marker, windows, stored.failure.service, now)
                     if silenced is not None:
                         raise approvals.ApprovalRefused(
                             f"plan {stored.plan_id} does not run: {stored.failure.service} on {host} is {silenced}", field="plan_ids",

@@ -32,7 +32,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_o
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, maintenance_windows
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
 
 display = Display()
 
@@ -185,7 +185,7 @@ class ActionModule(ActionBase):
             incident_timeout=args.get("incident_timeout", 600),
             mode=args.get("mode", "autonomous"),
             suspension=memory.suspended_because if memory is not None else lambda: None,
-            silence=functools.partial(_silence_of, memory, host, tuple(task_vars.get("group_names") or ()), self._windows),
+            silence=functools.partial(_silence_of, memory, tuple(task_vars.get("group_names") or ()), self._windows),
         )
 
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
@@ -215,11 +215,10 @@ class ActionModule(ActionBase):
         return ("approved", who) if answer.strip().lower() in (b"yes", b"y") else ("denied", who)
 
 
-def _silence_of(memory: Memory | None, host: str, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], service: str) -> str | None:
-    """A person's silence in memory over the service, or a declared maintenance window that covers it now."""
+def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> str | None:
     now = time.time()
-    silenced = None if memory is None else memory.silenced_because(host, groups, service, at=now)
-    return silenced or next((window.describe() for window in windows if window.covers(service, now)), None)
+    silenced = None if memory is None else memory.silenced_because(failure.host, groups, failure.service, at=now)
+    return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now)
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

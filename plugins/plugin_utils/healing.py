@@ -49,7 +49,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import marker_holds
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
@@ -114,8 +113,9 @@ class Toolkit:
     mode: str = "autonomous"
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
-    # a person's silence over a service of this host, read before each attempt: what it says, or None
-    silence: Callable[[str], str | None] = lambda service: None
+    # what holds the loop's hands off a failure (a person's silence, a maintenance marker or window), read before each
+    # attempt: what it says, or None
+    silence: Callable[[Failure], str | None] = lambda failure: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
@@ -165,6 +165,10 @@ class _ToolNode(Node[IncidentState]):
     def name(self) -> str:
         return self.node_name
 
+    def _deadline(self, state: IncidentState) -> float:
+        """When the incident's time is up: no attempt starts and no run goes on past it."""
+        return state.started_at + self.tools.incident_timeout
+
 
 @dataclass(frozen=True)
 class Suspended:
@@ -208,16 +212,16 @@ class DiagnoseNode(_ToolNode):
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         if memory is not None:
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
-        return failure, frozenset(excluded), state.started_at + self.tools.incident_timeout
+        return failure, frozenset(excluded), self._deadline(state)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
         too many remediations."""
         failure = state.failure
-        marker = failure.facts.get("maintenance")
-        silenced = self.tools.silence(failure.service) or marker_holds(marker, failure.service, self.tools.clock())
+        silenced = self.tools.silence(failure)
         if silenced is not None:
             state.reason = f"{failure.service}: {silenced}; checked, nothing planned or run"
+            marker = failure.facts.get("maintenance")
             if marker and marker.get("problem"):
                 state.warnings.append(f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}")
             return "silenced"
@@ -226,7 +230,7 @@ class DiagnoseNode(_ToolNode):
             return "left_alone"
         if failure.failure_class == "auto_restart" and not state.awaited_systemd:
             return "systemd_restarts"
-        if state.attempts and self.tools.clock() >= state.started_at + self.tools.incident_timeout:
+        if state.attempts and self.tools.clock() >= self._deadline(state):
             state.reason = _past_deadline(state, self.tools.incident_timeout)
             return "deadline"
         memory = self.tools.planner.memory
@@ -453,7 +457,7 @@ class ExecuteNode(_ToolNode):
                 # past it, a crashed job's slot is free again
                 ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), executed_plan_id=state.approved_plan_id,
             )
-        return Remediation(steps, lease, state.started_at + self.tools.incident_timeout - now)
+        return Remediation(steps, lease, self._deadline(state) - now)
 
     def exec(self, prep_res: Remediation) -> RunReport | HostUnreachable | Suspended | Deferred | Late:
         thrown = self.tools.suspension()

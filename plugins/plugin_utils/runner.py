@@ -66,8 +66,8 @@ class RunReport:
 STEP_PRIVILEGES = ("become", "sudo")
 # A step still running at its timeout gets SIGTERM on the host, and SIGKILL this many seconds later.
 TIMEOUT_KILL_AFTER_S = 5
-# coreutils' timeout exits with 124 when the step ran out of time (137 when it had to be killed)
-_TIMED_OUT_RCS = (124, 137)
+# coreutils' timeout exits with 124 when the step ran out of time and ended on SIGTERM
+TIMED_OUT_RC = 124
 # An ssh connection whose peer stops answering for this long (interval x count) fails the step as unreachable.
 SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
 # The runs' ssh masters live apart from the play's (beside them, suffixed), so the keepalive above holds on them.
@@ -172,7 +172,7 @@ class RunnerExecutor:
             return StepResult(argv=step.argv, status="skipped", stderr="not run: " + ("the run was stopped" if stopped else "an earlier step failed"))
         res = event["res"]
         failed = event["failed"]
-        if failed and res.get("rc") in _TIMED_OUT_RCS:
+        if failed and res.get("rc") == TIMED_OUT_RC:
             res = dict(res, stderr=f"{res.get('stderr', '')}\nkilled on the host at its timeout of {self.step_timeout} s".strip())
         return StepResult(
             argv=step.argv,

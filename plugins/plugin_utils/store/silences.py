@@ -61,6 +61,13 @@ def silence_seconds(duration: str) -> float:
     return seconds
 
 
+def hands_off(silence: str | None, marker: Mapping[str, Any] | None, windows: Iterable[MaintenanceWindow], service: str,
+              now: float) -> str | None:
+    """What holds the loop's hands off the service now - a person's silence in memory (what it says), the host's
+    maintenance marker or a declared window - or None when nothing does. The heal loop and approvals both ask this."""
+    return silence or marker_holds(marker, service, now) or next((window.describe() for window in windows if window.covers(service, now)), None)
+
+
 def marker_holds(marker: Mapping[str, Any] | None, service: str, now: float) -> str | None:
     """What the maintenance marker a person left on the host (service_check's ``facts.maintenance``) says about the
     service, or None when it does not cover it (no marker, another service, or its ``until`` has passed). A marker

@@ -21,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import Runb
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off
 from helpers import nginx_failure
 
 HEALTHY = {"healthy": True, "checks": []}
@@ -378,7 +379,7 @@ def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_att
 
 def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [], silence=lambda service: "silenced by alice until 18:00: disk swap" if service == "nginx" else None)
+    tools = _tools(tmp_path, executor, [], silence=lambda failure: "silenced by alice until 18:00: disk swap" if failure.service == "nginx" else None)
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.trace.path == ["diagnose", "silenced"] and outcome.state.status == "silenced"
     assert outcome.state.reason == "nginx: silenced by alice until 18:00: disk swap; checked, nothing planned or run"
@@ -388,7 +389,7 @@ def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: P
 
 def test_a_maintenance_marker_on_the_host_holds_the_loop_and_a_malformed_one_warns(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [])
+    tools = _tools(tmp_path, executor, [], silence=lambda failure: hands_off(None, failure.facts.get("maintenance"), (), failure.service, 0.0))
     marker = {"path": "/etc/sentinel-heal/maintenance", "reason": "new disk", "services": [], "until": None, "by": "alice", "problem": None}
     held = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": marker}), tools)
     assert held.trace.path == ["diagnose", "silenced"] and executor.runs == []

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import (
     BlastRadius,
     LeaseRefusal,
@@ -337,12 +337,18 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         assert memory._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+def _claimed_plan(memory: Memory, failure: Failure) -> str:
+    """A plan stored to wait for approval, then approved (claimed for its run) by alice."""
+    _episode, plan_id = memory.record_attempt(incident_id="i", failure=failure, pending=PENDING,
+                                              attempt=_attempt("awaiting_approval", "service {init_service} start"))
+    assert plan_id is not None and memory.claim_plan(plan_id, by="alice", at=1.0)
+    return plan_id
+
+
 def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(tmp_path: Path) -> None:
     failure = nginx_failure()
     with Memory(tmp_path) as memory:
-        _episode, plan_id = memory.record_attempt(incident_id="i", failure=failure, pending=PENDING,
-                                                  attempt=_attempt("awaiting_approval", "service {init_service} start"))
-        assert plan_id is not None and memory.claim_plan(plan_id, by="alice", at=1.0)
+        plan_id = _claimed_plan(memory, failure)
         _lease(memory, "r1", "web1", at=100.0, owner=_gone_owner(), executed_plan_id=plan_id)
         [reaped] = memory.reap_interrupted(at=101.0, host="web1")
         assert reaped["started"] == []  # the run had not begun: nothing started
@@ -354,9 +360,7 @@ def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(tmp_
 def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path: Path) -> None:
     failure = nginx_failure()
     with Memory(tmp_path) as memory:
-        _episode, plan_id = memory.record_attempt(incident_id="i", failure=failure, pending=PENDING,
-                                                  attempt=_attempt("awaiting_approval", "service {init_service} start"))
-        assert plan_id is not None and memory.claim_plan(plan_id, by="alice", at=1.0)
+        plan_id = _claimed_plan(memory, failure)
         memory.record_attempt(incident_id="i", failure=failure, attempt=_attempt("deferred", "service {init_service} start"),
                               executed_plan_id=plan_id)
         plan = memory.plan(plan_id)
