@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
@@ -39,6 +39,7 @@ ARGUMENT_SPEC = dict(
     max_running=dict(type="int", default=0),
     max_hosts_per_run=dict(type="int", default=0),
     max_attempts_per_run=dict(type="int", default=0),
+    max_fail_percentage=dict(type="int"),
     incident_timeout=dict(type="int", default=600),
     maintenance_windows=dict(type="list", elements="dict", default=[]),
 )
@@ -52,9 +53,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        for name, (low, high) in LIMIT_OPTION_RANGES.items():
-            if not low <= args[name] <= high:
-                raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
+        check_ranges(args, LIMIT_OPTION_RANGES)
         if not args["approved_by"].strip():
             raise AnsibleActionFail("approved_by: name who approves (it is recorded with the plan and the episode)")
         host = task_vars.get("inventory_hostname", "localhost")

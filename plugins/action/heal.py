@@ -17,7 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, inventory_hosts, service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, inventory_hosts, service_check, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
@@ -78,6 +78,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     max_running=dict(type="int", default=0),
     max_hosts_per_run=dict(type="int", default=0),
     max_attempts_per_run=dict(type="int", default=0),
+    max_fail_percentage=dict(type="int"),
     incident_timeout=dict(type="int", default=600),
     maintenance_windows=dict(type="list", elements="dict", default=[]),
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
@@ -97,9 +98,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec)
-        for name, (low, high) in LIMITS.items():
-            if name in args and not low <= args[name] <= high:
-                raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
+        check_ranges(args, LIMITS)
         host = task_vars.get("inventory_hostname", "localhost")
         try:
             llm_settings = llm_settings_from(args.get("llm"))

@@ -56,6 +56,14 @@ options:
       - C(0), the default, is no budget (0-1000000).
     type: int
     default: 0
+  max_fail_percentage:
+    description:
+      - The run's error threshold, in the spirit of Ansible's own C(max_fail_percentage) - once remediations failed
+        verification on more than this percentage of the run's hosts (the play's hosts, every C(serial) batch
+        included; one AWX job), nothing more is attempted in the run - not a host's next attempt, not an approved plan -
+        and the remaining incidents end C(halted) with the reason (0-100; C(0) halts after the first failure).
+      - Unset, the default, is no threshold.
+    type: int
   maintenance_windows:
     description:
       - Declared maintenance windows (the role's C(autoheal_maintenance_windows), per host or group as any inventory

@@ -149,7 +149,9 @@ status:
       C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
       O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent - the remediation did not start;
-      the next run takes it up), C(in_progress_elsewhere) (another run is remediating the same service on the host
+      the next run takes it up; or a new plan's canary, the first host of the run to try it, failed it or had not
+      verified it before the incident's deadline), C(halted) (more than O(max_fail_percentage) of the run's hosts
+      failed verification - nothing more is attempted in the run), C(in_progress_elsewhere) (another run is remediating the same service on the host
       right now; nothing ran here),
       C(awaiting_approval), C(escalated) (also past O(incident_timeout)) or C(unreachable) (the host did not answer,
       before healing or during a remediation; the attempt is recorded); in check mode also C(planned) (an allowed

@@ -28,13 +28,23 @@ _BECOME_FALLBACK_VARS = ("ansible_become_method", "ansible_become_user", "ansibl
 _BECOME_PASSWORD_VARS = ("ansible_become_password", "ansible_become_pass")
 
 
+def check_ranges(args: Mapping[str, Any], ranges: Mapping[str, tuple[int, int]]) -> None:
+    """Fail the task on an option outside its range, naming it and its value; an unset option (None) is not checked."""
+    for name, (low, high) in ranges.items():
+        if args.get(name) is not None and not low <= args[name] <= high:
+            raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
+
+
 def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> BlastRadius:
     """The caps of the task's options, for the run the task belongs to: AWX's job id when there is one, else the
-    ansible-playbook process every fork of the play was started by (its pid and start time: pids are reused)."""
+    ansible-playbook process every fork of the play was started by (its pid and start time: pids are reused). The run's
+    hosts are the play's, every batch of ``serial`` included."""
     job = task_vars.get("awx_job_id") or task_vars.get("tower_job_id")
     run_id = f"awx-job-{job}" if job else f"ansible-playbook-{process_owner(os.getppid())}"
+    run_hosts = task_vars.get("ansible_play_hosts_all") or [task_vars.get("inventory_hostname")]
     return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0),
-                       max_attempts_per_run=options.get("max_attempts_per_run", 0), run_id=run_id)
+                       max_attempts_per_run=options.get("max_attempts_per_run", 0), run_id=run_id,
+                       max_fail_percentage=options.get("max_fail_percentage"), run_hosts=len(run_hosts))
 
 
 def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:

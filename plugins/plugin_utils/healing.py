@@ -7,13 +7,16 @@
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
                                                └─unreachable─▶ unreachable
-    diagnose ─▶ plan ─planned─▶ guard ─allow──▶ execute ─executed─▶ verify ─healthy/failing─▶ record
-                  │                │ ─approve─▶ ask_human ─approved─▶ execute
+    diagnose ─▶ plan ─planned─▶ guard ─allow──▶ rollout ─proceed─▶ execute ─executed─▶ verify ─healthy/failing─▶ record
+                  │                │ ─approve─▶ ask_human ─approved─▶ rollout
                   │                │              └─pending/denied──────────────────────────────▶ record
                   │                └─block────────────────────────────────────────────────────────▶ record
                   └─escalate──────────────────────────────────────────────────────────────────────▶ record
     record ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
-           ─unreachable─▶ unreachable · ─suspended─▶ suspended
+           ─unreachable─▶ unreachable · ─suspended─▶ suspended · ─halted─▶ halted
+    rollout ─halted─▶ record           (more than max_fail_percentage of the run's hosts failed verification: nothing more runs)
+    rollout ─deferred─▶ record         (a new plan's canary, its first host in the run, failed it or has not verified it in time)
+    rollout ─suspended─▶ record        (the kill switch, thrown while waiting for the canary)
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
     execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now) · ─▶ in_progress_elsewhere
@@ -27,7 +30,7 @@ Every attempt is recorded as one episode; a remediation holds a lease in memory 
 died is recorded ``interrupted`` by the next run. Only a verified recovery ends ``healed``. A command
 reaches the host only through ``execute``, which runs a plan only when the guard said ALLOW or a
 human approved it: at the prompt of ``ask_human``, or later through :func:`run_approved_plan`,
-which starts the graph at ``execute`` with a stored plan that :mod:`approvals` re-validated.
+which starts the graph at ``rollout`` with a stored plan that :mod:`approvals` re-validated.
 """
 
 from __future__ import annotations
@@ -49,11 +52,15 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
-                       "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400)}
+                       "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400),
+                       "max_fail_percentage": (0, 100)}
 MODES = ("observe", "review", "autonomous")
+# how often a host that waits for a new plan's canary reads how it went
+CANARY_POLL_S = 1.0
 CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
 
 
@@ -136,6 +143,8 @@ class IncidentState:
     plan_id: str | None = None
     approved_plan_id: str | None = None
     awaited_systemd: bool = False
+    # the attempts (by number) that were the canary of their plan in the run
+    canaries: dict[int, CanaryKey] = field(default_factory=dict)
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
@@ -168,6 +177,21 @@ class _ToolNode(Node[IncidentState]):
     def _deadline(self, state: IncidentState) -> float:
         """When the incident's time is up: no attempt starts and no run goes on past it."""
         return state.started_at + self.tools.incident_timeout
+
+    def _held(self, state: IncidentState, outcome: str, reason: str, route: str = "") -> str:
+        """End the attempt before its remediation ran: its outcome, why, and the route out (the outcome's by default)."""
+        state.attempt.outcome = outcome
+        state.reason = reason
+        state.log(self.name, reason)
+        return route or outcome
+
+    def _suspended(self, state: IncidentState, thrown: str) -> str:
+        state.attempt.outcome = "suspended"
+        ran = [" ".join(result.argv) for result in state.attempt.results if result.status != "skipped"]
+        state.reason = (f"{state.failure.service}: autonomous remediation is {thrown}; "
+                        + (f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
+        state.log(self.name, state.reason)
+        return "suspended"
 
 
 @dataclass(frozen=True)
@@ -428,6 +452,87 @@ class AskHumanNode(_ToolNode):
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """What the rollout node asks of the run: the canary the plan needs (None for a plan verified before), and until
+    when this host may wait for it."""
+
+    canary: CanaryKey | None
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """The remediation may run here: as its plan's canary, after the canary verified it on ``proven_on``, or as a plan
+    that needs none."""
+
+    canary: CanaryKey | None = None
+    proven_on: str = ""
+    waited: float = 0.0
+
+
+@dataclass(frozen=True)
+class Halted:
+    """The run's error threshold was passed: nothing more is attempted in it."""
+
+    why: str
+
+
+class RolloutNode(_ToolNode):
+    """Whether this remediation may run now in this run: not once the run's error threshold was passed, and a new plan
+    only on its canary, or after its canary verified it."""
+
+    node_name = "rollout"
+
+    def prep(self, state: IncidentState) -> Rollout:
+        key = CanaryKey.of(self.tools.blast_radius.run_id, state.failure, _plan_of(state)) if self.tools.memory is not None else None
+        return Rollout(key, self._deadline(state))
+
+    def exec(self, prep_res: Rollout) -> Proceed | Halted | Deferred | Suspended:
+        memory, radius, host = self.tools.memory, self.tools.blast_radius, self.tools.target.name
+        if memory is None:
+            return Proceed()
+        halted = halted_because(memory.failed_hosts(radius.run_id), run_hosts=radius.run_hosts, max_fail_percentage=radius.max_fail_percentage)
+        if halted is not None:
+            return Halted(halted)
+        key = prep_res.canary
+        if key is None:
+            return Proceed()
+        began = self.tools.clock()
+        while True:
+            canary = memory.claim_canary(key, host=host, owner=process_owner(), at=self.tools.clock())
+            waited = self.tools.clock() - began
+            if canary.host == host:
+                return Proceed(canary=key, waited=waited)
+            if canary.outcome == "verified":
+                return Proceed(proven_on=canary.host, waited=waited)
+            if canary.outcome == "failed":
+                return Deferred(f"this new plan failed verification on {canary.host}, the first host to try it in this run; "
+                                "it runs on no other host")
+            thrown = self.tools.suspension()
+            if thrown is not None:
+                return Suspended(thrown)
+            if self.tools.clock() + CANARY_POLL_S >= prep_res.deadline:
+                return Deferred(f"this new plan is tried on {canary.host} first, and had not verified there before the incident's "
+                                f"deadline ({waited:.0f} s waited)")
+            self.tools.sleep(CANARY_POLL_S)
+
+    def post(self, state: IncidentState, prep_res: Rollout, exec_res: Proceed | Halted | Deferred | Suspended) -> str:
+        service = state.failure.service
+        if isinstance(exec_res, Suspended):
+            return self._suspended(state, exec_res.describe)
+        if isinstance(exec_res, Halted):
+            return self._held(state, "halted", f"{service}: {exec_res.why}")
+        if isinstance(exec_res, Deferred):
+            return self._held(state, "deferred", f"{service}: deferred, nothing ran: {exec_res.why}")
+        if exec_res.canary is not None:
+            state.canaries[state.attempt.number] = exec_res.canary
+            state.log(self.name, f"a new plan: tried here first, the canary of this run ({exec_res.waited:.0f} s waited)")
+        elif exec_res.proven_on:
+            state.log(self.name, f"a new plan, verified on {exec_res.proven_on} first in this run ({exec_res.waited:.0f} s waited)")
+        return "proceed"
+
+
+@dataclass(frozen=True)
 class Remediation:
     """What execute runs: the guarded steps, the lease it asks for (None without memory), and how long the run may take
     before the incident's deadline."""
@@ -496,20 +601,11 @@ class ExecuteNode(_ToolNode):
         if isinstance(exec_res, Suspended):
             return self._suspended(state, exec_res.describe)
         if isinstance(exec_res, Late):
-            attempt.outcome = "escalated"
-            state.reason = _past_deadline(state, self.tools.incident_timeout)
-            state.log(self.name, state.reason)
-            return "deadline"
+            return self._held(state, "escalated", _past_deadline(state, self.tools.incident_timeout), route="deadline")
         if isinstance(exec_res, Deferred) and exec_res.elsewhere:
-            attempt.outcome = "in_progress_elsewhere"
-            state.reason = f"{state.failure.service}: in progress elsewhere, nothing ran here: {exec_res.why}"
-            state.log(self.name, state.reason)
-            return "in_progress_elsewhere"
+            return self._held(state, "in_progress_elsewhere", f"{state.failure.service}: in progress elsewhere, nothing ran here: {exec_res.why}")
         if isinstance(exec_res, Deferred):
-            attempt.outcome = "deferred"
-            state.reason = f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up"
-            state.log(self.name, state.reason)
-            return "deferred"
+            return self._held(state, "deferred", f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up")
         if isinstance(exec_res, HostUnreachable):
             attempt.outcome = "unreachable"
             state.reason = str(exec_res)
@@ -529,14 +625,6 @@ class ExecuteNode(_ToolNode):
         if exec_res.stopped:
             return self._suspended(state, self.tools.suspension() or "the kill switch was thrown during the run")
         return "executed"
-
-    def _suspended(self, state: IncidentState, thrown: str) -> str:
-        state.attempt.outcome = "suspended"
-        ran = [" ".join(result.argv) for result in state.attempt.results if result.status != "skipped"]
-        state.reason = (f"{state.failure.service}: autonomous remediation is {thrown}; "
-                        + (f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
-        state.log(self.name, state.reason)
-        return "suspended"
 
 
 class VerifyNode(_ToolNode):
@@ -603,7 +691,7 @@ class RecordNode(_ToolNode):
             pending = approvals.pending_plan(_plan_of(state), state.failure, self.tools.policy, ttl_s=self.tools.approval_ttl)
         return self.tools.memory.record_attempt(
             incident_id=state.incident_id, failure=state.failure, attempt=attempt, pending=pending,
-            executed_plan_id=state.approved_plan_id,
+            executed_plan_id=state.approved_plan_id, run_id=self.tools.blast_radius.run_id, canary=state.canaries.get(attempt.number),
         )
 
     def exec_fallback(self, prep_res: tuple[IncidentState, Attempt], exc: Exception) -> MemoryStoreError:
@@ -624,7 +712,7 @@ class RecordNode(_ToolNode):
             return "healed"
         if attempt.outcome == "awaiting_approval":
             return "await"
-        if attempt.outcome in ("unreachable", "suspended", "deferred", "in_progress_elsewhere"):
+        if attempt.outcome in ("unreachable", "suspended", "deferred", "in_progress_elsewhere", "halted"):
             return attempt.outcome
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"
@@ -667,6 +755,13 @@ class DeferredNode(_EndNode):
 
     node_name = "deferred"
     status = Status.DEFERRED.value
+
+
+class HaltedNode(_EndNode):
+    """The run's error threshold was passed: nothing more is attempted in this run."""
+
+    node_name = "halted"
+    status = Status.HALTED.value
 
 
 class InProgressElsewhereNode(_EndNode):
@@ -725,13 +820,14 @@ EDGES: Mapping[str, Mapping[str, str]] = {
                  "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record"},
-    "guard": {"allow": "execute", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
-    "ask_human": {"approved": "execute", "pending": "record", "denied": "record"},
+    "guard": {"allow": "rollout", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
+    "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
+    "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record"},
     "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
                 "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
-               "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere"},
+               "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted"},
 }
 
 
@@ -757,8 +853,9 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
 
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
-        DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, ExecuteNode, VerifyNode, RecordNode,
-        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, InProgressElsewhereNode, RecoveredNode,
+        DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, RolloutNode, ExecuteNode, VerifyNode, RecordNode,
+        HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, InProgressElsewhereNode, HaltedNode,
+        RecoveredNode,
         SilencedNode, LeftAloneNode,
         ObservedNode, CheckOnlyNode,
     ]
@@ -825,5 +922,5 @@ def run_approved_plan(stored: approvals.StoredPlan, verdicts: list[Verdict], app
     ))
     state.log("approved", f"plan {stored.plan_id} approved by {approved_by}: " + "; ".join(v.command for v in verdicts))
     # one attempt only: the human approved this plan, not whatever the loop would try next
-    trace = build_flow(dataclasses.replace(tools, max_attempts=1), start="execute").run(state)
+    trace = build_flow(dataclasses.replace(tools, max_attempts=1), start="rollout").run(state)
     return IncidentOutcome(state=state, trace=trace)

@@ -43,7 +43,8 @@ class Status(StrEnum):
     PLANNED = "planned"  # check mode only: the plan would run unattended
     OBSERVED = "observed"  # observe mode: the plan it would have run; nothing ran or waits
     SUSPENDED = "suspended"  # the kill switch was thrown: the remediation did not start
-    DEFERRED = "deferred"  # the blast radius was spent: the remediation waits for the next run
+    DEFERRED = "deferred"  # the blast radius was spent, or a new plan failed on its canary: the remediation did not start
+    HALTED = "halted"  # more than max_fail_percentage of the run's hosts failed verification: nothing more ran in the run
     IN_PROGRESS_ELSEWHERE = "in_progress_elsewhere"  # another run is remediating the same service on the host
     AWAITING_APPROVAL = "awaiting_approval"
     ESCALATED = "escalated"

@@ -44,7 +44,7 @@ def test_a_suspended_fleet_reads_but_does_not_remediate_until_resumed(lab: Any, 
     assert run.rc == 0, run.output
     output = one_line(run.output)
     assert "node1: nginx suspended: nginx: autonomous remediation is suspended by alice at" in output
-    assert "database failover; nothing ran" in output and "[diagnose > plan > guard > execute > record > suspended]" in output
+    assert "database failover; nothing ran" in output and "[diagnose > plan > guard > rollout > execute > record > suspended]" in output
     assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence", "evidence"]  # nginx -t, twice
     assert episodes(state)[-1]["outcome"] == "suspended"
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"

@@ -1,6 +1,7 @@
 """Twenty lab hosts broken at once, healed with forks=20: every episode recorded once, the blast radius honoured
 (at most 5 remediations at a time, the rest deferred and taken up by the next runs), the flapping limit honoured
-fleet-wide, and the kill switch thrown mid-run honoured by every host. The session's fleet comes back afterwards."""
+fleet-wide, and the kill switch thrown mid-run honoured by every host. On the same fleet, the run's rollout: a new
+plan is tried on one host first, and a run past its error threshold halts. The session's fleet comes back afterwards."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from conftest import ROOT, SYSV_HOSTS, episodes, one_line, run_playbook, sh
+import pytest
+from conftest import ROOT, SYSV_HOSTS, commands_run, episodes, one_line, run_playbook, sh
+from llm_server import Answer, ScriptedLLM
 from test_fault_survival_lab import slow_plan, wait_for
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -55,88 +58,193 @@ def break_nginx(lab: Any) -> None:
         lab.inject(name, "nginx-killed")
 
 
-def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_and_the_kill_switch(lab: Any, tmp_path: Path) -> None:
-    hosts = fleet_speed.inventory(tmp_path / "inventory", COUNT)
-    names = lab.host_names(COUNT)
+@pytest.fixture(scope="module")
+def twenty(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Twenty systemd hosts instead of the session's fleet, for this module: their inventory."""
+    hosts = fleet_speed.inventory(tmp_path_factory.mktemp("twenty") / "inventory", COUNT)
     try:
         lab.down()
         lab.up(count=COUNT, init="systemd", timeout=180.0)
-        state = tmp_path / "state"
-        break_nginx(lab)
-        capped = ("-i", str(hosts), "-f", str(COUNT), "-e", f"autoheal_max_running={CAP}")
-        runs = 0
-        while runs < 8 and {row["host"] for row in episodes(state) if row["outcome"] == "healed"} != set(names):
-            run = run_playbook(HEAL, *capped, state_dir=state)
-            runs += 1
-            assert run.rc == 0, run.output  # deferred is not a failure
-        rows = episodes(state)
-        healed = [row["host"] for row in rows if row["outcome"] == "healed"]
-        assert sorted(healed) == sorted(names), [(row["host"], row["outcome"]) for row in rows]  # each host healed once
-        assert {row["outcome"] for row in rows} <= {"healed", "deferred"} and runs >= 2
-        assert len({row["id"] for row in rows}) == len(rows) == len(healed) + sum(row["outcome"] == "deferred" for row in rows)
-        assert most_at_once(remediation_windows(state)) <= CAP
-        with sqlite3.connect(state / "memory.sqlite3") as conn:
-            assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
-            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-
-        # broken again at once: each was remediated once in this hour, and the limit is 1 - nobody is touched
-        break_nginx(lab)
-        flapping = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), "-e", "autoheal_flap_limit=1", state_dir=state)
-        output = one_line(flapping.output)
-        left = {name for name in names if f"{name}: nginx escalated: nginx: flapping: remediated 1 times in the last 60 min" in output}
-        assert left == set(names), flapping.output
-        assert len(episodes(state)) == len(rows)  # nothing ran, nothing recorded
-
-        # a fresh memory, a plan that pauses before it starts nginx, and the kill switch thrown while the pauses run
-        state = tmp_path / "suspended"
-        thrown: list[float] = []
-
-        def throw_when_paused() -> None:
-            if wait_for(lambda: "sleep 10" in sh(lab, names[0], "ps", "-eo", "args"), 120):
-                suspend = run_playbook("playbooks/suspend.yml", "-e", "reason='stop everything'", "-e", "by=on-call", state_dir=state)
-                assert suspend.rc == 0, suspend.output
-                thrown.append(time.time())
-
-        thrower = threading.Thread(target=throw_when_paused)
-        thrower.start()
-        run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), state_dir=state)
-        thrower.join()
-        assert thrown and run.rc == 0, run.output
-        outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
-        assert set(outcomes) == set(names) and set(outcomes.values()) <= {"suspended", "healed"}, outcomes
-        assert list(outcomes.values()).count("suspended") >= COUNT // 2, outcomes
-        # no step started after the switch was thrown (a run polls it every second; allow that much)
-        started_after = [(run_dir.parent.name, event["event_data"]["task"]) for run_dir, events in remediation_events(state).items()
-                         for event in events if event["event"] == "runner_on_start" and epoch(event) > thrown[0] + 2]
-        assert started_after == []
-
-        # half the fleet drops off the network while its remediations run (as when hosts are torn down): the job ends,
-        # the other half is healed, and the lost hosts end unreachable
-        assert run_playbook("playbooks/suspend.yml", "-e", "resume=true", "-e", "by=on-call", state_dir=state).rc == 0
-        for name in names:
-            lab.undo(name, "nginx-killed")  # the suspended hosts' nginx, started by hand
-        break_nginx(lab)
-        state = tmp_path / "lost"
-        lost = names[COUNT // 2:]
-
-        def cut_when_paused() -> None:
-            if wait_for(lambda: "sleep 6" in sh(lab, lost[0], "ps", "-eo", "args"), 120):
-                for name in lost:
-                    lab.cut_link(name)
-                cut.extend(lost)
-
-        cut: list[str] = []
-        cutter = threading.Thread(target=cut_when_paused)
-        cutter.start()
-        began = time.monotonic()
-        run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), state_dir=state)
-        took = time.monotonic() - began
-        cutter.join()
-        assert cut == lost, "the links were never cut"
-        outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
-        assert {name: outcomes.get(name) for name in names[:COUNT // 2]} == dict.fromkeys(names[:COUNT // 2], "healed"), outcomes
-        assert all(outcomes.get(name) == "unreachable" or run.recap[name]["unreachable"] == 1 for name in lost), (outcomes, run.recap)
-        assert took < 180, f"the job took {took:.0f} s"  # each lost host noticed within seconds, none waited out a timeout
+        yield hosts
     finally:
         lab.down()
         lab.up(inits=SYSV_HOSTS)
+
+
+# The new plans of the rollout tests pause first, so that every host has planned before the first one verifies.
+ROLLOUT_POLICY = """version: 1
+rules:
+  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}
+  - {id: pause, executable: sleep, argv: ["4"], decision: allow}
+  - {id: nginx-unit, executable: systemctl, argv: [[start, reset-failed], nginx], decision: allow, become: true}
+"""
+PLAN_THAT_FAILS = [["sleep", "4"], ["systemctl", "reset-failed", "nginx"]]  # runs fine, starts nothing
+PLAN_THAT_HEALS = [["sleep", "4"], ["systemctl", "start", "nginx"]]
+RESET_RUNBOOK = ("---\nid: reset-only\ntitle: reset nginx, start nothing\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
+                 "steps:\n  - systemctl reset-failed nginx\npriority: 1000\n---\n")
+
+
+def _rollout(tmp_path: Path, hosts: Path, llm: ScriptedLLM | None = None, **variables: Any) -> list[str]:
+    policy = tmp_path / "rollout-policy.yml"
+    policy.write_text(ROLLOUT_POLICY)
+    extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False, "autoheal_max_attempts": 1,
+                             **variables}
+    if llm is not None:
+        extra["autoheal_llm"] = {"model": "scripted-lab", "base_url": llm.base_url, "api_key": "sk-lab-scripted-0123456789abcdef",
+                                 "timeout": 10, "max_retries": 1}
+    return ["-i", str(hosts), "-e", json.dumps(extra)]
+
+
+def _remediated(state: Path, names: list[str]) -> dict[str, list[list[str]]]:
+    return {name: [argv for purpose, argv in commands_run(state, name) if purpose == "remediation"] for name in names}
+
+
+def test_a_new_plan_runs_on_one_host_first_and_on_the_others_only_once_it_verified_there(lab: Any, twenty: Path, tmp_path: Path) -> None:
+    three = lab.host_names(3)
+    for name in three:
+        lab.inject(name, "nginx-killed")
+    try:
+        # a plan that does not heal: it runs on exactly one host, the others wait for it and never run it
+        with ScriptedLLM(default=Answer.plan(PLAN_THAT_FAILS)) as llm:
+            state = tmp_path / "fails"
+            run = run_playbook(HEAL, "--limit", ",".join(three), "-f", "3", *_rollout(tmp_path, twenty, llm), state_dir=state)
+        remediated = _remediated(state, three)
+        [canary] = [name for name in three if remediated[name]]
+        assert remediated[canary] == PLAN_THAT_FAILS, remediated
+        output = one_line(run.output)
+        for name in set(three) - {canary}:
+            assert (f"{name}: nginx deferred: nginx: deferred, nothing ran: this new plan failed verification on {canary}, the first "
+                    "host to try it in this run; it runs on no other host") in output, run.output
+            assert sh(lab, name, "systemctl", "is-failed", "nginx").strip() == "failed"  # untouched: still the killed unit
+        assert f"{canary}: nginx escalated" in output
+        assert {row["host"]: row["outcome"] for row in episodes(state)} == {canary: "failed", **dict.fromkeys(set(three) - {canary}, "deferred")}
+
+        # a plan that heals: one host first, the others after it verified there; batches of two (Ansible's serial)
+        with ScriptedLLM(default=Answer.plan(PLAN_THAT_HEALS)) as llm:
+            state = tmp_path / "heals"
+            run = run_playbook(HEAL, "--limit", ",".join(three), "-f", "3", *_rollout(tmp_path, twenty, llm, autoheal_serial=2),
+                               state_dir=state)
+        assert run.rc == 0, run.output
+        assert run.output.count("TASK [sentinel.heal.autoheal : Heal the failed services]") == 2  # two batches
+        assert {row["host"]: row["outcome"] for row in episodes(state)} == dict.fromkeys(three, "healed")
+        windows = {run_dir.parent.name: (min(map(epoch, events)), max(map(epoch, events)))
+                   for run_dir, events in remediation_events(state).items()}
+        first = min(windows, key=lambda name: windows[name][0])
+        assert all(windows[first][1] < windows[name][0] for name in set(three) - {first}), windows
+        assert all("200" in sh(lab, name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/") for name in three)
+    finally:
+        for name in three:
+            lab.undo(name, "nginx-killed")
+
+
+def test_a_run_past_its_error_threshold_halts_and_the_remaining_hosts_are_left_alone(lab: Any, twenty: Path, tmp_path: Path) -> None:
+    four = lab.host_names(4)
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "reset-only.md").write_text(RESET_RUNBOOK)
+    for name in four:
+        lab.inject(name, "nginx-killed")
+    try:
+        # one host at a time: node1 fails (1 of 4, 25%: not more than the threshold), node2 fails (50%): the rest halt
+        state = tmp_path / "state"
+        run = run_playbook(HEAL, "--limit", ",".join(four), *_rollout(
+            tmp_path, twenty, autoheal_runbooks=[str(runbooks)], autoheal_max_fail_percentage=25, autoheal_serial=1,
+            autoheal_fail_on_escalation=False), state_dir=state)
+        assert run.rc == 0, run.output
+        assert {row["host"]: row["outcome"] for row in episodes(state)} == {
+            "node1": "failed", "node2": "failed", "node3": "halted", "node4": "halted"}
+        output = one_line(run.output)
+        # a threshold that is no percentage fails the task, naming the option and the value; nothing ran
+        bad = run_playbook(HEAL, "--limit", "node3", *_rollout(tmp_path, twenty, autoheal_max_fail_percentage=101), state_dir=state)
+        assert bad.rc == 2 and "max_fail_percentage: 101 is out of range (0-100)" in one_line(bad.output), bad.output
+        for name in ("node3", "node4"):
+            assert (f"{name}: nginx halted: nginx: remediations failed verification on 2 of the 4 hosts of this run (50%: node1, "
+                    "node2), more than max_fail_percentage 25%; nothing more is attempted in this run") in output, run.output
+            assert _remediated(state, [name]) == {name: []}
+            assert sh(lab, name, "systemctl", "is-failed", "nginx").strip() == "failed"
+    finally:
+        for name in four:
+            lab.undo(name, "nginx-killed")
+
+
+def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_and_the_kill_switch(
+    lab: Any, twenty: Path, tmp_path: Path,
+) -> None:
+    hosts = twenty
+    names = lab.host_names(COUNT)
+    state = tmp_path / "state"
+    break_nginx(lab)
+    capped = ("-i", str(hosts), "-f", str(COUNT), "-e", f"autoheal_max_running={CAP}")
+    runs = 0
+    while runs < 8 and {row["host"] for row in episodes(state) if row["outcome"] == "healed"} != set(names):
+        run = run_playbook(HEAL, *capped, state_dir=state)
+        runs += 1
+        assert run.rc == 0, run.output  # deferred is not a failure
+    rows = episodes(state)
+    healed = [row["host"] for row in rows if row["outcome"] == "healed"]
+    assert sorted(healed) == sorted(names), [(row["host"], row["outcome"]) for row in rows]  # each host healed once
+    assert {row["outcome"] for row in rows} <= {"healed", "deferred"} and runs >= 2
+    assert len({row["id"] for row in rows}) == len(rows) == len(healed) + sum(row["outcome"] == "deferred" for row in rows)
+    assert most_at_once(remediation_windows(state)) <= CAP
+    with sqlite3.connect(state / "memory.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    # broken again at once: each was remediated once in this hour, and the limit is 1 - nobody is touched
+    break_nginx(lab)
+    flapping = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), "-e", "autoheal_flap_limit=1", state_dir=state)
+    output = one_line(flapping.output)
+    left = {name for name in names if f"{name}: nginx escalated: nginx: flapping: remediated 1 times in the last 60 min" in output}
+    assert left == set(names), flapping.output
+    assert len(episodes(state)) == len(rows)  # nothing ran, nothing recorded
+
+    # a fresh memory, a plan that pauses before it starts nginx, and the kill switch thrown while the pauses run
+    state = tmp_path / "suspended"
+    thrown: list[float] = []
+
+    def throw_when_paused() -> None:
+        if wait_for(lambda: "sleep 10" in sh(lab, names[0], "ps", "-eo", "args"), 120):
+            suspend = run_playbook("playbooks/suspend.yml", "-e", "reason='stop everything'", "-e", "by=on-call", state_dir=state)
+            assert suspend.rc == 0, suspend.output
+            thrown.append(time.time())
+
+    thrower = threading.Thread(target=throw_when_paused)
+    thrower.start()
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), state_dir=state)
+    thrower.join()
+    assert thrown and run.rc == 0, run.output
+    outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
+    assert set(outcomes) == set(names) and set(outcomes.values()) <= {"suspended", "healed"}, outcomes
+    assert list(outcomes.values()).count("suspended") >= COUNT // 2, outcomes
+    # no step started after the switch was thrown (a run polls it every second; allow that much)
+    started_after = [(run_dir.parent.name, event["event_data"]["task"]) for run_dir, events in remediation_events(state).items()
+                     for event in events if event["event"] == "runner_on_start" and epoch(event) > thrown[0] + 2]
+    assert started_after == []
+
+    # half the fleet drops off the network while its remediations run (as when hosts are torn down): the job ends,
+    # the other half is healed, and the lost hosts end unreachable
+    assert run_playbook("playbooks/suspend.yml", "-e", "resume=true", "-e", "by=on-call", state_dir=state).rc == 0
+    for name in names:
+        lab.undo(name, "nginx-killed")  # the suspended hosts' nginx, started by hand
+    break_nginx(lab)
+    state = tmp_path / "lost"
+    lost = names[COUNT // 2:]
+
+    def cut_when_paused() -> None:
+        if wait_for(lambda: "sleep 6" in sh(lab, lost[0], "ps", "-eo", "args"), 120):
+            for name in lost:
+                lab.cut_link(name)
+            cut.extend(lost)
+
+    cut: list[str] = []
+    cutter = threading.Thread(target=cut_when_paused)
+    cutter.start()
+    began = time.monotonic()
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), state_dir=state)
+    took = time.monotonic() - began
+    cutter.join()
+    assert cut == lost, "the links were never cut"
+    outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
+    assert {name: outcomes.get(name) for name in names[:COUNT // 2]} == dict.fromkeys(names[:COUNT // 2], "healed"), outcomes
+    assert all(outcomes.get(name) == "unreachable" or run.recap[name]["unreachable"] == 1 for name in lost), (outcomes, run.recap)
+    assert took < 180, f"the job took {took:.0f} s"  # each lost host noticed within seconds, none waited out a timeout

@@ -39,7 +39,7 @@ def test_killed_services_on_three_hosts_are_healed_in_one_run(lab: Any, faults: 
     assert run.rc == 0, run.output
     # the timeline callback: every incident with its path, at the end of the run and as an HTML report
     assert "SENTINEL.HEAL TIMELINE" in run.output
-    assert "node2 postgresql: healed after 1 attempt(s) [diagnose > plan > guard > execute > verify > record > healed]" in run.output
+    assert "node2 postgresql: healed after 1 attempt(s) [diagnose > plan > guard > rollout > execute > verify > record > healed]" in run.output
     [report] = (tmp_path / "reports").glob("sentinel-heal-*.html")
     assert "node3 redis: healed" in report.read_text() and "service redis-server start" in report.read_text()
     assert {host: counts["changed"] for host, counts in run.recap.items()} == {"node1": 1, "node2": 1, "node3": 1}

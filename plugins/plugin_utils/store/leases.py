@@ -19,12 +19,15 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 class BlastRadius:
     """How far healing may reach at once: remediations running at the same time across every fork and job that shares
     the memory, hosts remediated per run and remediation attempts per run (``run_id`` names the run, shared by its
-    forks); 0 is no cap."""
+    forks); 0 is no cap. And the run's error threshold: past ``max_fail_percentage`` of its ``run_hosts`` hosts with a
+    remediation that failed verification, it halts (None: never)."""
 
     max_running: int = 0
     max_hosts_per_run: int = 0
     max_attempts_per_run: int = 0
     run_id: str = ""
+    max_fail_percentage: int | None = None
+    run_hosts: int = 0
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, owner_is_gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import Canary, CanaryKey, claim_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
 
@@ -46,10 +47,10 @@ _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_i
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred",
-                      "interrupted", "in_progress_elsewhere"})
+                      "interrupted", "in_progress_elsewhere", "halted"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
-# outcomes of an attempt that a limit (the kill switch, the blast radius) stopped before it started
-HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere"})
+# outcomes of an attempt that a limit (the kill switch, the blast radius, the run's rollout) stopped before it started
+HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted"})
 
 
 @dataclass(frozen=True)
@@ -152,15 +153,18 @@ class Memory:
 
     def record_attempt(
         self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
-        executed_plan_id: str | None = None,
+        executed_plan_id: str | None = None, run_id: str = "", canary: CanaryKey | None = None,
     ) -> tuple[int, str | None]:
-        """Write one episode atomically, with the plan it leaves waiting for a human (``pending``) or
-        the approved plan it carried out (``executed_plan_id``, which must be claimed)."""
+        """Write one episode of the run ``run_id`` atomically, with the plan it leaves waiting for a human (``pending``),
+        the approved plan it carried out (``executed_plan_id``, which must be claimed) and, when the attempt was the
+        ``canary`` of its plan, what the hosts waiting for it learn."""
         if attempt.outcome not in OUTCOMES:
             raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
         plan = attempt.plan
         with self._transaction() as conn:
-            episode_id = _insert_episode(conn, _episode_row(incident_id, failure, attempt))
+            episode_id = _insert_episode(conn, _episode_row(incident_id, failure, attempt, run_id))
+            if canary is not None:
+                settle_canary(conn, canary, host=failure.host, outcome=attempt.outcome, episode_id=episode_id)
             plan_id = None
             if pending is not None and plan is not None:
                 plan_id = uuid.uuid4().hex
@@ -323,7 +327,7 @@ class Memory:
         Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
         is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
         radius, at, host = request.radius, request.at, request.failure.host
-        carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt),
+        carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt, radius.run_id),
                          "executed_plan_id": request.executed_plan_id})
         with self._transaction() as conn:
             _reap(conn, at=at, host=None)
@@ -357,6 +361,16 @@ class Memory:
     def release_lease(self, lease_id: int) -> None:
         with self._transaction() as conn:
             conn.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
+
+    def claim_canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+        """The host that tries a new plan first in its run: this one, unless another host of the run has it."""
+        with self._transaction() as conn:
+            return claim_canary(conn, key, host=host, owner=owner, at=at)
+
+    def failed_hosts(self, run_id: str) -> list[str]:
+        """The hosts on which a remediation of the run failed verification: what its error threshold counts."""
+        rows = self._conn.execute("SELECT DISTINCT host FROM episodes WHERE run_id = ? AND outcome = 'failed' ORDER BY host", (run_id,))
+        return [row[0] for row in rows]
 
     def reap_interrupted(self, *, at: float, host: str | None = None) -> list[dict[str, Any]]:
         """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
@@ -424,7 +438,7 @@ class Memory:
         return dataclasses.replace(in_force, resumed_at=at, resumed_by=by)
 
 
-def _episode_row(incident_id: str, failure: Failure, attempt: Attempt) -> dict[str, Any]:
+def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
     plan = attempt.plan
     results = {
         "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
@@ -442,7 +456,7 @@ def _episode_row(incident_id: str, failure: Failure, attempt: Attempt) -> dict[s
         "policy_version": attempt.policy_version, "results_json": _json(results), "outcome": attempt.outcome,
         "verified": int(attempt.verified), "started_at": attempt.started_at, "finished_at": attempt.finished_at,
         "approved_by": attempt.approved_by, "os_family": os_family, "service_manager": service_manager,
-        "normalized_error": failure.normalized_error,
+        "normalized_error": failure.normalized_error, "run_id": run_id,
     }
 
 

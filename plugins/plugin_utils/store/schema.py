@@ -144,6 +144,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX silences_in_force ON silences (lifted_at, until);
     """,
+    # 8: rollout: the run each episode belongs to (what the run's error threshold counts), and the canary of each new
+    #    plan in a run (the one host that tries it first, and how it went there).
+    """
+    ALTER TABLE episodes ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
+    CREATE INDEX episodes_by_run ON episodes (run_id, outcome);
+    CREATE TABLE canaries (
+        run_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        plan_key TEXT NOT NULL,
+        host TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        claimed_at REAL NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('running', 'verified', 'failed')),
+        episode_id INTEGER REFERENCES episodes (id),
+        PRIMARY KEY (run_id, fingerprint, plan_key)
+    );
+    """,
 )
 
 

@@ -7,6 +7,7 @@ scripted here because these tests are about routing. The real executor runs in t
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -14,13 +15,14 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off
 from helpers import nginx_failure
 
@@ -83,7 +85,7 @@ CONFIG_OK = {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test i
 def test_healed_on_the_first_attempt(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
     outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [HEALTHY]))
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record", "healed"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "healed"]
     assert outcome.state.status == "healed"
     assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
     assert outcome.state.episodes and outcome.state.changed
@@ -103,7 +105,7 @@ def test_second_identical_incident_is_planned_from_memory_without_evidence_comma
 def test_failing_verification_retries_with_a_new_plan_then_escalates(tmp_path: Path) -> None:
     executor = ScriptedExecutor()
     outcome = heal_incident(nginx_failure("not_running"), _tools(tmp_path, executor, [STILL_DOWN] * 5, max_attempts=2))
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record"] * 2 + ["escalate"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record"] * 2 + ["escalate"]
     assert outcome.state.status == "escalated"
     assert "not healed by attempt 2, the last allowed" in outcome.state.reason
     # never the same plan twice
@@ -159,7 +161,7 @@ def test_check_mode_stops_at_the_guard_and_writes_nothing(tmp_path: Path) -> Non
 
 def test_unreachable_host_ends_unreachable(tmp_path: Path) -> None:
     outcome = heal_incident(nginx_failure(), _tools(tmp_path, ScriptedExecutor(CONFIG_OK, unreachable=True), []))
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "unreachable"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "record", "unreachable"]
     assert outcome.state.status == "unreachable"
 
 
@@ -187,7 +189,7 @@ def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
     outcome = heal_incident(hostile, _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY]))
     hosts = {"web1": host_result("web1", [outcome], check_mode=False)}
     text = timeline_text(hosts)
-    assert text.startswith("web1 nginx: healed after 1 attempt(s) [diagnose > plan > guard > execute > verify > record > healed]")
+    assert text.startswith("web1 nginx: healed after 1 attempt(s) [diagnose > plan > guard > rollout > execute > verify > record > healed]")
     page = timeline_html(hosts, title="run <1>")
     assert "<script>" not in page and "&lt;script&gt;" in page and "<title>run &lt;1&gt;</title>" in page
     assert "<code>rm -f /run/nginx.pid</code> allow" in page
@@ -254,7 +256,7 @@ def test_the_kill_switch_thrown_before_the_remediation_stops_it_and_nothing_runs
     executor = ScriptedExecutor(CONFIG_OK)
     tools = _tools(tmp_path, executor, [HEALTHY], suspension=lambda: THROWN)
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "suspended"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "record", "suspended"]
     assert outcome.state.status == "suspended" and THROWN in outcome.state.reason and "nothing ran" in outcome.state.reason
     assert executor.remediations == [] and not outcome.state.changed
     [episode] = tools.memory.episodes() if tools.memory else []
@@ -292,7 +294,7 @@ def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_pa
     tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], blast_radius=radius)
     assert heal_incident(nginx_failure(host="web1"), tools).state.status == "healed"
     outcome = heal_incident(nginx_failure(host="web2"), dataclasses.replace(tools, target=Target(name="web2", host_vars={})))
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "deferred"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "record", "deferred"]
     assert outcome.state.status == "deferred" and "the cap per run is 1" in outcome.state.reason
     assert len(executor.remediations) == 1  # web1's only
     assert tools.memory is not None and tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"
@@ -358,7 +360,7 @@ def test_a_run_that_would_start_past_the_deadline_does_not_start(tmp_path: Path)
 
     tools = _tools(tmp_path, executor, [], clock=clock, incident_timeout=300)
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "record", "escalate"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "record", "escalate"]
     assert executor.remediations == [] and "deadline (300 s) passed after 0 remediation attempt(s)" in outcome.state.reason
     assert tools.memory is not None and tools.memory.episodes()[0]["outcome"] == "escalated"
 
@@ -370,7 +372,7 @@ def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_att
     executor = ScriptedExecutor(CONFIG_OK)
     tools = _tools(tmp_path, executor, [], verify=verify, verify_retries=3)
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "execute", "verify", "record", "unreachable"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "unreachable"]
     assert outcome.state.status == "unreachable" and "stopped answering after the remediation ran" in outcome.state.reason
     assert tools.memory is not None
     [episode] = tools.memory.episodes()
@@ -432,3 +434,103 @@ def test_an_incident_another_run_is_remediating_is_not_started_again_and_names_t
     assert outcome.state.reason == ("nginx: in progress elsewhere, nothing ran here: a remediation of nginx on web1 by another run "
                                     "(awx-job-42) is running")
     assert tools.memory.episodes()[0]["outcome"] == "in_progress_elsewhere"
+
+
+def _generic_fleet(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:
+    """Hosts of one run where no runbook matches: the generic plan is new, so it needs a canary."""
+    tools = _tools(tmp_path, executor, verdicts, blast_radius=BlastRadius(run_id="run-1", **overrides))
+    tools.planner = Planner(RunbookLibrary.load(builtin=False), tools.memory)
+    return tools
+
+
+def _on(tools: Toolkit, host: str, **changes: Any) -> Toolkit:
+    return dataclasses.replace(tools, target=Target(name=host, host_vars={}), **changes)
+
+
+def _canary_of(tools: Toolkit, host: str) -> CanaryKey:
+    plan = tools.planner.plan(nginx_failure("not_running", host=host), Diagnosis("x", None, {}), frozenset(), None)
+    key = CanaryKey.of("run-1", nginx_failure("not_running", host=host), plan)
+    assert key is not None
+    return key
+
+
+def test_a_new_plan_runs_on_its_canary_first_and_once_verified_there_on_the_other_hosts(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    tools = _generic_fleet(tmp_path, executor, [HEALTHY, HEALTHY])
+    first = heal_incident(nginx_failure("not_running", host="web1"), _on(tools, "web1"))
+    assert first.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "healed"]
+    assert "tried here first, the canary of this run" in " ".join(line["message"] for line in first.state.timeline)
+    # planned once it verified: memory holds it now, and a verified plan needs no canary
+    second = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2"))
+    assert second.state.status == "healed" and second.to_dict()["plan"]["source"] == "memory"
+    assert not any(line["node"] == "rollout" for line in second.state.timeline)
+    assert executor.remediations == [[("service", "nginx", "restart")]] * 2
+
+
+@pytest.mark.parametrize(("canary_outcome", "status", "ran"), [("failed", "deferred", False), ("healed", "healed", True)])
+def test_a_host_waits_for_the_canary_of_a_new_plan_and_runs_it_only_if_it_verified(
+    tmp_path: Path, canary_outcome: str, status: str, ran: bool,
+) -> None:
+    executor = ScriptedExecutor()
+    tools = _generic_fleet(tmp_path, executor, [HEALTHY])
+    assert tools.memory is not None
+    key = _canary_of(tools, "web1")
+    assert tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time()).host == "web1"  # another fork has it
+    waits: list[float] = []
+    now = [time.time()]
+
+    def canary_settles(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+        if len(waits) == 3 and tools.memory is not None:  # web1's fork records its attempt while web2 waits
+            plan = tools.planner.plan(nginx_failure("not_running", host="web1"), Diagnosis("x", None, {}), frozenset(), None)
+            tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"), run_id="run-1",
+                                        attempt=Attempt(number=1, plan=plan, outcome=canary_outcome), canary=key)
+
+    outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_settles, clock=lambda: now[0]))
+    assert outcome.state.status == status and len(waits) == 3
+    assert executor.remediations == ([[("service", "nginx", "restart")]] if ran else [])
+    if ran:
+        assert "verified on web1 first in this run (3 s waited)" in " ".join(line["message"] for line in outcome.state.timeline)
+    else:
+        assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "record", "deferred"]
+        assert "failed verification on web1, the first host to try it in this run; it runs on no other host" in outcome.state.reason
+
+
+def test_the_canary_of_a_job_that_died_is_taken_over_and_one_never_verified_in_time_defers(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    tools = _generic_fleet(tmp_path, executor, [HEALTHY])
+    assert tools.memory is not None
+    key = _canary_of(tools, "web1")
+    dead = f"{process_owner().split('/')[0]}/999999999/0"
+    tools.memory.claim_canary(key, host="web1", owner=dead, at=time.time())
+    assert heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2")).state.status == "healed"
+    assert executor.remediations == [[("service", "nginx", "restart")]]
+
+    tools = _generic_fleet(tmp_path / "slow", ScriptedExecutor(), [HEALTHY])
+    assert tools.memory is not None
+    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    now = [1000.0]
+    waiting = _on(tools, "web2", clock=lambda: now[0], sleep=lambda seconds: now.__setitem__(0, now[0] + seconds), incident_timeout=60)
+    outcome = heal_incident(nginx_failure("not_running", host="web2"), waiting)
+    assert outcome.state.status == "deferred" and "tried on web1 first, and had not verified there before the incident's deadline" \
+        in outcome.state.reason
+    assert tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"
+
+
+def test_a_run_past_its_error_threshold_halts_and_nothing_more_runs_in_it(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [STILL_DOWN] * 2 + [HEALTHY],
+                   blast_radius=BlastRadius(run_id="run-1", max_fail_percentage=25, run_hosts=4), max_attempts=1)
+    for host in ("web1", "web2"):  # 1 of 4 failed: 25%, not more than the threshold, so web2 runs
+        assert heal_incident(nginx_failure(host=host), _on(tools, host)).state.status == "escalated"
+    halted = heal_incident(nginx_failure(host="web3"), _on(tools, "web3"))
+    assert halted.trace.path == ["diagnose", "plan", "guard", "rollout", "record", "halted"]
+    assert halted.state.status == "halted"
+    assert ("remediations failed verification on 2 of the 4 hosts of this run (50%: web1, web2), more than max_fail_percentage 25%"
+            in halted.state.reason)
+    assert len(executor.remediations) == 2
+    assert tools.memory is not None and [row["outcome"] for row in tools.memory.episodes(host="web3")] == ["halted"]
+    # another run starts afresh
+    other = _on(tools, "web3", blast_radius=BlastRadius(run_id="run-2", max_fail_percentage=25, run_hosts=4))
+    assert heal_incident(nginx_failure(host="web3"), other).state.status == "healed"

@@ -14,8 +14,9 @@ from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import ApprovalRefused
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident, run_approved_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
 
@@ -46,7 +47,7 @@ def test_an_approved_plan_runs_exactly_once_and_is_verified(tmp_path: Path) -> N
     assert [v.decision.value for v in verdicts] == ["approve", "approve"]
     assert tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
     outcome = run_approved_plan(stored, verdicts, "alice", tools)
-    assert outcome.trace.path == ["execute", "verify", "record", "healed"]
+    assert outcome.trace.path == ["rollout", "execute", "verify", "record", "healed"]
     assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
     row = tools.memory.plan(stored.plan_id)
     assert row is not None and row["status"] == "executed" and row["decided_by"] == "alice"
@@ -68,8 +69,21 @@ def test_a_failed_approved_plan_escalates_instead_of_trying_something_else(tmp_p
     tools.verify = lambda spec: {"healthy": False, "summary": "still down"}
     assert tools.memory is not None and tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
     outcome = run_approved_plan(stored, approvals.authorize(stored, host="web1", policy=tools.policy), "alice", tools)
-    assert outcome.trace.path == ["execute", "verify", "record", "escalate"]
+    assert outcome.trace.path == ["rollout", "execute", "verify", "record", "escalate"]
     assert len(executor.remediations) == 1
+
+
+def test_an_approved_plan_in_a_run_past_its_error_threshold_does_not_run_and_waits_again(tmp_path: Path) -> None:
+    tools, executor, stored = _waiting(tmp_path)
+    assert tools.memory is not None
+    tools.memory.record_attempt(incident_id="other", failure=nginx_failure(host="web9"), attempt=Attempt(number=1, outcome="failed"),
+                                run_id="approvals-1")
+    halting = replace(tools, blast_radius=BlastRadius(run_id="approvals-1", max_fail_percentage=0, run_hosts=2))
+    assert tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
+    outcome = run_approved_plan(stored, approvals.authorize(stored, host="web1", policy=tools.policy), "alice", halting)
+    assert outcome.trace.path == ["rollout", "record", "halted"] and executor.remediations == []
+    row = tools.memory.plan(stored.plan_id)
+    assert row is not None and row["status"] == "pending"  # held back before it ran: approved again, it runs
 
 
 def test_an_approval_for_another_host_is_refused(tmp_path: Path) -> None:
@@ -145,7 +159,7 @@ def test_interactive_approval_runs_the_plan_at_once(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
     tools = _tools(tmp_path, executor, [HEALTHY], policy=load_policy(tmp_path / "strict.yml"), ask_approval=operator)
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "execute", "verify", "record", "healed"]
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "rollout", "execute", "verify", "record", "healed"]
     assert asked == [["rm -f /run/nginx.pid", "service nginx start"]]
     assert outcome.state.attempt.approved_by == "interactive:alice"
     assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]

@@ -1,0 +1,80 @@
+"""Rollout: how one run spreads remediations over its hosts, shared by its forks through memory.
+
+A plan no run has verified yet (one the LLM or the generic fallback made) is tried on one host first, its canary: the
+other hosts of the run with the same incident wait until it verifies there, and if it fails there none of them runs it.
+And once more than ``max_fail_percentage`` of the run's hosts had a remediation fail verification, nothing more is
+attempted in the run (as Ansible's own ``max_fail_percentage`` counts a play's hosts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import owner_is_gone
+
+# Plans from these sources were never verified anywhere: a human wrote the runbooks, memory holds what healed before.
+UNPROVEN_SOURCES = frozenset({PlanSource.LLM, PlanSource.GENERIC})
+# What a canary's attempt outcome tells the hosts that wait for it; any other outcome (it did not run, or its job
+# died) frees the canary for one of them.
+SETTLED = {"healed": "verified", "failed": "failed"}
+
+
+@dataclass(frozen=True)
+class CanaryKey:
+    """One new plan for one incident in one run: the hosts of the run that share it share its canary."""
+
+    run_id: str
+    fingerprint: str
+    plan_key: str
+
+    @classmethod
+    def of(cls, run_id: str, failure: Failure, plan: Plan) -> CanaryKey | None:
+        """The canary a plan needs in a run, or None for a plan that was verified before (a runbook's, memory's)."""
+        if plan.source not in UNPROVEN_SOURCES:
+            return None
+        steps = json.dumps(plan.templates).encode()
+        return cls(run_id=run_id, fingerprint=failure.fingerprint, plan_key=hashlib.sha256(steps).hexdigest()[:32])
+
+
+@dataclass(frozen=True)
+class Canary:
+    """Who tries the plan first, and how it went there: running, verified or failed."""
+
+    host: str
+    outcome: str
+
+
+def claim_canary(conn: sqlite3.Connection, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+    """Inside a write transaction: the plan's canary, this host when no other host has it (or the one that had it died
+    before it settled)."""
+    row = conn.execute("SELECT host, owner, outcome FROM canaries WHERE run_id = ? AND fingerprint = ? AND plan_key = ?",
+                       (key.run_id, key.fingerprint, key.plan_key)).fetchone()
+    if row is not None and not (row["outcome"] == "running" and row["host"] != host and owner_is_gone(row["owner"])):
+        return Canary(host=row["host"], outcome=row["outcome"])
+    conn.execute("""INSERT OR REPLACE INTO canaries (run_id, fingerprint, plan_key, host, owner, claimed_at, outcome)
+                    VALUES (?, ?, ?, ?, ?, ?, 'running')""", (key.run_id, key.fingerprint, key.plan_key, host, owner, at))
+    return Canary(host=host, outcome="running")
+
+
+def settle_canary(conn: sqlite3.Connection, key: CanaryKey, *, host: str, outcome: str, episode_id: int) -> None:
+    """Inside the write transaction of the canary's episode: what the waiting hosts learn from it."""
+    where = "run_id = ? AND fingerprint = ? AND plan_key = ? AND host = ? AND outcome = 'running'"
+    params = (key.run_id, key.fingerprint, key.plan_key, host)
+    if outcome in SETTLED:
+        conn.execute(f"UPDATE canaries SET outcome = ?, episode_id = ? WHERE {where}", (SETTLED[outcome], episode_id, *params))
+    else:
+        conn.execute(f"DELETE FROM canaries WHERE {where}", params)
+
+
+def halted_because(failed_hosts: list[str], *, run_hosts: int, max_fail_percentage: int | None) -> str | None:
+    """Why nothing more is attempted in the run: more than ``max_fail_percentage`` of its ``run_hosts`` hosts had a
+    remediation fail verification; None when the run goes on (or the threshold is off)."""
+    if max_fail_percentage is None or run_hosts <= 0 or len(failed_hosts) * 100 <= max_fail_percentage * run_hosts:
+        return None
+    share = len(failed_hosts) * 100 / run_hosts
+    return (f"remediations failed verification on {len(failed_hosts)} of the {run_hosts} hosts of this run ({share:.0f}%: "
+            f"{', '.join(failed_hosts)}), more than max_fail_percentage {max_fail_percentage}%; nothing more is attempted in this run")
