@@ -119,7 +119,11 @@ def test_a_new_plan_runs_on_one_host_first_and_on_the_others_only_once_it_verifi
         assert f"{canary}: nginx escalated" in output
         assert {row["host"]: row["outcome"] for row in episodes(state)} == {canary: "failed", **dict.fromkeys(set(three) - {canary}, "deferred")}
 
-        # a plan that heals: one host first, the others after it verified there; batches of two (Ansible's serial)
+        # a plan that heals: one host first, the others after it verified there; batches of two (Ansible's serial).
+        # The same fault on all three again (the canary's unit was reset, a different incident)
+        for name in three:
+            lab.undo(name, "nginx-killed")
+            lab.inject(name, "nginx-killed")
         with ScriptedLLM(default=Answer.plan(PLAN_THAT_HEALS)) as llm:
             state = tmp_path / "heals"
             run = run_playbook(HEAL, "--limit", ",".join(three), "-f", "3", *_rollout(tmp_path, twenty, llm, autoheal_serial=2),
