@@ -17,7 +17,14 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, inventory_hosts, service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
+    HostEvidence,
+    blast_radius,
+    check_ranges,
+    inventory_hosts,
+    service_check,
+    target_for_task,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
@@ -166,6 +173,7 @@ class ActionModule(ActionBase):
             policy=load_policy(args["policy"]),
             executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args.get("step_timeout", 120), secrets=secrets,
                                     privilege=args.get("step_privilege", "become")),
+            evidence_executor=HostEvidence(self, task_vars, secrets, args.get("step_privilege", "become"), args.get("step_timeout", 120)),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one

@@ -13,13 +13,14 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 OUTPUT_LIMIT = 2000
 
 
-def run(argv, timeout, limit=OUTPUT_LIMIT, keep="start"):
-    """Run argv without a shell; returns (rc, combined output, at most ``limit`` characters with its start
-    or its end kept) with rc None when it could not run."""
+def run(argv, timeout, limit=OUTPUT_LIMIT, keep="start", demote=None):
+    """Run argv without a shell (as another user when ``demote`` is given: it runs in the child before the command);
+    returns (rc, combined output, at most ``limit`` characters with its start or its end kept) with rc None when it
+    could not run."""
     env = dict(os.environ, LANG="C", LC_ALL="C", SYSTEMD_PAGER="", PAGER="cat", SYSTEMD_COLORS="0")
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env,
-                              stdin=subprocess.DEVNULL, check=False)
+                              stdin=subprocess.DEVNULL, check=False, preexec_fn=demote)
     except subprocess.TimeoutExpired:
         return None, "timed out after %ss" % timeout
     except OSError as exc:

@@ -16,7 +16,7 @@ description:
   - The first step of the heal loop of M(sentinel.heal.heal), on its own, for every failed service of the
     host - the failure's fingerprint, a fix that memory verified before, the runbooks whose match holds,
     the output of the read-only evidence commands they ask for (only those the policy allows; they run on
-    the host through ansible-runner), similar failures fixed before and the plans that already failed.
+    the host in one call of M(sentinel.heal.evidence)), similar failures fixed before and the plans that already failed.
   - Runs nothing else and writes nothing to memory. In check mode the evidence commands do not run.
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)

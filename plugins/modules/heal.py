@@ -23,7 +23,9 @@ description:
     whose steps already failed for the fingerprint is not tried again. When the LLM is down, slow,
     over its token budget or answers nonsense, the offline planner plans and the timeline says so.
   - Before planning, read-only evidence commands that the policy allows (such as C(nginx -t),
-    C(ss -ltnp), the tail of the service's log) may run on the host through the same executor.
+    C(ss -ltnp), the tail of the service's log) may run on the host, all in one call of
+    M(sentinel.heal.evidence) over the play's own connection (with the privilege each rule gives), and are
+    recorded in the episode; steps that change the host always run through ansible-runner.
   - The guard decides each step with the command policy (O(policy)) - allow, approve or block.
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
@@ -191,7 +193,7 @@ pending_plans:
 incidents:
   description:
     - One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
-    - C(artifacts) lists the ansible-runner run directories of the incident (evidence and remediation runs), kept
+    - C(artifacts) lists the ansible-runner run directories of the incident (its remediation runs), kept
       under O(state_dir)/runs for audit until C(sentinel.heal.memory) prunes them.
   returned: always
   type: list

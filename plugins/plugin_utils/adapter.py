@@ -10,17 +10,21 @@ credentials included. Secret options travel separately and are never written to 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 
 SERVICE_CHECK = "sentinel.heal.service_check"
+EVIDENCE = "sentinel.heal.evidence"
 
 _SECRET_OPTION_WORDS = ("pass", "private_key_passphrase", "token")
 _SECRET_OPTIONS = frozenset({"private_key"})
@@ -108,16 +112,51 @@ def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars:
                   log_lines: int = 20) -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
     not answer raises HostUnreachable."""
+    return _module(action, SERVICE_CHECK, {"services": [_declared(s) for s in services], "log_lines": log_lines}, task_vars, secrets)
+
+
+def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> Mapping[str, Any]:
+    """Run one of the collection's modules on the task's host through the action's connection; the result is redacted.
+    A host that does not answer raises HostUnreachable."""
     try:
-        checked = action._execute_module(
-            module_name=SERVICE_CHECK, module_args={"services": [_declared(s) for s in services], "log_lines": log_lines}, task_vars=task_vars,
-        )
+        answered = action._execute_module(module_name=name, module_args=dict(args), task_vars=task_vars)
     except AnsibleConnectionFailure as exc:
         raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),
                               hint=redact(str(exc), secrets)) from exc
-    if checked.get("unreachable"):
+    if answered.get("unreachable"):
         raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),
-                              hint=redact(str(checked.get("msg", "")), secrets))
-    if checked.get("failed"):
-        raise AnsibleActionFail(f"{SERVICE_CHECK} failed: {redact(checked.get('msg', checked), secrets)}")
-    return redact(checked, secrets)  # type: ignore[no-any-return]
+                              hint=redact(str(answered.get("msg", "")), secrets))
+    if answered.get("failed"):
+        raise AnsibleActionFail(f"{name} failed: {redact(answered.get('msg', answered), secrets)}")
+    return redact(answered, secrets)  # type: ignore[no-any-return]
+
+
+@dataclass
+class HostEvidence:
+    """Reads the evidence commands over the play's own connection, in one module call: they are read-only and the
+    guard allowed each, so they need no ansible-runner run of their own (a Python and Ansible start per host). Steps
+    that change the host always run through ansible-runner."""
+
+    action: Any
+    task_vars: dict[str, Any]
+    secrets: Sequence[str]
+    privilege: str
+    step_timeout: int
+
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
+            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
+        limit = self.step_timeout if timeout is None else max(1, min(self.step_timeout, int(timeout)))
+        args = {"commands": [{"argv": list(step.argv), "become": step.become} for step in steps], "privilege": self.privilege,
+                "timeout": limit}
+        began = time.monotonic()
+        try:
+            read = _module(self.action, EVIDENCE, args, self.task_vars, self.secrets)
+        except AnsibleActionFail as exc:
+            raise ExecutorError("the evidence commands could not run", field="evidence", value=[step.argv for step in steps],
+                                hint=str(exc)) from exc
+        results = tuple(
+            StepResult(argv=step.argv, status="ok" if answer["rc"] == 0 else "failed", rc=answer["rc"], stdout=answer["output"],
+                       duration_s=float(answer.get("duration") or 0.0))
+            for step, answer in zip(steps, read["results"], strict=True)
+        )
+        return RunReport(results=results, artifacts="", duration_s=time.monotonic() - began)

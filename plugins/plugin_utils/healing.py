@@ -96,6 +96,8 @@ class Toolkit:
     target: Target
     verify: Verifier
     memory: Memory | None
+    # what reads the read-only evidence commands (the executor when None)
+    evidence_executor: Executor | None = None
     check_mode: bool = False
     # read-only evidence commands run before planning (not in check mode, where nothing runs)
     run_evidence: bool | None = None
@@ -285,7 +287,8 @@ class DiagnoseNode(_ToolNode):
         if not allowed or not run_evidence:
             return Evidence()
         steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
-        report = self.tools.executor.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
+        reader = self.tools.evidence_executor or self.tools.executor
+        report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
     def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]], float], exc: Exception) -> Any:

@@ -65,6 +65,13 @@ def episodes(state_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def evidence_read(state_dir: Path, host: str) -> list[list[str]]:
+    """The read-only evidence commands each episode of the host read (in one module call over the play's connection,
+    not through ansible-runner), in order."""
+    return [result["argv"] for episode in episodes(state_dir) if episode["host"] == host
+            for result in ((episode["results"] or {}).get("evidence") or {}).values()]
+
+
 def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
     """Every (purpose, argv) ansible-runner executed on the host, read back from the kept artifacts."""
     ran = []

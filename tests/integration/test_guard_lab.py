@@ -13,7 +13,7 @@ from typing import Any
 
 import pexpect
 import yaml
-from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import ROOT, Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -69,7 +69,7 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     assert "nginx escalated: the guard blocked the plan: 'useradd -o -u 0 -g 0 backdoor'" in run.output
     [episode] = episodes(tmp_path / "state")
     assert episode["outcome"] == "blocked" and [v["decision"] for v in episode["verdicts"]] == ["allow", "block"]
-    assert [purpose for purpose, _argv in commands_run(tmp_path / "state", "node1")] == ["evidence"]  # nginx -t only
+    assert commands_run(tmp_path / "state", "node1") == [] and evidence_read(tmp_path / "state", "node1") == [["nginx", "-t"]]
     assert _host_state(lab, "node1") == before
     assert "backdoor" not in sh(lab, "node1", "getent", "passwd")
 
@@ -98,7 +98,7 @@ def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: An
     refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert refused.rc == 2 and "the policy is now" in refused.output, refused.output
     assert _plan_row(state, plan_id)["status"] == "pending"
-    assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence"]  # nginx -t, before the plan waited
+    assert commands_run(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]  # before the plan waited
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
@@ -109,7 +109,7 @@ def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> N
     assert _plan_row(state, plan_id)["status"] == "denied"
     refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
     assert refused.rc == 2 and "already denied by carol" in refused.output
-    assert [purpose for purpose, _argv in commands_run(state, "node1")] == ["evidence"]
+    assert commands_run(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]
 
 
 def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(lab: Any, faults: Faults, tmp_path: Path) -> None:
@@ -209,7 +209,10 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         faults.inject("node1", "nginx-killed")
         run = run_playbook(HEAL, "--limit", "node1", *least, state_dir=tmp_path / "state")
         assert run.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(run.output), run.output
-        assert [argv[:3] for _purpose, argv in commands_run(tmp_path / "state", "node1")] == [["sudo", "-n", "--"]] * 2  # nginx -t, start
+        assert [argv[:3] for _purpose, argv in commands_run(tmp_path / "state", "node1")] == [["sudo", "-n", "--"]]  # start
+        # nginx -t was read through the same sudo rule, as the user who logged in, not as root
+        [episode] = episodes(tmp_path / "state")
+        assert [(r["argv"], r["rc"]) for r in episode["results"]["evidence"].values()] == [(["nginx", "-t"], 0)], episode["results"]
         assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
 
         # a policy that wrongly allows reading the shadow file, and a runbook that asks for it: the host says no

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_argv, load_policy
@@ -83,9 +83,11 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
     assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", str(squatter)], ["systemctl", "start", "nginx"]]
     assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "systemctl-control"]
     assert nginx_serves_its_own_page(lab, "node2")
-    # the episode points to ansible-runner's record of both runs: the evidence it read, the steps it ran
-    evidence_run, remediation_run = (Path(path) for path in episode["results"]["artifacts"])
-    assert evidence_run.name.split("-")[1] == "evidence" and remediation_run.name.split("-")[1] == "remediation"
+    # the episode holds the evidence it read (nginx -t, in the check's module call) and points to ansible-runner's
+    # record of the steps it ran
+    assert [result["argv"] for result in episode["results"]["evidence"].values()] == [["nginx", "-t"]]
+    [remediation_run] = (Path(path) for path in episode["results"]["artifacts"])
+    assert remediation_run.name.split("-")[1] == "remediation"
     assert ["kill", "-TERM", str(squatter)] in [argv for _purpose, argv in commands_run(tmp_path, "node2")]
     assert (remediation_run / "artifacts" / "run" / "rc").read_text() == "0"
 
@@ -99,12 +101,13 @@ def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_
     [episode] = episodes(tmp_path)
     assert episode["outcome"] == "escalated" and episode["plan_reference"] == "nginx-config-error"
     # nothing but the read-only evidence command ran, and the policy allows it for this incident
-    ran = commands_run(tmp_path, "node2")
-    assert ran == [("evidence", ["nginx", "-t"])]
+    assert commands_run(tmp_path, "node2") == []
+    ran = evidence_read(tmp_path, "node2")
+    assert ran == [["nginx", "-t"]]
     failure = Failure(host="node2", service="nginx", failure_class=episode["failure_class"], summary=episode["error_text"],
                       evidence=episode["evidence"], spec={"name": "nginx"})
     policy = load_policy()
-    assert all(evaluate_argv(argv, PolicyContext.from_failure(failure), policy).decision is Decision.ALLOW for _purpose, argv in ran)
+    assert all(evaluate_argv(argv, PolicyContext.from_failure(failure), policy).decision is Decision.ALLOW for argv in ran)
     # still broken: sentinel.heal did not restart it in a loop
     assert sh(lab, "node2", "systemctl", "is-failed", "nginx").strip() == "failed"
     assert sh(lab, "node2", "systemctl", "show", "nginx", "-p", "NRestarts", "--value").strip() == "0"
@@ -122,8 +125,8 @@ def test_the_second_identical_fault_is_planned_from_memory_and_says_so(lab: Any,
     assert f"[plan from memory episode {first_episode['id']}]" in one_line(second.output)
     assert second_episode["fingerprint"] == first_episode["fingerprint"]
     assert second_episode["outcome"] == "healed" and nginx_serves_its_own_page(lab, "node1")
-    # memory skipped the evidence run: one ansible-runner run for the second incident
-    assert [purpose for purpose, _argv in commands_run(tmp_path, "node1")].count("evidence") == 1
+    # memory skipped the evidence: the second incident read nothing before it ran its fix
+    assert [bool(episode["results"]["evidence"]) for episode in (first_episode, second_episode)] == [True, False]
 
 
 def test_a_plan_needing_approval_is_stored_and_nothing_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -121,7 +121,7 @@ def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any
     ]
     assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "systemctl-control"]
     # the runbook recognised the fault from PostgreSQL's own cluster list (read-only, allowed)
-    assert ("evidence", ["pg_lsclusters"]) in commands_run(tmp_path, "node1")
+    assert ["pg_lsclusters"] in evidence_read(tmp_path, "node1")
 
     # checked on the host: postgres accepts connections and owns every file of its home again
     assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")
