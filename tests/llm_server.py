@@ -32,6 +32,10 @@ class Answer:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int | None = None
+    finish_reason: str = "stop"
+    # a 200 body that is no chat completion (a proxy's login page, a JSON array): sent as it is, with this content type
+    raw: str | None = None
+    content_type: str = "application/json"
 
     @classmethod
     def text(cls, content: str, **kwargs: Any) -> Answer:
@@ -43,6 +47,10 @@ class Answer:
         body = {"diagnosis": diagnosis, "steps": [{"argv": argv} for argv in steps], "rationale": rationale,
                 "expected_signal": expected_signal, "escalate": None}
         return cls(content=json.dumps(body), **kwargs)
+
+    @classmethod
+    def body(cls, raw: str, content_type: str = "application/json", **kwargs: Any) -> Answer:
+        return cls(raw=raw, content_type=content_type, **kwargs)
 
     @classmethod
     def error(cls, status: int, **kwargs: Any) -> Answer:
@@ -67,6 +75,8 @@ class ScriptedLLM:
         self.default = default or Answer.error(503)
         self.requests: list[Recorded] = []
         self.embeddings_status = 200
+        # as llama.cpp's server answers a response_format it does not take: this status, no answer consumed (None: taken)
+        self.refuses_response_format: int | None = None
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -132,12 +142,21 @@ class ScriptedLLM:
                     llm._next_answer(recorded)
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
+                if llm.refuses_response_format and "response_format" in body:
+                    with llm._lock:
+                        llm.requests.append(recorded)
+                    self._json(llm.refuses_response_format, {"error": {
+                        "message": "Input should be 'text' or 'json_object' (response_format)", "type": "invalid_request_error"}})
+                    return
                 answer = llm._next_answer(recorded)
                 if answer.delay:
                     time.sleep(answer.delay)
                 if answer.status != 200:
                     self._json(answer.status, {"error": {"message": f"scripted {answer.status}", "type": "scripted_error", "code": answer.status}},
                                answer.headers)
+                    return
+                if answer.raw is not None:
+                    self._send(200, answer.raw.encode(), answer.content_type, answer.headers)
                     return
                 prompt_tokens = answer.prompt_tokens if answer.prompt_tokens is not None else len(recorded.prompt) // 4
                 completion_tokens = len(answer.content) // 4 + 1
@@ -146,7 +165,7 @@ class ScriptedLLM:
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer.content}}],
+                    "choices": [{"index": 0, "finish_reason": answer.finish_reason, "message": {"role": "assistant", "content": answer.content}}],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                               "total_tokens": prompt_tokens + completion_tokens},
                 }, answer.headers)
@@ -161,10 +180,12 @@ class ScriptedLLM:
                 self._json(200, {"object": "list", "data": data[::-1], "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
             def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                self._send(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)

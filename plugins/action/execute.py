@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, service_check, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, service_check, step_executor, target_for_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
@@ -20,7 +20,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Plann
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows
 
@@ -105,17 +105,17 @@ class ActionModule(ActionBase):
 
     def _tools(self, memory: Memory, policy: Any, args: Mapping[str, Any], host: str, task_vars: dict[str, Any],
                secrets: Sequence[str]) -> Toolkit:
+        radius = blast_radius(args, task_vars)
         return Toolkit(
             planner=Planner(RunbookLibrary(()), memory),
             policy=policy,
-            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args["step_timeout"], secrets=secrets,
-                                    privilege=args["step_privilege"]),
+            executor=step_executor(args, secrets, radius),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets)["services"][0],
             memory=memory,
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],
             suspension=memory.suspended_because,
-            blast_radius=blast_radius(args, task_vars),
+            blast_radius=radius,
             incident_timeout=args["incident_timeout"],
         )

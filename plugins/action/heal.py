@@ -17,12 +17,14 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.module_utils._text import printable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     HostEvidence,
     blast_radius,
     check_ranges,
     inventory_hosts,
     service_check,
+    step_executor,
     target_for_task,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
@@ -37,7 +39,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Plann
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
 
@@ -168,11 +170,11 @@ class ActionModule(ActionBase):
         if llm_settings and args.get("knowledge") and (writes or store.exists()):
             knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=writes)
         planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
+        radius = blast_radius(args, task_vars)
         return Toolkit(
             planner=planner,
             policy=load_policy(args["policy"]),
-            executor=RunnerExecutor(f"{args['state_dir']}/runs", step_timeout=args.get("step_timeout", 120), secrets=secrets,
-                                    privilege=args.get("step_privilege", "become")),
+            executor=step_executor(args, secrets, radius),
             evidence_executor=HostEvidence(self, task_vars, secrets, args.get("step_privilege", "become"), args.get("step_timeout", 120)),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
@@ -188,7 +190,7 @@ class ActionModule(ActionBase):
             probe_hosts=inventory_hosts(task_vars, self._templar),
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
-            blast_radius=blast_radius(args, task_vars),
+            blast_radius=radius,
             incident_timeout=args.get("incident_timeout", 600),
             mode=args.get("mode", "autonomous"),
             suspension=memory.suspended_because if memory is not None else lambda: None,
@@ -207,12 +209,13 @@ class ActionModule(ActionBase):
         """Ask at the terminal; None when there is no terminal (AWX, cron, CI): the plan then waits."""
         lines = [
             "",
-            f"sentinel.heal: {failure.host}: {failure.service} ({failure.failure_class}): {failure.summary}",
-            f"Plan from {plan.source.value} {plan.reference}: {plan.rationale}",
+            # what a model or a host wrote reaches the operator's terminal escaped, like the argv below
+            printable(f"sentinel.heal: {failure.host}: {failure.service} ({failure.failure_class}): {failure.summary}"),
+            printable(f"Plan from {plan.source.value} {plan.reference}: {plan.rationale}"),
         ]
         for number, verdict in enumerate(verdicts, start=1):
             as_root = " as root" if verdict.become else ""
-            lines.append(f"  {number}. argv {json.dumps(list(verdict.argv))}{as_root}   [{verdict.decision.value}: {verdict.reason}]")
+            lines.append(printable(f"  {number}. argv {json.dumps(list(verdict.argv))}{as_root}   [{verdict.decision.value}: {verdict.reason}]"))
         lines.append(f"Run exactly these steps on {failure.host}? Type yes to approve, anything else denies: ")
         try:
             answer = display.prompt_until("\n".join(lines))

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 
 def clip(text: str, limit: int, keep: str = "start") -> str:
     """At most ``limit`` characters of text, keeping its start, its end or both ends ("middle" is cut)."""
@@ -15,3 +17,12 @@ def clip(text: str, limit: int, keep: str = "start") -> str:
         half = limit // 2
         return "%s\n[... %d characters cut ...]\n%s" % (text[:half], len(text) - 2 * half, text[-half:])
     return text[:limit] + " [...]"
+
+
+def printable(text: str) -> str:
+    """Text as a terminal may show it: control characters (escape sequences), format characters (bidi overrides,
+    zero-width) and other invisible code points written as ``\\uXXXX``; newlines and tabs stay."""
+    return "".join(
+        char if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf", "Co", "Cs", "Zl", "Zp") else "\\u%04x" % ord(char)
+        for char in text
+    )

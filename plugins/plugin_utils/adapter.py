@@ -20,7 +20,8 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.rendezvous import Rendezvous
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor, RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 
 SERVICE_CHECK = "sentinel.heal.service_check"
@@ -49,6 +50,14 @@ def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> Bl
     return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0),
                        max_attempts_per_run=options.get("max_attempts_per_run", 0), run_id=run_id,
                        max_fail_percentage=options.get("max_fail_percentage"), run_hosts=len(run_hosts))
+
+
+def step_executor(options: Mapping[str, Any], secrets: Sequence[str], radius: BlastRadius) -> Rendezvous:
+    """What runs a task's remediation steps: ansible-runner, in one run with the other forks of the run that remediate
+    at the same time."""
+    runner = RunnerExecutor(f"{options['state_dir']}/runs", step_timeout=options.get("step_timeout", 120), secrets=secrets,
+                            privilege=options.get("step_privilege", "become"))
+    return Rendezvous(runner, key=radius.run_id, hosts=radius.run_hosts)
 
 
 def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:

@@ -9,6 +9,7 @@ The API key never leaves this module: not in errors, not in reprs, not in result
 
 from __future__ import annotations
 
+import email.utils
 import json
 import random
 import re
@@ -22,6 +23,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Sentin
 MAX_STEPS = 3
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+# A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer.
+_THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -112,19 +115,27 @@ class LLMClient:
         self._client = openai.OpenAI(
             base_url=settings.base_url, api_key=settings.api_key or "not-needed", timeout=settings.timeout, max_retries=0,
         )
+        # a server that refused response_format (HTTP 400, or llama.cpp's 500) is asked without it from then on
+        self._json_mode = settings.json_mode
 
     def complete(self, messages: Sequence[Mapping[str, str]], budget: TokenBudget) -> Completion:
         estimated = sum(estimate_tokens(m["content"]) for m in messages)
         if not budget.allows(estimated):
             raise LLMError("the incident's token budget is spent", field="token_budget", value=budget.limit,
                            hint=f"{budget.spent} tokens spent, this prompt needs about {estimated}")
-        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if self.settings.json_mode else {}
-        for attempt in range(1, self.settings.max_retries + 2):
+        attempt = 0
+        while attempt <= self.settings.max_retries:
+            attempt += 1
+            extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if self._json_mode else {}
             try:
                 response = self._client.chat.completions.create(
                     model=self.settings.model, messages=list(messages), temperature=0, **extra,  # type: ignore[arg-type]
                 )
             except self._openai.APIStatusError as exc:
+                if self._json_mode and exc.status_code in (400, 422, 500) and "response_format" in str(exc.message):
+                    self._json_mode = False  # the server does not take it: ask again, at once, without it
+                    attempt -= 1
+                    continue
                 if exc.status_code not in RETRYABLE_STATUS or attempt > self.settings.max_retries:
                     raise LLMError(f"the LLM answered HTTP {exc.status_code}", field="llm.base_url", value=self.settings.base_url,
                                    hint=_brief(exc.message)) from None
@@ -137,22 +148,48 @@ class LLMClient:
                                    hint=f"timeout {self.settings.timeout}s, {attempt} attempts") from None
                 self._sleep(self._delay(attempt, None))
                 continue
-            usage = response.usage
-            prompt_tokens = usage.prompt_tokens if usage else estimated
-            completion_tokens = usage.completion_tokens if usage else 0
-            budget.charge(prompt_tokens + completion_tokens)
-            text = response.choices[0].message.content if response.choices else None
-            return Completion(text=text or "", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt)
+            except self._openai.APIError as exc:  # a body the client cannot read as a response
+                raise LLMError("the LLM's answer is not a chat completion", field="llm.base_url", value=self.settings.base_url,
+                               hint=_brief(str(exc))) from None
+            return _completion(response, estimated, attempt, budget)
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before the next attempt: what Retry-After says (seconds or an HTTP date), at most 30 s, or
+        an exponential backoff with jitter."""
         if retry_after:
             try:
-                return min(float(retry_after), 30.0)
+                return min(max(float(retry_after), 0.0), 30.0)
             except ValueError:
                 pass
+            try:
+                when = email.utils.parsedate_to_datetime(retry_after).timestamp()
+            except (TypeError, ValueError, IndexError):
+                when = None
+            if when is not None:
+                return min(max(when - time.time(), 0.0), 30.0)
         jitter = 0.5 + random.random()
         return float(self.settings.backoff * (2 ** (attempt - 1)) * jitter)
+
+
+def _completion(response: Any, estimated: int, attempt: int, budget: TokenBudget) -> Completion:
+    """The text of a chat completion, charged to the budget; an answer that is no chat completion (a proxy's page, a
+    JSON array, a null message) or one cut at its token limit is an LLMError."""
+    try:
+        choice = response.choices[0]
+        text = choice.message.content
+        finish_reason = getattr(choice, "finish_reason", None)
+        usage = response.usage
+    except (AttributeError, IndexError, TypeError):
+        raise LLMError("the LLM's answer is not a chat completion", field="answer", value=_brief(str(response))) from None
+    prompt_tokens = getattr(usage, "prompt_tokens", None) or estimated
+    completion_tokens = getattr(usage, "completion_tokens", None) or 0
+    budget.charge(prompt_tokens + completion_tokens)
+    if finish_reason == "length":
+        raise LLMError("the LLM's answer was cut at its token limit (finish_reason length)", field="answer", value=_brief(str(text or "")))
+    if not isinstance(text, str):
+        raise LLMError("the LLM's answer holds no message text", field="answer.choices[0].message", value=_brief(str(choice)))
+    return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt)
 
 
 def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
@@ -179,6 +216,7 @@ def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
 
 
 def _first_json_object(text: str) -> Any:
+    text = _THINKING.sub("", text, count=1)
     candidates = [match.group(1) for match in _FENCED.finditer(text)] + [text.strip()]
     start = text.find("{")
     if start >= 0:

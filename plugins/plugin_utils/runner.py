@@ -1,8 +1,9 @@
-"""The executor: runs guarded steps on one inventory host with ansible-runner.
+"""The executor: runs guarded steps on inventory hosts with ansible-runner.
 
-One ansible-runner run per call, a generated playbook with one ``ansible.builtin.command`` task
-per step (argv, never a shell), ``become`` where the policy's rule says so, a timeout per step
-and for the run, output capped, and the run's artifacts kept under the state directory for audit.
+One ansible-runner run per call, for one host or for several (each with its own steps, under Ansible's free strategy,
+so no host waits for another): a generated task file per host with one ``ansible.builtin.command`` task per step
+(argv, never a shell), ``become`` where the policy's rule says so, a timeout per step and for the run, output capped,
+and the run's artifacts kept under the state directory for audit.
 The host is reached with the connection settings the play resolved for it, so the run goes
 where the play goes, with the same user, key, port and ssh arguments, plus keepalives on a connection of its own:
 a host whose link is cut mid-run is unreachable within seconds, not after the step's timeout.
@@ -97,20 +98,34 @@ class RunnerExecutor:
         """Run the steps in one ansible-runner run; ``stop``, polled while it runs, cancels it (the steps not yet
         started do not start); ``started`` is told the run's directory before it starts; ``timeout`` caps the whole
         run below the steps' own timeouts."""
-        if not steps:
+        outcome = self.run_together([(target, steps)], purpose=purpose, stop=stop, started=started, timeout=timeout)[target.name]
+        if isinstance(outcome, HostUnreachable):
+            raise outcome
+        return outcome
+
+    def run_together(self, members: Sequence[tuple[Target, Sequence[RunStep]]], *, purpose: str, stop: Callable[[], bool] | None = None,
+                     started: Callable[[str], None] | None = None, timeout: float | None = None) -> dict[str, RunReport | HostUnreachable]:
+        """Run each host's steps in one ansible-runner run (the hosts share the connection secrets of the first: the
+        caller groups them so); by host, its report, or HostUnreachable when it did not answer."""
+        if not members or any(not steps for _target, steps in members):
             raise ExecutorError("nothing to run", field="steps", value=[], hint="the planner must not hand over an empty plan")
         import ansible_runner  # imported here: loading it costs time and is needed only when a step runs
 
-        run_dir = self.artifacts_root / target.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
-        (run_dir / "project").mkdir(parents=True, mode=0o700)
-        (run_dir / "project" / "steps.yml").write_text(_playbook(steps, self.step_timeout, self.privilege), encoding="utf-8")
+        first = members[0][0]
+        run_dir = self.artifacts_root / first.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
+        (run_dir / "project" / "hosts").mkdir(parents=True, mode=0o700)
+        (run_dir / "project" / "steps.yml").write_text(_PLAYBOOK, encoding="utf-8")
+        inventory: dict[str, Any] = {}
+        for number, (target, steps) in enumerate(members):
+            (run_dir / "project" / "hosts" / f"{number}.yml").write_text(_tasks(steps, self.step_timeout, self.privilege), encoding="utf-8")
+            inventory[target.name] = dict(_with_keepalive(target.host_vars), sentinel_heal_member=number)
         # how often ansible-runner looks at the cancel callback (the kill switch, the time limit, the job): every second
         (run_dir / "env").mkdir(mode=0o700)
         (run_dir / "env" / "settings").write_text("pexpect_timeout: 1\n", encoding="utf-8")
         if started is not None:
             started(str(run_dir))
-        events: dict[int, dict[str, Any]] = {}
-        run_timeout = self.step_timeout * len(steps) + 60
+        events: dict[tuple[str, int], dict[str, Any]] = {}
+        run_timeout = self.step_timeout * max(len(steps) for _target, steps in members) + 60
         time_limit = run_timeout if timeout is None else max(1.0, min(run_timeout, timeout))
         leash = _Leash()
         began = time.monotonic()
@@ -133,9 +148,9 @@ class RunnerExecutor:
             runner = ansible_runner.run(
                 private_data_dir=str(run_dir),
                 playbook="steps.yml",
-                inventory={"all": {"hosts": {target.name: _with_keepalive(target.host_vars)}}},
-                extravars=dict(target.secret_vars) or None,
-                envvars=_environment(target),
+                inventory={"all": {"hosts": inventory}},
+                extravars=dict(first.secret_vars) or None,
+                envvars=_environment(first),
                 ident="run",
                 quiet=True,
                 event_handler=lambda event: _collect(leash.hold(event), events),
@@ -149,9 +164,6 @@ class RunnerExecutor:
             (run_dir / "env" / "extravars").unlink(missing_ok=True)
             _redact_artifacts(run_dir / "artifacts", self.secrets)
         duration = time.monotonic() - began
-        if any(event.get("unreachable") for event in events.values()):
-            message = next(event["msg"] for event in events.values() if event.get("unreachable"))
-            raise HostUnreachable("the host did not answer", field="host", value=target.name, hint=message)
         if ended == "job gone":
             raise JobGone("the job that started this remediation was killed: its run was killed too", field="artifacts",
                           value=str(run_dir), hint="the next run records the remediation as interrupted and takes the host up")
@@ -164,8 +176,16 @@ class RunnerExecutor:
                 hint="see the run's stdout in the artifacts directory",
             )
         stopped = runner.status == "canceled"
-        results = tuple(self._result(index, step, events.get(index), stopped) for index, step in enumerate(steps))
-        return RunReport(results=results, artifacts=str(run_dir), duration_s=duration, stopped=stopped)
+        outcomes: dict[str, RunReport | HostUnreachable] = {}
+        for target, steps in members:
+            mine = {index: event for (host, index), event in events.items() if host == target.name}
+            unreachable = next((event["msg"] for event in mine.values() if event["unreachable"]), None)
+            if unreachable is not None:
+                outcomes[target.name] = HostUnreachable("the host did not answer", field="host", value=target.name, hint=unreachable)
+                continue
+            results = tuple(self._result(index, step, mine.get(index), stopped) for index, step in enumerate(steps))
+            outcomes[target.name] = RunReport(results=results, artifacts=str(run_dir), duration_s=duration, stopped=stopped)
+        return outcomes
 
     def _result(self, index: int, step: RunStep, event: Mapping[str, Any] | None, stopped: bool) -> StepResult:
         if event is None:
@@ -185,9 +205,9 @@ class RunnerExecutor:
         )
 
 
-def steps_started(run_dir: str | Path, steps: Sequence[Sequence[str]]) -> list[StepResult]:
-    """What a run cut off with its job had done, from the events ansible-runner wrote as it went: each step's result,
-    ``interrupted`` for one that started and never reported, ``skipped`` for one that never started."""
+def steps_started(run_dir: str | Path, steps: Sequence[Sequence[str]], host: str) -> list[StepResult]:
+    """What a run cut off with its job had done on the host, from the events ansible-runner wrote as it went: each
+    step's result, ``interrupted`` for one that started and never reported, ``skipped`` for one that never started."""
     seen: dict[int, dict[str, Any]] = {}
     for path in sorted((Path(run_dir) / "artifacts" / "run" / "job_events").glob("*.json")):
         try:
@@ -196,7 +216,7 @@ def steps_started(run_dir: str | Path, steps: Sequence[Sequence[str]]) -> list[S
             continue  # a file the killed run was still writing
         data = event.get("event_data") or {}
         task = str(data.get("task", ""))
-        if task.startswith("step ") and task[5:].isdigit():
+        if data.get("host") == host and task.startswith("step ") and task[5:].isdigit():
             index = int(task[5:]) - 1
             if event.get("event") == "runner_on_start":
                 seen.setdefault(index, {})
@@ -347,14 +367,14 @@ def _redact_artifacts(artifacts: Path, secrets: Sequence[str]) -> None:
                 path.write_text(masked, encoding="utf-8")
 
 
-def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> bool:
+def _collect(event: Mapping[str, Any], events: dict[tuple[str, int], dict[str, Any]]) -> bool:
     kind = event.get("event", "")
     data = event.get("event_data") or {}
     task = str(data.get("task", ""))
     if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and task.startswith("step "):
         index = int(task.split()[1]) - 1
         res = data.get("res") or {}
-        events[index] = {
+        events[(str(data.get("host", "")), index)] = {
             "res": res,
             "failed": kind != "runner_on_ok",
             "unreachable": kind == "runner_on_unreachable",
@@ -363,10 +383,21 @@ def _collect(event: Mapping[str, Any], events: dict[int, dict[str, Any]]) -> boo
     return True
 
 
-def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
-    """A playbook whose every command word is `!unsafe`, word for word: nothing a plan says is ever templated or
-    retyped."""
-    lines = ["- name: sentinel.heal steps", "  hosts: all", "  gather_facts: false", "  tasks:"]
+# Each host runs its own task file, at its own pace (the free strategy: no host waits for another's step).
+_PLAYBOOK = """- name: sentinel.heal steps
+  hosts: all
+  gather_facts: false
+  strategy: free
+  tasks:
+    - name: the steps of this host
+      ansible.builtin.include_tasks: "hosts/{{ sentinel_heal_member }}.yml"
+"""
+
+
+def _tasks(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
+    """A host's task file, whose every command word is `!unsafe`, word for word: nothing a plan says is ever templated
+    or retyped."""
+    lines = []
     for number, step in enumerate(steps, start=1):
         through_sudo = step.become and privilege == "sudo"
         words = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv
@@ -376,13 +407,13 @@ def _playbook(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> st
         # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
         argv = ", ".join(json.dumps(arg) for arg in words)
         lines += [
-            f"    - name: step {number}",
-            "      ansible.builtin.command:",
-            f"        argv: !unsafe [{argv}]",
-            "        expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
-            f"      become: {str(step.become and not through_sudo).lower()}",
-            f"      ignore_errors: {str(step.may_fail).lower()}",
-            f"      timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
+            f"- name: step {number}",
+            "  ansible.builtin.command:",
+            f"    argv: !unsafe [{argv}]",
+            "    expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
+            f"  become: {str(step.become and not through_sudo).lower()}",
+            f"  ignore_errors: {str(step.may_fail).lower()}",
+            f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
         ]
     return "\n".join(lines) + "\n"
 

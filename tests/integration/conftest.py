@@ -73,15 +73,17 @@ def evidence_read(state_dir: Path, host: str) -> list[list[str]]:
 
 
 def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
-    """Every (purpose, argv) ansible-runner executed on the host, read back from the kept artifacts."""
+    """Every (purpose, argv) ansible-runner executed on the host, read back from the kept artifacts (a run that other
+    hosts' remediations shared is kept under the first host's name)."""
     ran = []
-    for run_dir in sorted((state_dir / "runs" / host).glob("*")):
+    for run_dir in sorted(state_dir.glob("runs/*/*"), key=lambda path: path.name):
         purpose = run_dir.name.split("-")[1]
         # ansible-runner names each event file COUNTER-UUID.json: in the order the events happened
         events = sorted((run_dir / "artifacts" / "run" / "job_events").glob("*.json"), key=lambda path: int(path.name.split("-")[0]))
         for event_file in events:
             event = json.loads(event_file.read_text())
-            if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            data = event.get("event_data") or {}
+            if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("host") == host and data.get("task", "").startswith("step "):
                 argv = event["event_data"]["res"]["cmd"]
                 ran.append((purpose, argv[4:] if argv[:2] == ["timeout", "--kill-after"] else argv))  # the executor's own wrapper
     return ran

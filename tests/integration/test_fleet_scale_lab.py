@@ -28,10 +28,17 @@ COUNT = 20
 CAP = 5
 
 
-def remediation_events(state: Path) -> dict[Path, list[dict[str, Any]]]:
-    """The events ansible-runner kept of each remediation run, by run directory."""
-    return {run_dir: [json.loads(path.read_text()) for path in (run_dir / "artifacts" / "run" / "job_events").glob("*.json")]
-            for run_dir in sorted(state.glob("runs/*/*-remediation-*"))}
+def remediation_events(state: Path) -> dict[tuple[Path, str], list[dict[str, Any]]]:
+    """The events of each host's steps ansible-runner kept, by run directory and host (the forks that remediate at
+    the same time share a run)."""
+    by_host: dict[tuple[Path, str], list[dict[str, Any]]] = {}
+    for run_dir in sorted(state.glob("runs/*/*-remediation-*")):
+        for path in (run_dir / "artifacts" / "run" / "job_events").glob("*.json"):
+            event = json.loads(path.read_text())
+            data = event.get("event_data") or {}
+            if str(data.get("task", "")).startswith("step ") and data.get("host"):
+                by_host.setdefault((run_dir, data["host"]), []).append(event)
+    return by_host
 
 
 def epoch(event: dict[str, Any]) -> float:
@@ -40,7 +47,7 @@ def epoch(event: dict[str, Any]) -> float:
 
 
 def remediation_windows(state: Path) -> list[tuple[float, float]]:
-    """When each remediation run began and ended."""
+    """When each host's remediation began and ended."""
     return [(min(map(epoch, events)), max(map(epoch, events))) for events in remediation_events(state).values()]
 
 
@@ -131,8 +138,7 @@ def test_a_new_plan_runs_on_one_host_first_and_on_the_others_only_once_it_verifi
         assert run.rc == 0, run.output
         assert run.output.count("TASK [sentinel.heal.autoheal : Heal the failed services]") == 2  # two batches
         assert {row["host"]: row["outcome"] for row in episodes(state)} == dict.fromkeys(three, "healed")
-        windows = {run_dir.parent.name: (min(map(epoch, events)), max(map(epoch, events)))
-                   for run_dir, events in remediation_events(state).items()}
+        windows = {host: (min(map(epoch, events)), max(map(epoch, events))) for (_run, host), events in remediation_events(state).items()}
         first = min(windows, key=lambda name: windows[name][0])
         assert all(windows[first][1] < windows[name][0] for name in set(three) - {first}), windows
         assert all("200" in sh(lab, name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/") for name in three)
@@ -221,7 +227,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
     assert set(outcomes) == set(names) and set(outcomes.values()) <= {"suspended", "healed"}, outcomes
     assert list(outcomes.values()).count("suspended") >= COUNT // 2, outcomes
     # no step started after the switch was thrown (a run polls it every second; allow that much)
-    started_after = [(run_dir.parent.name, event["event_data"]["task"]) for run_dir, events in remediation_events(state).items()
+    started_after = [(host, event["event_data"]["task"]) for (_run, host), events in remediation_events(state).items()
                      for event in events if event["event"] == "runner_on_start" and epoch(event) > thrown[0] + 2]
     assert started_after == []
 

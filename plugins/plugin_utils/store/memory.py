@@ -483,7 +483,7 @@ def _reap(conn: sqlite3.Connection, *, at: float, host: str | None) -> list[dict
             continue  # a lease taken before leases carried their episode
         row = carried["episode"]
         argvs = [step["argv"] for step in json.loads(row["plan_json"] or '{"steps": []}')["steps"]]
-        steps = steps_started(lease["run_dir"], argvs) if lease["run_dir"] else [
+        steps = steps_started(lease["run_dir"], argvs, lease["host"]) if lease["run_dir"] else [
             StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed") for argv in argvs]
         started = [" ".join(step.argv) for step in steps if step.status != "skipped"]
         why = "its job ended" if lease["expires_at"] >= at else "its lease expired"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import time
 from pathlib import Path
@@ -84,7 +85,14 @@ def test_the_tolerant_parser_reads_fenced_chatty_and_module_answers(llm: Scripte
         (Answer.text(json.dumps({"steps": [{"argv": ["true"]}] * 4})), "more than 3 steps"),
         (Answer.error(500), "answered HTTP 500"),
         (Answer.error(401), "answered HTTP 401"),
+        (Answer.body("<html><body>Sign in to the proxy</body></html>", "text/html"), "is not a chat completion"),
+        (Answer.body("[1, 2, 3]"), "is not a chat completion"),
+        (Answer.body('{"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": null}]}'),
+         "is not a chat completion"),
+        (Answer.plan(FIX, finish_reason="length"), "cut at its token limit"),
     ],
+    ids=["garbage", "steps-not-a-list", "argv-a-string", "module-outside", "too-many", "http-500", "http-401", "html-page",
+         "json-array", "null-message", "cut-at-length"],
 )
 def test_an_unusable_answer_falls_back_to_the_offline_planner_and_says_so(llm: ScriptedLLM, answer: Answer, reason: str) -> None:
     llm.default = answer
@@ -220,3 +228,33 @@ def test_the_prompt_carries_the_closest_runbooks_from_the_knowledge_base(llm: Sc
     assert plan.source is PlanSource.LLM and plan.templates == ("kill -TERM {port_owner_pid}", "service {init_service} start")
     prompt = llm.chat_requests[0].prompt
     assert "Knowledge (" in prompt and "another process holds the service's port" in prompt.lower()
+
+
+def test_a_reasoning_preamble_is_not_read_as_the_plan(llm: ScriptedLLM) -> None:
+    thoughts = '<think>nginx is down {maybe}; a draft: {"steps": [{"argv": ["rm", "-rf", "/etc/nginx"]}]} - no, start it</think>\n'
+    llm.script(Answer.text(thoughts + json.dumps({"steps": [{"argv": argv} for argv in FIX], "rationale": "killed"})))
+    plan, _use = _plan(_planner(llm))
+    assert plan.source is PlanSource.LLM and [step.argv for step in plan.steps] == [tuple(argv) for argv in FIX]
+    llm.script(Answer.text('<think>only thinking, never done: {"steps": [{"argv": ["reboot"]}]}'))
+    assert _plan(_planner(llm))[0].source is PlanSource.GENERIC
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_server_that_refuses_response_format_is_asked_again_without_it(llm: ScriptedLLM, status: int) -> None:
+    llm.refuses_response_format = status  # llama.cpp's server answers json_schema with 500 "Input should be 'text' or 'json_object'"
+    llm.script(Answer.plan(FIX), Answer.plan(FIX))
+    client = _client(llm)
+    plan, _use = _plan(Planner(RunbookLibrary.load(builtin=False), None, llm=client))
+    assert plan.source is PlanSource.LLM
+    assert ["response_format" in request.body for request in llm.chat_requests] == [True, False]
+    _plan(Planner(RunbookLibrary.load(builtin=False), None, llm=client))  # the client remembers
+    assert ["response_format" in request.body for request in llm.chat_requests] == [True, False, False]
+
+
+def test_retry_after_given_as_an_http_date_is_honoured(llm: ScriptedLLM) -> None:
+    waits: list[float] = []
+    later = email.utils.formatdate(time.time() + 5, usegmt=True)
+    llm.script(Answer.error(429, headers={"Retry-After": later}), Answer.plan(FIX))
+    client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, api_key="k", max_retries=1), sleep=waits.append)
+    assert client.complete([{"role": "user", "content": "x"}], TokenBudget(6000)).attempts == 2
+    assert len(waits) == 1 and 3.0 <= waits[0] <= 5.0

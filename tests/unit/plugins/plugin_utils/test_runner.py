@@ -14,6 +14,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import (
     RunnerExecutor,
+    RunReport,
     RunStep,
     Target,
     _Leash,
@@ -66,9 +67,10 @@ def test_a_run_dies_with_the_process_that_started_it_and_tells_what_had_started(
         for pid in _processes_with(MARKER):
             os.kill(pid, signal.SIGKILL)
     run_dir = (tmp_path / "run_dir").read_text()
-    results = steps_started(run_dir, [("true",), ("sleep", MARKER)])
+    results = steps_started(run_dir, [("true",), ("sleep", MARKER)], LOCAL.name)
     assert [(result.status, result.rc) for result in results] == [("ok", 0), ("interrupted", None)]
-    assert steps_started(run_dir, [("true",), ("sleep", MARKER), ("false",)])[2].status == "skipped"
+    assert steps_started(run_dir, [("true",), ("sleep", MARKER), ("false",)], LOCAL.name)[2].status == "skipped"
+    assert [result.status for result in steps_started(run_dir, [("true",)], "another-host")] == ["skipped"]  # its events are not ours
 
 
 def test_every_word_reaches_the_host_as_written_and_a_finished_run_leaves_no_watcher_behind(tmp_path: Path) -> None:
@@ -128,3 +130,18 @@ def test_a_worker_whose_job_was_killed_kills_its_run_and_goes(tmp_path: Path) ->
     finally:
         for pid in _processes_with(MARKER):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_one_run_carries_several_hosts_each_with_its_own_steps_and_results(tmp_path: Path) -> None:
+    first = Target(name="first", host_vars=LOCAL.host_vars)
+    second = Target(name="second", host_vars=LOCAL.host_vars)
+    outcomes = RunnerExecutor(tmp_path).run_together(
+        [(first, [RunStep(argv=("printf", "%s", "{{ 1 + 1 }}"), become=False), RunStep(argv=("false",), become=False)]),
+         (second, [RunStep(argv=("printf", "%s", "second"), become=False)])],
+        purpose="remediation",
+    )
+    one, two = outcomes["first"], outcomes["second"]
+    assert isinstance(one, RunReport) and isinstance(two, RunReport)
+    assert [(r.status, r.stdout) for r in one.results] == [("ok", "{{ 1 + 1 }}"), ("failed", "")]
+    assert [(r.status, r.stdout) for r in two.results] == [("ok", "second")]
+    assert one.artifacts == two.artifacts and Path(one.artifacts).parent.name == "first"  # one run, kept under the first host

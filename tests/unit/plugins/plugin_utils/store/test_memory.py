@@ -315,7 +315,8 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
     # what ansible-runner had written when the job died: step 1 done, step 2 started
     for number, (event, task, res) in enumerate([("runner_on_start", "step 1", None), ("runner_on_ok", "step 1", {"rc": 0, "stdout": "ok"}),
                                                  ("runner_on_start", "step 2", None)], start=1):
-        (events / f"{number}-x.json").write_text(json.dumps({"event": event, "event_data": {"task": task, **({"res": res} if res else {})}}))
+        data = {"host": "web1", "task": task, **({"res": res} if res else {})}
+        (events / f"{number}-x.json").write_text(json.dumps({"event": event, "event_data": data}))
     (events / "4-partial.json").write_text('{"event": "runner_on_ok", "event_da')
     with Memory(tmp_path) as memory:
         alive, _why = _lease(memory, "r1", "web2", at=100.0, ttl=3600)

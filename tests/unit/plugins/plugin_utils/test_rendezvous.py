@@ -1,0 +1,53 @@
+"""Forks of one run that remediate at about the same time meet and share one ansible-runner run (local connection)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.rendezvous import Rendezvous
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor, RunReport, RunStep, Target
+
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+
+def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int) -> tuple[dict[str, RunReport | Exception], dict[str, str]]:
+    reports: dict[str, RunReport | Exception] = {}
+    told: dict[str, str] = {}
+
+    def fork(name: str) -> None:
+        executor = Rendezvous(RunnerExecutor(tmp_path), key="run-1", hosts=run_hosts, gap=2.0)
+        try:
+            reports[name] = executor.run(hosts[name], [RunStep(argv=("printf", "%s", name), become=False)], purpose="remediation",
+                                         started=lambda run_dir: told.__setitem__(name, run_dir), timeout=60)
+        except Exception as exc:  # noqa: BLE001 - the test reports what each fork got
+            reports[name] = exc
+
+    threads = [threading.Thread(target=fork, args=(name,)) for name in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return reports, told
+
+
+def test_forks_that_remediate_together_share_one_run_and_each_gets_its_own_results(tmp_path: Path) -> None:
+    hosts = {name: Target(name=name, host_vars=LOCAL) for name in ("web1", "web2", "web3")}
+    reports, told = _meet(tmp_path, hosts, run_hosts=3)
+    assert all(isinstance(report, RunReport) for report in reports.values()), reports
+    assert {name: [(r.status, r.stdout) for r in report.results] for name, report in reports.items()  # type: ignore[union-attr]
+            } == {name: [("ok", name)] for name in hosts}
+    assert len({report.artifacts for report in reports.values()}) == 1  # type: ignore[union-attr]
+    assert len(set(told.values())) == 1 and set(told) == set(hosts)  # each fork's lease learnt the shared run before it started
+    assert len(list(tmp_path.glob("*/*-remediation-*"))) == 1
+
+
+def test_a_fork_with_other_connection_secrets_or_alone_in_its_run_runs_by_itself(tmp_path: Path) -> None:
+    hosts = {"web1": Target(name="web1", host_vars=LOCAL, secret_vars={"ansible_become_password": "one"}),
+             "web2": Target(name="web2", host_vars=LOCAL, secret_vars={"ansible_become_password": "two"})}
+    reports, _told = _meet(tmp_path / "secrets", hosts, run_hosts=2)
+    assert all(isinstance(report, RunReport) for report in reports.values()), reports
+    assert len({report.artifacts for report in reports.values()}) == 2  # type: ignore[union-attr]
+    alone, _told = _meet(tmp_path / "alone", {"web1": Target(name="web1", host_vars=LOCAL)}, run_hosts=1)
+    assert isinstance(alone["web1"], RunReport) and alone["web1"].results[0].stdout == "web1"
