@@ -36,6 +36,8 @@ class Answer:
     # a 200 body that is no chat completion (a proxy's login page, a JSON array): sent as it is, with this content type
     raw: str | None = None
     content_type: str = "application/json"
+    # seconds between the bytes of the body: a server that trickles its answer passes every per-read timeout
+    trickle: float = 0.0
 
     @classmethod
     def text(cls, content: str, **kwargs: Any) -> Answer:
@@ -62,6 +64,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    query: str = ""
 
     @property
     def prompt(self) -> str:
@@ -132,13 +135,14 @@ class ScriptedLLM:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     body = {"unparsable": raw.decode("utf-8", "replace")}
-                recorded = Recorded(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body=body)
-                if self.path.rstrip("/").endswith("/embeddings"):
+                path, _mark, query = self.path.partition("?")
+                recorded = Recorded(path=path, headers={k.lower(): v for k, v in self.headers.items()}, body=body, query=query)
+                if path.rstrip("/").endswith("/embeddings"):
                     with llm._lock:
                         llm.requests.append(recorded)
                     self._embeddings(body)
                     return
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not path.rstrip("/").endswith("/chat/completions"):
                     llm._next_answer(recorded)
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
@@ -168,7 +172,7 @@ class ScriptedLLM:
                     "choices": [{"index": 0, "finish_reason": answer.finish_reason, "message": {"role": "assistant", "content": answer.content}}],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                               "total_tokens": prompt_tokens + completion_tokens},
-                }, answer.headers)
+                }, answer.headers, trickle=answer.trickle)
 
             def _embeddings(self, body: dict[str, Any]) -> None:
                 if llm.embeddings_status != 200:
@@ -179,10 +183,11 @@ class ScriptedLLM:
                         for i, text in enumerate(inputs)]
                 self._json(200, {"object": "list", "data": data[::-1], "model": body.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
-            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                self._send(status, json.dumps(payload).encode(), "application/json", headers)
+            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None, trickle: float = 0.0) -> None:
+                self._send(status, json.dumps(payload).encode(), "application/json", headers, trickle)
 
-            def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+            def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None,
+                      trickle: float = 0.0) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", content_type)
@@ -190,7 +195,12 @@ class ScriptedLLM:
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not trickle:
+                        self.wfile.write(data)
+                    for byte in data if trickle else b"":
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(trickle)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test): nothing to answer to
 

@@ -34,7 +34,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, MODES, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import SCHEMA_FORMS, LLMClient, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
@@ -69,6 +69,7 @@ PLANNING_SPEC: dict[str, Any] = dict(
             max_retries=dict(type="int", default=3),
             token_budget=dict(type="int", default=6000),
             json_mode=dict(type="bool", default=True),
+            schema=dict(type="str", default="none", choices=list(SCHEMA_FORMS)),
         ),
     ),
 )
@@ -245,5 +246,5 @@ def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
         model=options["model"], base_url=options.get("base_url") or None,
         api_key=options.get("api_key") or os.environ.get("OPENAI_API_KEY") or None,
         timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
-        json_mode=options["json_mode"],
+        json_mode=options["json_mode"], schema=options["schema"],
     )

@@ -80,11 +80,17 @@ options:
         description: The API key. Defaults to the controller's C(OPENAI_API_KEY). Never shown, stored or sent to hosts.
         type: str
       timeout:
-        description: Seconds one request may take.
+        description:
+          - Seconds the whole planning call may take - every request, retry and wait included, whatever the server does
+            (one that trickles its answer byte by byte too). Past it, the offline planner plans and says why.
         type: float
         default: 30.0
       max_retries:
-        description: Retries, with exponential backoff (and C(Retry-After)), after HTTP 408, 409, 429, 5xx, timeouts and connection errors.
+        description:
+          - Retries, with exponential backoff (and C(Retry-After), in seconds or as an HTTP date), after HTTP 408, 409,
+            429, 5xx and connection errors, within O(llm.timeout).
+          - A server that refuses C(response_format) (HTTP 400, or llama.cpp's 500) is asked again without it, not
+            counted as a retry.
         type: int
         default: 3
       token_budget:
@@ -92,9 +98,21 @@ options:
         type: int
         default: 6000
       json_mode:
-        description: Ask for a JSON answer (C(response_format)); turn off for servers that reject it.
+        description:
+          - Ask for a JSON answer (C(response_format) C(json_object)). A server that refuses it (HTTP 400, or llama.cpp's
+            500) is asked again without it, so this rarely needs turning off.
         type: bool
         default: true
+      schema:
+        description:
+          - Send the plan's JSON schema in the form the server takes (structured outputs, which make small local models
+            answer valid plans) - C(openai) (C(response_format) C(json_schema) - OpenAI, Azure OpenAI, vLLM, LM Studio),
+            C(llamacpp) (C(response_format) C(json_object) with C(schema) - llama.cpp's server), C(ollama) (C(format) -
+            Ollama's OpenAI-compatible endpoint), or C(none) (only O(llm.json_mode)). A server that refuses it is asked
+            again without it.
+        type: str
+        choices: [none, openai, llamacpp, ollama]
+        default: none
   knowledge:
     description:
       - Ground the LLM's prompt in the closest runbooks and documents of the knowledge base in

@@ -411,7 +411,18 @@ def port_owners(port):
 
 
 def _pids():
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    """The processes of this host's own pid namespace (the one the check runs in): a container's daemon, seen from
+    the host in a namespace of its own, never makes the host's service look healthy. A process whose namespace
+    cannot be read (another user's, without become) is counted."""
+    own = _pid_namespace("self")
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _pid_namespace(entry) in (own, None)]
+
+
+def _pid_namespace(pid):
+    try:
+        return os.readlink("/proc/%s/ns/pid" % pid)
+    except OSError:
+        return None
 
 
 def _comm(pid):

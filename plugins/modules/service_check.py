@@ -83,7 +83,8 @@ options:
             type: str
       process:
         description:
-          - Name of a process (as in C(/proc/PID/comm)) that must be running.
+          - Name of a process (as in C(/proc/PID/comm)) that must be running in the host's own pid namespace (a
+            container's process of that name, seen from the host, does not count).
           - Also tells which processes belong to the service when its ports are held by someone else.
             Defaults to the init service name for that purpose.
         type: str

@@ -10,9 +10,11 @@ The API key never leaves this module: not in errors, not in reprs, not in result
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -23,6 +25,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Sentin
 MAX_STEPS = 3
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+# Azure OpenAI's classic URL: the deployment in the path, the API version in the query
+_AZURE_DEPLOYMENT = re.compile(r"^(?P<endpoint>https?://[^/]+)/openai/deployments/(?P<deployment>[^/?]+)/?\?(?:.*&)?api-version=(?P<version>[^&]+)")
 # A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer.
 _THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
@@ -46,6 +50,22 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 
 
+# How a server takes the plan's JSON schema (structured outputs: what makes small local models answer valid plans).
+SCHEMA_FORMS = ("none", "openai", "llamacpp", "ollama")
+
+
+def answer_format(json_mode: bool, schema: str) -> dict[str, Any]:
+    """The request's keywords that ask for the answer's shape: the plan's schema in the form the server takes (OpenAI's
+    ``json_schema``, llama.cpp's ``json_object`` with ``schema``, Ollama's ``format``), or only JSON, or nothing."""
+    if schema == "openai":
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}}}
+    if schema == "llamacpp":
+        return {"response_format": {"type": "json_object", "schema": PLAN_SCHEMA}}
+    if schema == "ollama":
+        return {"extra_body": {"format": PLAN_SCHEMA}}
+    return {"response_format": {"type": "json_object"}} if json_mode else {}
+
+
 class LLMError(SentinelError):
     """The LLM could not give a usable plan (down, slow, over budget, or an unusable answer)."""
 
@@ -60,10 +80,13 @@ class LLMSettings:
     backoff: float = 1.0
     token_budget: int = 6000
     json_mode: bool = True
+    schema: str = "none"
 
     def __post_init__(self) -> None:
         if not self.model:
             raise LLMError("an LLM needs a model name", field="llm.model", value=self.model)
+        if self.schema not in SCHEMA_FORMS:
+            raise LLMError("unknown way to send the plan's schema", field="llm.schema", value=self.schema, hint=f"one of {', '.join(SCHEMA_FORMS)}")
         if self.timeout <= 0 or self.max_retries < 0 or self.token_budget < 500:
             limits = {"timeout": self.timeout, "max_retries": self.max_retries, "token_budget": self.token_budget}
             raise LLMError("invalid LLM limits", field="llm", value=limits, hint="timeout > 0, max_retries >= 0, token_budget >= 500")
@@ -112,47 +135,85 @@ class LLMClient:
         self.settings = settings
         self._openai = openai
         self._sleep = sleep
-        self._client = openai.OpenAI(
+        azure = _AZURE_DEPLOYMENT.match(settings.base_url or "")
+        self._client = openai.AzureOpenAI(
+            azure_endpoint=azure["endpoint"], azure_deployment=azure["deployment"], api_version=azure["version"],
+            api_key=settings.api_key or "not-needed", timeout=settings.timeout, max_retries=0,
+        ) if azure else openai.OpenAI(
             base_url=settings.base_url, api_key=settings.api_key or "not-needed", timeout=settings.timeout, max_retries=0,
         )
-        # a server that refused response_format (HTTP 400, or llama.cpp's 500) is asked without it from then on
-        self._json_mode = settings.json_mode
+        # a server that refused the answer's format (HTTP 400, or llama.cpp's 500) is asked without it from then on
+        self._format = answer_format(settings.json_mode, settings.schema)
 
     def complete(self, messages: Sequence[Mapping[str, str]], budget: TokenBudget) -> Completion:
         estimated = sum(estimate_tokens(m["content"]) for m in messages)
         if not budget.allows(estimated):
             raise LLMError("the incident's token budget is spent", field="token_budget", value=budget.limit,
                            hint=f"{budget.spent} tokens spent, this prompt needs about {estimated}")
+        # one deadline for the whole call, retries and waits included, whatever the server does (a body trickled byte
+        # by byte passes every per-read timeout)
+        deadline = time.monotonic() + self.settings.timeout
         attempt = 0
         while attempt <= self.settings.max_retries:
             attempt += 1
-            extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if self._json_mode else {}
+            left = deadline - time.monotonic()
             try:
-                response = self._client.chat.completions.create(
-                    model=self.settings.model, messages=list(messages), temperature=0, **extra,  # type: ignore[arg-type]
-                )
+                response = self._before(deadline, attempt, functools.partial(
+                    self._client.chat.completions.create, model=self.settings.model, messages=list(messages), temperature=0,
+                    timeout=max(left, 0.1), **self._format,
+                ))
             except self._openai.APIStatusError as exc:
-                if self._json_mode and exc.status_code in (400, 422, 500) and "response_format" in str(exc.message):
-                    self._json_mode = False  # the server does not take it: ask again, at once, without it
+                if self._format and exc.status_code in (400, 422, 500) and re.search(r"response_format|format|schema", str(exc.message)):
+                    self._format = {}  # the server does not take it: ask again, at once, without it
                     attempt -= 1
                     continue
                 if exc.status_code not in RETRYABLE_STATUS or attempt > self.settings.max_retries:
                     raise LLMError(f"the LLM answered HTTP {exc.status_code}", field="llm.base_url", value=self.settings.base_url,
                                    hint=_brief(exc.message)) from None
-                self._sleep(self._delay(attempt, exc.response.headers.get("retry-after")))
+                self._wait(self._delay(attempt, exc.response.headers.get("retry-after")), deadline, attempt)
                 continue
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as exc:
-                if attempt > self.settings.max_retries:
+                if attempt > self.settings.max_retries or isinstance(exc, self._openai.APITimeoutError):
                     kind = "did not answer in time" if isinstance(exc, self._openai.APITimeoutError) else "cannot be reached"
                     raise LLMError(f"the LLM {kind}", field="llm.base_url", value=self.settings.base_url,
-                                   hint=f"timeout {self.settings.timeout}s, {attempt} attempts") from None
-                self._sleep(self._delay(attempt, None))
+                                   hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts") from None
+                self._wait(self._delay(attempt, None), deadline, attempt)
                 continue
             except self._openai.APIError as exc:  # a body the client cannot read as a response
                 raise LLMError("the LLM's answer is not a chat completion", field="llm.base_url", value=self.settings.base_url,
                                hint=_brief(str(exc))) from None
             return _completion(response, estimated, attempt, budget)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _before(self, deadline: float, attempt: int, call: Callable[[], Any]) -> Any:
+        """The call's answer, or an LLMError once the deadline passed: it runs in a thread of its own, left behind to
+        end by itself."""
+        outcome: list[Any] = []
+
+        def ask() -> None:
+            try:
+                outcome.append((True, call()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=ask, name="sentinel-heal-llm", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0))
+        if not outcome:
+            raise LLMError("the LLM did not answer in time", field="llm.base_url", value=self.settings.base_url,
+                           hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts")
+        answered, value = outcome[0]
+        if not answered:
+            raise value
+        return value
+
+    def _wait(self, seconds: float, deadline: float, attempt: int) -> None:
+        """Wait before the next attempt, unless that would pass the deadline: then the call ends now."""
+        if time.monotonic() + seconds >= deadline:
+            raise LLMError("the LLM did not answer in time", field="llm.base_url", value=self.settings.base_url,
+                           hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts, the next not before "
+                                f"{seconds:.0f}s")
+        self._sleep(seconds)
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         """Seconds to wait before the next attempt: what Retry-After says (seconds or an HTTP date), at most 30 s, or
@@ -201,9 +262,9 @@ def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
     raw_steps = data.get("steps") or []
     if not isinstance(raw_steps, list):
         raise LLMError("'steps' in the LLM's plan is not a list", field="answer.steps", value=_brief(json.dumps(raw_steps)))
-    if len(raw_steps) > MAX_STEPS:
-        raise LLMError(f"the LLM proposed more than {MAX_STEPS} steps", field="answer.steps", value=len(raw_steps))
-    steps = tuple(_step_argv(index, step, init_service) for index, step in enumerate(raw_steps))
+    steps = tuple(argv for index, step in enumerate(raw_steps) for argv in _normalised(_step_argv(index, step, init_service)))
+    if len(steps) > MAX_STEPS:
+        raise LLMError(f"the LLM proposed more than {MAX_STEPS} steps", field="answer.steps", value=len(steps))
     if not steps and not escalate:
         raise LLMError("the LLM's plan has neither steps nor a reason to escalate", field="answer", value=_brief(text))
     return ProposedPlan(
@@ -247,6 +308,24 @@ def _step_argv(index: int, step: Any, init_service: str) -> tuple[str, ...]:
             raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
         return tuple(argv)
     return _module_argv(where, str(step.get("module", "")), step.get("args") or {}, init_service)
+
+
+def _normalised(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """What a model commonly writes, as the steps the guard judges: ``a && b`` is two steps (a plan stops at a failed
+    step, as ``&&`` does), and a bare leading ``sudo`` is dropped (the policy's rule decides who runs a step)."""
+    steps: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for word in (*argv, "&&"):
+        if word != "&&":
+            current.append(word)
+            continue
+        if current[:1] == ["sudo"] and len(current) > 1 and not current[1].startswith("-"):
+            current = current[1:]
+        if not current:
+            raise LLMError("a step joins an empty command with &&", field="answer.steps", value=_brief(" ".join(argv)))
+        steps.append(tuple(current))
+        current = []
+    return steps
 
 
 _SERVICE_VERBS = {"started": "start", "stopped": "stop", "restarted": "restart", "reloaded": "reload"}

@@ -3,17 +3,20 @@
 Sources are tried in order of trust. A fix verified before for the same failure fingerprint comes
 from memory; otherwise the most specific runbook whose match holds on the evidence; otherwise the
 LLM, when one is configured, grounded in the evidence, memory and knowledge; otherwise the fallback
-runbooks (priority 0 or lower) and a restart of the service. A plan whose steps already failed for
-this fingerprint is not tried again; when no untried plan is left the incident is escalated. When
+runbooks (priority 0 or lower) and a restart of the service - one such blind plan at most per failure, which a second
+could not heal where the first failed. A plan whose steps already failed for this fingerprint is not tried again; when
+no untried plan is left the incident is escalated with what the evidence says went wrong. When
 the LLM is down, slow, over budget or answers nonsense, the offline sources plan and the plan says so.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import KnowledgeSource, build_messages, knowledge_query
@@ -109,10 +112,12 @@ class Planner:
             except LLMError as exc:
                 llm_use.fallback = str(exc)
                 note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
-        plan = self._from_runbooks([rb for rb in matching if rb.priority <= 0], failure, diagnosis, excluded, note)
-        if plan is not None:
-            return plan
-        if (GENERIC_RESTART,) not in excluded:
+        # a failure nobody foresaw gets one blind start or restart at most: a second cannot help where the first failed
+        blind = {(GENERIC_RESTART,)} | {rb.templates for rb in self.runbooks.candidates(failure) if rb.priority <= 0}
+        if not blind & set(excluded):
+            plan = self._from_runbooks([rb for rb in matching if rb.priority <= 0], failure, diagnosis, excluded, note)
+            if plan is not None:
+                return plan
             return Plan(
                 source=PlanSource.GENERIC, reference="restart", rationale="no runbook matched: restart the service" + note,
                 steps=(render_step(GENERIC_RESTART, failure),),
@@ -120,7 +125,9 @@ class Planner:
         tried = "; ".join(" && ".join(render_text(template, failure, {}) for template in templates) for templates in sorted(excluded))
         return Plan(
             source=PlanSource.GENERIC, reference="exhausted", rationale="no untried plan is left" + note,
-            escalation=f"{failure.service}: every known plan was tried without a verified recovery ({tried})",
+            escalation=(f"{failure.service}: every known plan was tried without a verified recovery ({tried}), and no runbook knows "
+                        f"this failure, so it is not restarted blindly again; what it says: {evidence_digest(failure)}; a person "
+                        "should fix that cause, and the next run verifies it"),
         )
 
     def _from_runbooks(
@@ -173,3 +180,25 @@ def _templated(argv: Sequence[str], failure: Failure) -> str:
     with the next incident's pid and paths, not this one's."""
     by_value = {value: name for name, value in placeholder_values(failure).items()}
     return " ".join(f"{{{by_value[arg]}}}" if arg in by_value else shlex.quote(arg) for arg in argv)
+
+
+_ERROR_LINE = re.compile(r"error|fail|fatal|denied|no such file|cannot|can't|invalid|emerg|crit|refused|not found|no space", re.IGNORECASE)
+
+
+def evidence_digest(failure: Failure, *, lines: int = 3) -> str:
+    """What the evidence says went wrong, in the service's own words: the journal's cause, the error lines of its status
+    and logs, who holds its ports, what is missing, which filesystem is full."""
+    evidence = failure.evidence
+    said: list[str] = []
+    cause = (evidence.get("unit") or {}).get("cause")
+    if cause:
+        said.append(str(cause))
+    texts = [str((evidence.get("status") or {}).get("output") or ""), *(str(text) for text in (evidence.get("logs") or {}).values())]
+    for text in texts:
+        said += [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line) and line.strip() not in said]
+    said = [clip(line, 160) for line in said[:lines]]
+    said += [f"port {owner.get('port')} is held by {owner.get('process')} (pid {owner.get('pid')})" for owner in evidence.get("port_owners") or []]
+    said += [f"{path.get('path')} is missing" for path in evidence.get("paths") or [] if path.get("exists") is False]
+    said += [f"the filesystem of {disk.get('path')} is full" for disk in evidence.get("disk") or []
+             if disk.get("full") or disk.get("inodes_exhausted")]
+    return "; ".join(said) or "no error line in its status or log (see its log)"

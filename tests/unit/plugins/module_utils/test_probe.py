@@ -292,3 +292,29 @@ def test_redaction_keeps_ordinary_log_lines() -> None:
 ])
 def test_a_unit_is_masked_by_its_load_state_or_its_unit_file_state(unit: dict[str, str] | None, masked: bool) -> None:
     assert unit_masked(unit) is masked
+
+
+def _every_pid() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a pid namespace of its own needs root")
+def test_a_process_in_another_pid_namespace_does_not_count_as_the_hosts_service(tmp_path: Path) -> None:
+    daemon = tmp_path / "sntl-ctrdaemon"
+    daemon.write_bytes(Path("/bin/sleep").read_bytes())
+    daemon.chmod(0o755)
+    # as a container's daemon: the host sees its process, in a pid namespace that is not the host's
+    contained = subprocess.Popen(["unshare", "--pid", "--fork", str(daemon), "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while not any(_probe._comm(pid) == daemon.name for pid in _every_pid()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any(_probe._comm(pid) == daemon.name for pid in _every_pid()), "the contained daemon never started"
+        assert _probe.find_pids(daemon.name) == []
+        with subprocess.Popen([str(daemon), "30"]) as own:
+            assert _probe.find_pids(daemon.name) == [own.pid]
+            own.kill()
+    finally:
+        contained.kill()
+        contained.wait()
+        subprocess.run(["pkill", "-f", str(daemon)], check=False)

@@ -102,14 +102,18 @@ def test_second_identical_incident_is_planned_from_memory_without_evidence_comma
     assert [purpose for purpose, _argvs in executor.runs] == ["remediation"]
 
 
-def test_failing_verification_retries_with_a_new_plan_then_escalates(tmp_path: Path) -> None:
+def test_a_failure_no_runbook_knows_gets_one_blind_start_then_escalates_with_what_the_evidence_says(tmp_path: Path) -> None:
     executor = ScriptedExecutor()
-    outcome = heal_incident(nginx_failure("not_running"), _tools(tmp_path, executor, [STILL_DOWN] * 5, max_attempts=2))
-    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record"] * 2 + ["escalate"]
+    said = '[emerg] open() "/run/nginx/x.sock" failed (13: Permission denied)'
+    evidence = dict(nginx_failure("not_running").evidence, logs={"/var/log/nginx/error.log": said})
+    failure = dataclasses.replace(nginx_failure("not_running"), evidence=evidence)
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [STILL_DOWN] * 5, max_attempts=3))
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "diagnose", "plan", "record", "escalate"]
     assert outcome.state.status == "escalated"
-    assert "not healed by attempt 2, the last allowed" in outcome.state.reason
-    # never the same plan twice
-    assert executor.remediations == [[("service", "nginx", "start")], [("service", "nginx", "restart")]]
+    # one start, not a restart after it: a second blind try cannot help where the first failed
+    assert executor.remediations == [[("service", "nginx", "start")]]
+    assert "so it is not restarted blindly again" in outcome.state.reason
+    assert 'what it says: [emerg] open() "/run/nginx/x.sock" failed (13: Permission denied)' in outcome.state.reason
     assert len(outcome.state.episodes) == 2
 
 
@@ -338,16 +342,16 @@ def test_no_attempt_starts_past_the_incidents_deadline_and_a_run_gets_only_what_
     failing = {"healthy": False, "summary": "still down", "checks": []}
 
     def verify(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-        now[0] += 250  # each remediation and check takes its time
+        now[0] += 350  # each remediation and check takes its time
         return failing
 
     tools = _tools(tmp_path, executor, [], verify=verify, clock=lambda: now[0], incident_timeout=600, max_attempts=5)
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.state.status == "escalated"
-    assert "the incident's deadline (600 s) passed after 3 remediation attempt(s)" in outcome.state.reason
-    assert outcome.trace.path[-2:] == ["diagnose", "escalate"] and len(executor.remediations) == 3
+    assert "the incident's deadline (600 s) passed after 2 remediation attempt(s)" in outcome.state.reason
+    assert outcome.trace.path[-2:] == ["diagnose", "escalate"] and len(executor.remediations) == 2
     # evidence, then the remediation, each attempt: a run may take only what is left of the deadline
-    assert executor.timeouts == [600.0, 600.0, 350.0, 350.0, 100.0, 100.0]
+    assert executor.timeouts == [600.0, 600.0, 250.0, 250.0]
 
 
 def test_a_run_that_would_start_past_the_deadline_does_not_start(tmp_path: Path) -> None:
@@ -520,8 +524,9 @@ def test_the_canary_of_a_job_that_died_is_taken_over_and_one_never_verified_in_t
 
 def test_a_run_past_its_error_threshold_halts_and_nothing_more_runs_in_it(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
+    # each host tries the same runbook plan (the others' failures of it not held against it)
     tools = _tools(tmp_path, executor, [STILL_DOWN] * 2 + [HEALTHY],
-                   blast_radius=BlastRadius(run_id="run-1", max_fail_percentage=25, run_hosts=4), max_attempts=1)
+                   blast_radius=BlastRadius(run_id="run-1", max_fail_percentage=25, run_hosts=4), max_attempts=1, failed_plan_ttl=-10)
     for host in ("web1", "web2"):  # 1 of 4 failed: 25%, not more than the threshold, so web2 runs
         assert heal_incident(nginx_failure(host=host), _on(tools, host)).state.status == "escalated"
     halted = heal_incident(nginx_failure(host="web3"), _on(tools, "web3"))

@@ -14,7 +14,7 @@ from test_healing import HEALTHY, ScriptedExecutor, _tools
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import PLAN_SCHEMA, LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import build_messages
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
@@ -258,3 +258,58 @@ def test_retry_after_given_as_an_http_date_is_honoured(llm: ScriptedLLM) -> None
     client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, api_key="k", max_retries=1), sleep=waits.append)
     assert client.complete([{"role": "user", "content": "x"}], TokenBudget(6000)).attempts == 2
     assert len(waits) == 1 and 3.0 <= waits[0] <= 5.0
+
+
+def test_azure_openais_classic_deployment_url_reaches_the_deployment_with_its_api_version(llm: ScriptedLLM) -> None:
+    host = llm.base_url.removesuffix("/v1")
+    llm.script(Answer.plan(FIX))
+    client = _client(llm, base_url=f"{host}/openai/deployments/gpt-4o-prod?api-version=2024-06-01")
+    assert json.loads(client.complete([{"role": "user", "content": "x"}], TokenBudget(6000)).text)["steps"]
+    [request] = llm.chat_requests
+    assert (request.path, request.query) == ("/openai/deployments/gpt-4o-prod/chat/completions", "api-version=2024-06-01")
+    assert request.headers["api-key"] == "sk-unit-test-key-0123456789"
+
+
+def test_one_deadline_bounds_the_whole_planning_call_even_against_a_server_that_trickles(llm: ScriptedLLM) -> None:
+    llm.default = Answer.plan(FIX, trickle=0.05)  # a few hundred bytes, one every 50 ms: each read is quick, the answer never is
+    started = time.monotonic()
+    plan, use = _plan(_planner(llm, timeout=2.0, max_retries=3))
+    assert time.monotonic() - started < 4.0
+    assert plan.source is PlanSource.GENERIC and use.fallback and "did not answer in time" in use.fallback
+    assert "timeout 2.0s for the whole call" in use.fallback
+
+
+def test_what_a_model_commonly_writes_becomes_the_steps_the_guard_judges() -> None:
+    joined = parse_plan(json.dumps({"steps": [{"argv": ["sudo", "systemctl", "reset-failed", "nginx", "&&", "systemctl", "start", "nginx"]}]}),
+                        init_service="nginx")
+    assert joined.steps == (("systemctl", "reset-failed", "nginx"), ("systemctl", "start", "nginx"))
+    # sudo with options is not a bare prefix: it stays, and the guard judges it as written
+    assert parse_plan('{"steps": [["sudo", "-u", "postgres", "psql"]]}', init_service="x").steps == (("sudo", "-u", "postgres", "psql"),)
+    with pytest.raises(LLMError, match="more than 3 steps"):
+        parse_plan('{"steps": [["true", "&&", "true"], ["true", "&&", "true"]]}', init_service="x")
+    with pytest.raises(LLMError, match="empty command"):
+        parse_plan('{"steps": [["true", "&&"]]}', init_service="x")
+
+
+@pytest.mark.parametrize(("schema", "sent"), [
+    ("openai", {"response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}}}),
+    ("llamacpp", {"response_format": {"type": "json_object", "schema": PLAN_SCHEMA}}),
+    ("ollama", {"format": PLAN_SCHEMA}),
+])
+def test_the_plans_schema_is_sent_in_the_form_the_server_takes_and_dropped_when_refused(llm: ScriptedLLM, schema: str,
+                                                                                        sent: dict[str, Any]) -> None:
+    llm.script(Answer.plan(FIX))
+    plan, _use = _plan(_planner(llm, schema=schema))
+    assert plan.source is PlanSource.LLM
+    [request] = llm.chat_requests
+    assert {key: request.body[key] for key in sent} == sent
+    if schema != "ollama":
+        llm.refuses_response_format = 500
+        llm.script(Answer.plan(FIX))
+        assert _plan(_planner(llm, schema=schema))[0].source is PlanSource.LLM
+        assert "response_format" not in llm.chat_requests[-1].body
+
+
+def test_an_unknown_schema_form_is_refused_naming_the_option() -> None:
+    with pytest.raises(LLMError, match=r"field: llm\.schema; value: 'vllm'"):
+        LLMSettings(model="m", schema="vllm")

@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import GENERIC_RESTART, Diagnosis, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary, parse_runbook, render_step, render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
@@ -70,17 +70,19 @@ def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, libr
     assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
 
 
-def test_failed_plans_are_skipped_then_generic_restart_then_escalation(library: RunbookLibrary) -> None:
+def test_a_failure_no_runbook_knows_gets_one_blind_plan_then_an_escalation_with_what_the_evidence_says(library: RunbookLibrary) -> None:
     planner = Planner(library, None)
-    failure = nginx_failure("not_running")
+    failure = dataclasses.replace(nginx_failure("not_running", owner={"port": 80, "pid": 4242, "process": "python3"}), evidence=dict(
+        nginx_failure("not_running", owner={"port": 80, "pid": 4242, "process": "python3"}).evidence,
+        paths=[{"path": "/var/log/nginx", "exists": False}], disk=[{"path": "/var/lib", "full": True}]))
     first = _plan(planner, failure)
     assert first.reference == "service-not-running"
     second = _plan(planner, failure, excluded=frozenset({first.templates}))
-    assert second.source is PlanSource.GENERIC and second.templates == (GENERIC_RESTART,)
-    third = _plan(planner, failure, excluded=frozenset({first.templates, second.templates}))
-    assert third.steps == () and third.escalation and "every known plan was tried" in third.escalation
-    # the plans as they ran, not their templates
-    assert "(service nginx restart; service nginx start)" in third.escalation and "{" not in third.escalation
+    assert second.steps == () and second.escalation and "every known plan was tried" in second.escalation
+    # the plans as they ran, not their templates, and the cause in the evidence's words
+    assert "(service nginx start)" in second.escalation and "{" not in second.escalation
+    assert ("port 80 is held by python3 (pid 4242); /var/log/nginx is missing; the filesystem of /var/lib is full"
+            in second.escalation)
 
 
 def _on_systemd(failure: Failure, unit_id: str, **unit: str) -> Failure:
