@@ -127,7 +127,11 @@ class RunnerExecutor:
         events: dict[tuple[str, int], dict[str, Any]] = {}
         run_timeout = self.step_timeout * max(len(steps) for _target, steps in members) + 60
         time_limit = run_timeout if timeout is None else max(1.0, min(run_timeout, timeout))
-        leash = _Leash()
+        try:
+            leash = _Leash()
+        except OSError as exc:  # no process left to start (a process limit, memory): nothing ran
+            raise ExecutorError("the run's watcher could not start, so the run did not", field="artifacts", value=str(run_dir),
+                                hint=f"{exc}; the controller is out of processes or memory") from exc
         began = time.monotonic()
         ended = ""
 

@@ -145,3 +145,10 @@ def test_one_run_carries_several_hosts_each_with_its_own_steps_and_results(tmp_p
     assert [(r.status, r.stdout) for r in one.results] == [("ok", "{{ 1 + 1 }}"), ("failed", "")]
     assert [(r.status, r.stdout) for r in two.results] == [("ok", "second")]
     assert one.artifacts == two.artifacts and Path(one.artifacts).parent.name == "first"  # one run, kept under the first host
+
+
+def test_a_watcher_that_cannot_start_stops_the_run_before_it_starts_with_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))  # as when no process can be started
+    with pytest.raises(ExecutorError, match="the run's watcher could not start, so the run did not"):
+        RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("touch", str(tmp_path / "ran")), become=False)], purpose="remediation")
+    assert not (tmp_path / "ran").exists()
