@@ -44,7 +44,7 @@ $(COLLECTION_LINK):
 
 $(MINILM_ONNX): | $(VENV)/.installed $(COLLECTION_LINK)
 	$(BIN)/python -c 'import sys; from pathlib import Path; sys.path.insert(0, ".collections"); \
-	  from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import build_minilm_onnx; \
+	  from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import build_minilm_onnx; \
 	  print(build_minilm_onnx(Path(sys.argv[1])))' '$(MINILM_DIR)'
 
 # ansible-test downloads a pip bootstrap script; offline, this one bootstraps pip from ensurepip.

@@ -32,14 +32,14 @@ from minilm_reference import SENTENCES, reference_embedding  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import (  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import (  # noqa: E402
     MAX_TOKENS,
     MiniLMEmbedder,
     build_minilm_onnx,
     default_model_dir,
     packaged_model_files,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import Knowledge  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import Knowledge  # noqa: E402
 
 # BENCH_SCALE shrinks every size (the test suite runs the benchmark at 0.05 so it cannot rot)
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))

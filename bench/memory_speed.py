@@ -23,9 +23,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / ".collections")]
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import estimate_tokens  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import build_messages  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import estimate_tokens  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import build_messages  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory  # noqa: E402
 
 EPISODES = int(os.environ.get("BENCH_EPISODES", "100000"))

@@ -27,18 +27,18 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     step_executor,
     target_for_task,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION, embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, SharedKnowledge
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import SCHEMA_FORMS, LLMClient, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, MODES, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, SharedKnowledge
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import SCHEMA_FORMS, LLMClient, LLMSettings
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows

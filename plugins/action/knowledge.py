@@ -10,9 +10,9 @@ from typing import Any
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import EMBEDDINGS_OPTION, embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION, embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, IngestReport, Knowledge, resolve_documents
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import KNOWLEDGE_DIR, IngestReport, Knowledge, resolve_documents
 
 ARGUMENT_SPEC = dict(
     operation=dict(type="str", required=True, choices=["ingest", "query", "list", "drop"]),

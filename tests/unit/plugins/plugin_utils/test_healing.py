@@ -13,12 +13,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory

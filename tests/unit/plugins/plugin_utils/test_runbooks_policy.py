@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_plan, load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary
 
 # Declarations like an operator's (the lab's, plus services the lab does not run), for the policy check below.
 SPECS: dict[str, dict[str, Any]] = {

@@ -12,12 +12,12 @@ import pytest
 from llm_server import Answer, ScriptedLLM
 from test_healing import HEALTHY, ScriptedExecutor, _tools
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import PLAN_SCHEMA, LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import build_messages
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import PLAN_SCHEMA, LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, LLMUse, Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import build_messages
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
@@ -215,8 +215,8 @@ def test_in_the_loop_a_second_identical_incident_costs_no_llm_call(llm: Scripted
 
 
 def test_the_prompt_carries_the_closest_runbooks_from_the_knowledge_base(llm: ScriptedLLM, tmp_path: Path) -> None:
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import MiniLMEmbedder
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import SharedKnowledge
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import MiniLMEmbedder
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import SharedKnowledge
 
     library = RunbookLibrary.load()
     planner = Planner(RunbookLibrary.load(builtin=False), None, llm=_client(llm),

@@ -6,10 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
+    NotApplicable,
+    RunbookLibrary,
+    parse_runbook,
+    render_step,
+    render_text,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.planner import Diagnosis, Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import NotApplicable, RunbookLibrary, parse_runbook, render_step, render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.llm import LLMClient, LLMError, TokenBudget, parse_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.prompts import KnowledgeSource, build_messages, knowledge_query
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, TokenBudget, parse_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import KnowledgeSource, build_messages, knowledge_query
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
     NotApplicable,
     Runbook,
     RunbookLibrary,
@@ -28,6 +27,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import (
     render_step,
     render_text,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, RememberedFix
 
 GENERIC_RESTART = "service {init_service} restart"

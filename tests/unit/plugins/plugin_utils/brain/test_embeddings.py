@@ -13,8 +13,8 @@ from minilm_reference import SENTENCES, reference_embedding
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils import embeddings
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain import embeddings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import (
     MAX_TOKENS,
     ONNX_FILES,
     MiniLMEmbedder,

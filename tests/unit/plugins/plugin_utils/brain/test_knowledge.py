@@ -14,9 +14,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import MiniLMEmbedder
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import KnowledgeError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import MiniLMEmbedder
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import (
     CHUNK_OVERLAP,
     CHUNK_SIZE,
     Knowledge,
@@ -26,7 +25,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.knowledge import (
     resolve_documents,
     split_by_size,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import KnowledgeError
 
 NGINX_GUIDE = """\
 # nginx on the web tier
@@ -363,7 +363,7 @@ def test_a_failing_model_leaves_no_store_behind(tmp_path: Path, minilm: MiniLMEm
 
 def run_playbook(state_dir: Path, *arguments: str) -> dict[str, Any]:
     """playbooks/knowledge.yml on localhost; the result of its knowledge task."""
-    root = Path(__file__).resolve().parents[4]
+    root = Path(__file__).resolve().parents[5]
     environment = {**os.environ, "ANSIBLE_CONFIG": str(root / "ansible.cfg"), "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
     playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-v", str(root / "playbooks" / "knowledge.yml")]
     command = [*playbook, "-e", f"autoheal_state_dir={state_dir}", *arguments]

@@ -45,7 +45,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
 
-DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[2] / "runbooks"
+DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")

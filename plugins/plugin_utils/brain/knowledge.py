@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, cast
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.embeddings import Embedder
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import Embedder
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import KnowledgeError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runbooks import Runbook, RunbookLibrary
 
 if TYPE_CHECKING:
     from chromadb.api.client import Client
