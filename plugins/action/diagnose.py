@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, diagnose_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 
@@ -31,6 +32,7 @@ class ActionModule(HealAction):
         planner = tools.planner
         diagnosis = state.diagnosis
         outputs = dict(diagnosis.outputs) if diagnosis else {}
+        reading = diagnosis.reading if diagnosis else NOTHING_READ
         remembered = diagnosis.remembered if diagnosis else None
         return {
             "service": failure.service,
@@ -39,7 +41,8 @@ class ActionModule(HealAction):
             "fingerprint": failure.fingerprint,
             "diagnosis": diagnosis.text if diagnosis else "",
             "remembered_fix": remembered.plan.to_dict() if remembered else None,
-            "runbooks": [rb.id for rb in planner.runbooks.candidates(failure) if rb.matches(failure, outputs)],
+            "reading": reading.to_dict(),
+            "runbooks": [rb.id for rb in planner.runbooks.candidates(failure) if rb.matches(failure, outputs, reading)],
             "evidence": {command: result.to_dict() for command, result in state.attempt.evidence_results.items()},
             "similar_fixes": planner.memory.similar_fixes(failure) if planner.memory else [],
             "failed_plans": [list(templates) for templates in sorted(state.excluded)],

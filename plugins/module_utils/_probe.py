@@ -16,6 +16,7 @@ import os
 import pwd
 import re
 import shlex
+import shutil
 import socket
 import stat
 import time
@@ -61,12 +62,14 @@ ARGUMENT_SPEC = dict(
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
-FAILURE_CLASSES = ("masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "not_running",
+FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "not_running",
                    "unhealthy")
 LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
 MAX_PATHS = 8
+# where daemons live besides PATH (a module's PATH often lacks the sbin directories)
+PROGRAM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # A filesystem is reported full when this much of it (space or inodes) is used, as df counts it.
 FULL_PERCENT = 99
 _NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
@@ -165,7 +168,7 @@ def _check_one(spec, manager, log_lines, redact_values):
     if healthy:
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
-    failure_class = _classify(checks, evidence, process_name)
+    failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     summary = "; ".join(check["detail"] for check in checks if not check["ok"])
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:
@@ -188,7 +191,9 @@ def _check_one(spec, manager, log_lines, redact_values):
     return result
 
 
-def _classify(checks, evidence, process_name):
+def _classify(checks, evidence, process_name, managed):
+    if managed and not any(evidence["installed"].values()) and not evidence["processes"]:
+        return "not_installed"
     unit_class = _systemd.classify(evidence["unit"]) if evidence["unit"] else None
     if unit_class == "masked":
         return unit_class
@@ -255,6 +260,7 @@ def _command(command, indicator, timeout):
 def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout):
     if status is None:
         status = _status(init_service, manager, timeout)
+    unit = _systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
         logs=dict((path, tail(path, log_lines)) for path in spec.get("logs") or []),
@@ -263,9 +269,16 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         processes=find_pids(process_name)[:MAX_PIDS],
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
-        unit=_systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None,
+        unit=unit,
+        installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
+                       program=_program(process_name)),
         collected_at=time.time(),
     )
+
+
+def _program(name):
+    """Where the program of that name is installed (PATH and the system's sbin directories), or None."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", ""), *PROGRAM_DIRS]))
 
 
 def _service_directories(spec):

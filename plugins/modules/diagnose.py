@@ -48,7 +48,10 @@ RETURN = r"""
 diagnoses:
   description:
     - One entry per failed service - C(service), C(failure_class), C(summary), C(fingerprint), C(diagnosis),
-      C(remembered_fix) (a plan, or null), the matching C(runbooks), the C(evidence) commands' results,
+      C(remembered_fix) (a plan, or null), C(reading) (what the service's own error lines say, most decisive first, each
+      with C(kind) - not_installed, invalid_config, missing_dependency, no_space, address_in_use, permission or
+      missing_path - the lines it C(said), their C(source), the C(path) and configuration C(place) they name, and the
+      C(package_dir) that path is in when it is the service's own), the matching C(runbooks), the C(evidence) commands' results,
       C(similar_fixes) and C(failed_plans).
   returned: always
   type: list

@@ -201,7 +201,9 @@ failures:
   contains:
     failure_class:
       description:
-        - C(masked) (on a systemd host, a person masked the unit), C(port_conflict), C(auto_restart) (systemd
+        - C(not_installed) (no unit or init script of the service's name, no program of its process's name on
+          the host, and none running; only for services with a status check), C(masked) (on a systemd host, a
+          person masked the unit), C(port_conflict), C(auto_restart) (systemd
           restarts the unit by itself, its C(Restart=)), C(start_limit_hit) (the unit was started too often and
           its last run ended cleanly), C(restart_loop) (the unit kept failing until its start limit stopped
           it), C(stale_pidfile), C(not_running) or C(unhealthy).
@@ -240,6 +242,11 @@ failures:
               C(group) and C(mode) (octal).
           type: list
           elements: dict
+        installed:
+          description:
+            - Whether the service is installed - C(unit) (systemd knows a unit of its name), C(init_script)
+              (C(/etc/init.d/NAME) exists) and C(program) (where the program of the process's name is, or null).
+          type: dict
         disk:
           description:
             - The filesystem of each declared path and log directory (at most 8), as df counts it - C(path),

@@ -42,8 +42,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
@@ -224,21 +226,33 @@ class Evidence:
     artifacts: str = ""
 
 
+@dataclass(frozen=True)
+class Diagnosing:
+    """What one attempt's diagnosis starts from: the failure, the plans not to try again, the deadline, and what the
+    steps of the earlier attempts printed (a failed start often says why)."""
+
+    failure: Failure
+    excluded: frozenset[tuple[str, ...]]
+    deadline: float
+    earlier_steps: tuple[StepResult, ...]
+
+
 class DiagnoseNode(_ToolNode):
     node_name = "diagnose"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, frozenset[tuple[str, ...]], float] | str:
+    def prep(self, state: IncidentState) -> Diagnosing | str:
         """What to diagnose, or the route of an incident that gets no attempt (its reason set on the state)."""
         failure = state.failure
         route = self._no_attempt(state)
         if route is not None:
             return route
+        earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         if memory is not None:
             excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
-        return failure, frozenset(excluded), self._deadline(state)
+        return Diagnosing(failure, frozenset(excluded), self._deadline(state), earlier_steps)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
@@ -267,20 +281,23 @@ class DiagnoseNode(_ToolNode):
             return "flapping"
         return None
 
-    def exec(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]], float] | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+    def exec(self, prep_res: Diagnosing | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
         if isinstance(prep_res, str):
             return prep_res
-        failure, excluded, deadline = prep_res
+        failure, excluded = prep_res.failure, prep_res.excluded
+        context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
         remembered = self.tools.planner.remembered_fix(failure, excluded)
         if remembered is not None:
-            return Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}), Evidence(), excluded
-        evidence = self._gather(failure, deadline)
+            reading = read_failure(failure, {}, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
+            return (Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}, reading), Evidence(),
+                    excluded)
+        evidence = self._gather(failure, context, prep_res.deadline)
         outputs = {command: result.output for command, result in evidence.results.items()}
-        return Diagnosis(failure.summary, None, outputs), evidence, excluded
+        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
+        return Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded
 
-    def _gather(self, failure: Failure, deadline: float) -> Evidence:
+    def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
-        context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
         verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
         allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
         run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
@@ -291,10 +308,12 @@ class DiagnoseNode(_ToolNode):
         report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
         return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
 
-    def exec_fallback(self, prep_res: tuple[Failure, frozenset[tuple[str, ...]], float], exc: Exception) -> Any:
+    def exec_fallback(self, prep_res: Diagnosing, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
-            failure, excluded, _deadline = prep_res
-            return Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}), Evidence(), excluded
+            failure = prep_res.failure
+            reading = read_failure(failure, {}, prep_res.earlier_steps)
+            return (Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
+                    prep_res.excluded)
         raise exc
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str) -> str:
@@ -311,6 +330,8 @@ class DiagnoseNode(_ToolNode):
         state.excluded = excluded
         if results:
             state.log(self.name, "evidence: " + "; ".join(f"{cmd} -> rc={r.rc}" for cmd, r in results.items()))
+        if diagnosis.reading.decisive is not None:
+            state.log(self.name, f"read as {diagnosis.reading.decisive.kind}: {diagnosis.reading.describe()}")
         state.log(self.name, f"attempt {attempt.number}: {diagnosis.text}")
         return DEFAULT_ACTION
 
@@ -621,7 +642,9 @@ class ExecuteNode(_ToolNode):
             attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res.steps]
             state.log(self.name, f"the run failed: {exec_res}")
             return "executed"
-        attempt.results = list(exec_res.results)
+        plan = _plan_of(state)
+        filters = [step.output_filters for step in plan.steps]
+        attempt.results = [filtered(result, filters[index]) if index < len(filters) else result for index, result in enumerate(exec_res.results)]
         attempt.artifacts.append(exec_res.artifacts)
         for result in exec_res.results:
             state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
@@ -832,6 +855,24 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
                "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted"},
 }
+
+
+def _diagnosis_text(failure: Failure, reading: Reading) -> str:
+    decisive = reading.decisive
+    return failure.summary if decisive is None else f"{failure.summary}; read as {decisive.kind}: {reading.describe()}"
+
+
+def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir | None:
+    """The directory the incident's service's package made that ``path`` is, or is in, with the owner, group and mode
+    the package gave it; None when the path lies outside the service's own directories."""
+    canonical = policy.paths.canonical(path)
+    while canonical and canonical != "/":
+        located = policy.package_path(canonical, context)
+        if located is not None:
+            top, entry = located
+            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}")
+        canonical = canonical.rsplit("/", 1)[0] or "/"
+    return None
 
 
 def _past_deadline(state: IncidentState, timeout: float) -> str:

@@ -175,17 +175,23 @@ class Step:
     template: str
     argv: tuple[str, ...]
     may_fail: bool = False
+    # what its output goes through on the controller (``tail -n 50``, ``grep -i error``: brain/filters.py), as written
+    output_filters: tuple[str, ...] = ()
 
     @property
     def command(self) -> str:
         return shlex.join(self.argv)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"template": self.template, "argv": list(self.argv), "may_fail": self.may_fail}
+        data: dict[str, Any] = {"template": self.template, "argv": list(self.argv), "may_fail": self.may_fail}
+        if self.output_filters:  # absent otherwise, so the hash of a plan without filters stays what it was
+            data["output_filters"] = list(self.output_filters)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
-        return cls(template=str(data["template"]), argv=tuple(str(a) for a in data["argv"]), may_fail=bool(data.get("may_fail", False)))
+        return cls(template=str(data["template"]), argv=tuple(str(a) for a in data["argv"]), may_fail=bool(data.get("may_fail", False)),
+                   output_filters=tuple(str(f) for f in data.get("output_filters") or ()))
 
 
 @dataclass(frozen=True)

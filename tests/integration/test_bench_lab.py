@@ -47,3 +47,14 @@ def test_the_fleet_benchmark_heals_two_hosts_once_and_the_fleet_comes_back(lab: 
     assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
     assert report[3].startswith("| 2 | ") and report[3].count("|") == 7
     assert all(status.up and not status.problems for status in lab.status())
+
+
+def test_the_efficacy_benchmark_heals_a_fault_offline_and_with_a_scripted_llm(lab: Any) -> None:
+    import efficacy
+
+    [fault] = [fault for fault in efficacy.FAULTS if fault.name == "nginx-log-dir-gone"]
+    results = efficacy.measure((fault,))
+    assert [(result.planner, result.outcome, result.outside) for result in results] == [("offline", "healed", []), ("scripted LLM", "healed", [])]
+    lines = efficacy.report(results)
+    assert lines[2].startswith("| nginx-log-dir-gone | node1 | offline | healed | healed | 1 | ")
+    assert lines[-1] == "scripted LLM: 1 of 1 faults ended as expected; 0 command(s) outside the expected sets"

@@ -107,7 +107,7 @@ def test_a_drop_in_naming_a_missing_file_escalates_at_once_with_the_journals_lin
     assert "node2 nginx: escalated after 1 attempt(s) [diagnose > plan > record > escalate]" in output
     assert 'open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)' in output
     [episode] = episodes(tmp_path)
-    assert (episode["outcome"], episode["plan_reference"]) == ("escalated", "systemd-start-failed")
+    assert (episode["outcome"], episode["plan_reference"]) == ("escalated", "required-path-missing")
     assert "its drop-ins: /etc/systemd/system/nginx.service.d/lab-site-prod.conf" in episode["error_text"]
     # nginx -t (the default file passes) was read, nothing restarted nginx, and the drop-in is as the person left it
     assert commands_run(tmp_path, "node2") == [] and evidence_read(tmp_path, "node2") == [["nginx", "-t"]]

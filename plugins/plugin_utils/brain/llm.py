@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import split_pipeline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 
 MAX_STEPS = 3
@@ -121,6 +122,8 @@ class ProposedPlan:
     rationale: str
     expected_signal: str
     escalate: str | None
+    # per step, the output filters its pipe named (brain/filters.py), as written; () when it had none
+    filters: tuple[tuple[str, ...], ...] = ()
 
 
 def estimate_tokens(text: str) -> int:
@@ -262,7 +265,8 @@ def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
     raw_steps = data.get("steps") or []
     if not isinstance(raw_steps, list):
         raise LLMError("'steps' in the LLM's plan is not a list", field="answer.steps", value=_brief(json.dumps(raw_steps)))
-    steps = tuple(argv for index, step in enumerate(raw_steps) for argv in _normalised(_step_argv(index, step, init_service)))
+    normalised = [found for index, step in enumerate(raw_steps) for found in _normalised(_step_argv(index, step, init_service))]
+    steps = tuple(argv for argv, _filters in normalised)
     if len(steps) > MAX_STEPS:
         raise LLMError(f"the LLM proposed more than {MAX_STEPS} steps", field="answer.steps", value=len(steps))
     if not steps and not escalate:
@@ -273,6 +277,7 @@ def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
         rationale=str(data.get("rationale") or ""),
         expected_signal=str(data.get("expected_signal") or ""),
         escalate=str(escalate) if escalate else None,
+        filters=tuple(filters for _argv, filters in normalised),
     )
 
 
@@ -310,10 +315,12 @@ def _step_argv(index: int, step: Any, init_service: str) -> tuple[str, ...]:
     return _module_argv(where, str(step.get("module", "")), step.get("args") or {}, init_service)
 
 
-def _normalised(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """What a model commonly writes, as the steps the guard judges: ``a && b`` is two steps (a plan stops at a failed
-    step, as ``&&`` does), and a bare leading ``sudo`` is dropped (the policy's rule decides who runs a step)."""
-    steps: list[tuple[str, ...]] = []
+def _normalised(argv: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """What a model commonly writes, as the steps the guard judges, each with its output filters: ``a && b`` is two
+    steps (a plan stops at a failed step, as ``&&`` does), ``a | tail -n 50`` runs ``a`` and keeps the last 50 lines of
+    its output on the controller (only filters that read nothing else; any other pipe stays for the guard to refuse),
+    and a bare leading ``sudo`` is dropped (the policy's rule decides who runs a step)."""
+    steps: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     current: list[str] = []
     for word in (*argv, "&&"):
         if word != "&&":
@@ -323,7 +330,12 @@ def _normalised(argv: tuple[str, ...]) -> list[tuple[str, ...]]:
             current = current[1:]
         if not current:
             raise LLMError("a step joins an empty command with &&", field="answer.steps", value=_brief(" ".join(argv)))
-        steps.append(tuple(current))
+        pipeline = split_pipeline(current)
+        if pipeline is None:
+            steps.append((tuple(current), ()))
+        else:
+            command, filters = pipeline
+            steps.append((command, tuple(stage.written for stage in filters)))
         current = []
     return steps
 

@@ -19,6 +19,7 @@ from typing import AbstractSet, Mapping, Sequence
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import KnowledgeSource, build_messages, knowledge_query
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
     NotApplicable,
     Runbook,
@@ -41,6 +42,7 @@ class Diagnosis:
     text: str
     remembered: RememberedFix | None
     outputs: Mapping[str, str]
+    reading: Reading = NOTHING_READ
 
 
 @dataclass
@@ -93,13 +95,14 @@ class Planner:
         if diagnosis.remembered is not None:
             remembered = diagnosis.remembered.plan
             try:
-                steps = tuple(render_step(step.template, failure, step.may_fail) for step in remembered.steps)
+                steps = tuple(render_step(step.template, failure, step.may_fail, diagnosis.reading) for step in remembered.steps)
             except NotApplicable:
                 pass
             else:
                 return Plan(source=PlanSource.MEMORY, reference=remembered.reference, rationale=remembered.rationale, steps=steps)
         matching = sorted(
-            (rb for rb in self.runbooks.candidates(failure) if rb.matches(failure, diagnosis.outputs) and rb.templates not in excluded),
+            (rb for rb in self.runbooks.candidates(failure)
+             if rb.matches(failure, diagnosis.outputs, diagnosis.reading) and rb.templates not in excluded),
             key=lambda rb: rb.specificity, reverse=True,
         )
         plan = self._from_runbooks([rb for rb in matching if rb.priority > 0], failure, diagnosis, excluded)
@@ -120,13 +123,14 @@ class Planner:
                 return plan
             return Plan(
                 source=PlanSource.GENERIC, reference="restart", rationale="no runbook matched: restart the service" + note,
-                steps=(render_step(GENERIC_RESTART, failure),),
+                steps=(render_step(GENERIC_RESTART, failure, reading=diagnosis.reading),),
             )
-        tried = "; ".join(" && ".join(render_text(template, failure, {}) for template in templates) for templates in sorted(excluded))
+        tried = "; ".join(" && ".join(render_text(template, failure, {}, diagnosis.reading) for template in templates)
+                          for templates in sorted(excluded))
         return Plan(
             source=PlanSource.GENERIC, reference="exhausted", rationale="no untried plan is left" + note,
             escalation=(f"{failure.service}: every known plan was tried without a verified recovery ({tried}), and no runbook knows "
-                        f"this failure, so it is not restarted blindly again; what it says: {evidence_digest(failure)}; a person "
+                        f"this failure, so it is not restarted blindly again; what it says: {evidence_digest(failure, diagnosis.reading)}; a person "
                         "should fix that cause, and the next run verifies it"),
         )
 
@@ -134,13 +138,11 @@ class Planner:
         self, runbooks: Sequence[Runbook], failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], note: str = "",
     ) -> Plan | None:
         for runbook in runbooks:
-            if runbook.escalate:
-                return Plan(
-                    source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note,
-                    escalation=runbook.render_escalation(failure, diagnosis.outputs),
-                )
             try:
-                steps = runbook.render_steps(failure)
+                if runbook.escalate:
+                    escalation = runbook.render_escalation(failure, diagnosis.outputs, diagnosis.reading)
+                    return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note, escalation=escalation)
+                steps = runbook.render_steps(failure, diagnosis.reading)
             except NotApplicable:
                 continue
             if tuple(step.template for step in steps) in excluded:  # without its optional steps, it already failed
@@ -168,7 +170,9 @@ class Planner:
         rationale = "; ".join(part for part in (proposed.diagnosis, proposed.rationale) if part) or "proposed by the LLM"
         if proposed.escalate:
             return Plan(source=PlanSource.LLM, reference=model, rationale=rationale, escalation=f"the LLM escalates: {proposed.escalate}")
-        steps = tuple(Step(template=_templated(argv, failure), argv=argv) for argv in proposed.steps)
+        filters = proposed.filters or tuple(() for _argv in proposed.steps)
+        steps = tuple(Step(template=_templated(argv, failure), argv=argv, output_filters=output_filters)
+                      for argv, output_filters in zip(proposed.steps, filters, strict=True))
         if tuple(step.template for step in steps) in excluded:
             raise LLMError("the LLM proposed a plan that already failed for this failure", field="answer.steps",
                            value=[step.command for step in steps])
@@ -185,11 +189,11 @@ def _templated(argv: Sequence[str], failure: Failure) -> str:
 _ERROR_LINE = re.compile(r"error|fail|fatal|denied|no such file|cannot|can't|invalid|emerg|crit|refused|not found|no space", re.IGNORECASE)
 
 
-def evidence_digest(failure: Failure, *, lines: int = 3) -> str:
-    """What the evidence says went wrong, in the service's own words: the journal's cause, the error lines of its status
-    and logs, who holds its ports, what is missing, which filesystem is full."""
+def evidence_digest(failure: Failure, reading: Reading = NOTHING_READ, *, lines: int = 3) -> str:
+    """What the evidence says went wrong, in the service's own words: the reading's decisive line, the journal's cause,
+    the error lines of its status and logs, who holds its ports, what is missing, which filesystem is full."""
     evidence = failure.evidence
-    said: list[str] = []
+    said: list[str] = [reading.describe()] if reading.decisive else []
     cause = (evidence.get("unit") or {}).get("cause")
     if cause:
         said.append(str(cause))

@@ -8,6 +8,8 @@
       failure_class: [stale_pidfile]  # any of these classes (service_check's failure_class)
       evidence:                       # every regex must match (case-insensitive) the named text
         status: "not running"
+      reading: [missing_path]         # what the service's own error text says (reading.KINDS): the decisive
+                                      # finding's kind is one of these
     evidence: [nginx -t]              # read-only commands diagnosis runs first (the guard must ALLOW them)
     steps:                            # 1-3 commands; {placeholders} are filled from the incident
       - rm -f {stale_pidfile}
@@ -26,6 +28,15 @@ runbook's ``evidence`` list (its output). Placeholders in steps and ``escalate``
 {init_service} {unit} {pidfile} {stale_pidfile} {port} {port_owner_pid} {port_owner_process}, and
 in ``escalate`` also {cause} (the journal's line that names what went wrong) and {output:COMMAND}.
 
+From the reading of the failure (reading.py): {missing_dir} {missing_dir_owner} {missing_dir_group}
+{missing_dir_mode} when the path the service says is missing is (in) a directory its package made, with
+the owner, group and mode the package gave it, and {missing_path} (that path) only when it is not;
+{package_dir} {package_dir_owner} {package_dir_group} {package_dir_mode} for the package directory a
+permission error names; in ``escalate`` also {reading} (the decisive error line and where it was read)
+and {config_error} (the invalid configuration's lines, file, line and parameter). A placeholder without
+a value makes a step not applicable (the runbook is passed over), and so does a missing value of the
+reading in ``escalate``; any other reads "(not known)" there.
+
 A step ``service {init_service} VERB`` speaks the host's service manager: on a systemd host it runs
 as ``systemctl VERB UNIT``, UNIT being the unit service_check found running the service (Debian's
 ``postgresql`` is a wrapper; ``postgresql@15-main`` runs the cluster), elsewhere as written.
@@ -42,6 +53,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
 
@@ -50,12 +62,17 @@ MAX_STEPS = 3
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
 _KEYS = frozenset({"id", "title", "services", "match", "evidence", "steps", "escalate", "priority"})
-_MATCH_KEYS = frozenset({"failure_class", "evidence"})
+_MATCH_KEYS = frozenset({"failure_class", "evidence", "reading"})
 _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
-STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "port", "port_owner_pid", "port_owner_process"})
+READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
+                                       "package_dir", "package_dir_owner", "package_dir_group", "package_dir_mode"})
+STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "port", "port_owner_pid",
+                               "port_owner_process"}) | READING_STEP_PLACEHOLDERS
 # what `service NAME VERB` and `systemctl VERB UNIT` both do
 SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
 # A value filled into an argument must stay one plain argument.
+# values that are text for people, never an argument
+_TEXT_PLACEHOLDERS = frozenset({"reading", "config_error"})
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
 OUTPUT_LIMIT = 600
 
@@ -80,6 +97,7 @@ class Runbook:
     failure_classes: tuple[str, ...]
     evidence_patterns: Mapping[str, re.Pattern[str]]
     evidence_commands: tuple[str, ...]
+    readings: tuple[str, ...]
     steps: tuple[RunbookStep, ...]
     escalate: str | None
     priority: int
@@ -91,8 +109,10 @@ class Runbook:
         class_fits = not self.failure_classes or failure.failure_class in self.failure_classes
         return service_fits and class_fits
 
-    def matches(self, failure: Failure, outputs: Mapping[str, str]) -> bool:
-        return self.applies_to(failure) and all(
+    def matches(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> bool:
+        decisive = reading.decisive
+        read_as_expected = not self.readings or (decisive is not None and decisive.kind in self.readings)
+        return self.applies_to(failure) and read_as_expected and all(
             pattern.search(evidence_text(failure, name, outputs)) for name, pattern in self.evidence_patterns.items()
         )
 
@@ -102,20 +122,20 @@ class Runbook:
 
     @property
     def specificity(self) -> tuple[int, int, int]:
-        return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes), "*" not in self.services)
+        return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes) + bool(self.readings), "*" not in self.services)
 
-    def render_steps(self, failure: Failure) -> tuple[Step, ...]:
+    def render_steps(self, failure: Failure, reading: Reading = NOTHING_READ) -> tuple[Step, ...]:
         rendered = []
         for step in self.steps:
             try:
-                rendered.append(render_step(step.template, failure, step.may_fail))
+                rendered.append(render_step(step.template, failure, step.may_fail, reading))
             except NotApplicable:
                 if not step.optional:
                     raise
         return tuple(rendered)
 
-    def render_escalation(self, failure: Failure, outputs: Mapping[str, str]) -> str:
-        return render_text(self.escalate or self.title, failure, outputs)
+    def render_escalation(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> str:
+        return render_text(self.escalate or self.title, failure, outputs, reading, strict=True)
 
 
 def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> str:
@@ -133,9 +153,9 @@ def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> st
     return outputs.get(name, "")
 
 
-def placeholder_values(failure: Failure) -> dict[str, str]:
-    """Values a runbook or a remembered plan may fill in, all taken from the structured evidence."""
-    values = {"service": failure.service, "init_service": failure.init_service}
+def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dict[str, str]:
+    """Values a runbook or a remembered plan may fill in, all taken from the structured evidence and its reading."""
+    values = {**reading.placeholder_values(), "service": failure.service, "init_service": failure.init_service}
     if failure.unit is not None:
         values["unit"] = failure.unit
     pidfile = failure.evidence.get("pidfile") or {}
@@ -150,12 +170,12 @@ def placeholder_values(failure: Failure) -> dict[str, str]:
     if owners:
         values["port_owner_pid"] = str(owners[0]["pid"])
         values["port_owner_process"] = str(owners[0].get("process", ""))
-    return {name: value for name, value in values.items() if _SAFE_VALUE.match(value)}
+    return {name: value for name, value in values.items() if name in _TEXT_PLACEHOLDERS or _SAFE_VALUE.match(value)}
 
 
-def render_step(template: str, failure: Failure, may_fail: bool = False) -> Step:
+def render_step(template: str, failure: Failure, may_fail: bool = False, reading: Reading = NOTHING_READ) -> Step:
     """Split the template, then fill each argument: a value can never become two arguments."""
-    values = placeholder_values(failure)
+    values = {name: value for name, value in placeholder_values(failure, reading).items() if name not in _TEXT_PLACEHOLDERS}
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -174,8 +194,12 @@ def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ..
     return argv
 
 
-def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> str:
-    values = placeholder_values(failure)
+def render_text(template: str, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ, *,
+                strict: bool = False) -> str:
+    """Fill a text for people. ``strict``: a value of the reading the incident lacks makes the text not applicable (an
+    escalation about a missing path outside the service's directories says nothing when the path is inside them);
+    otherwise what is missing reads "(not known)", never as a {placeholder}."""
+    values = placeholder_values(failure, reading)
 
     def fill(match: re.Match[str]) -> str:
         name, argument = match.groups()
@@ -183,7 +207,9 @@ def render_text(template: str, failure: Failure, outputs: Mapping[str, str]) -> 
             return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
         if name == "cause":
             return failure.cause or "(the journal names no cause)"
-        return values.get(name, match.group(0))
+        if strict and name in READING_STEP_PLACEHOLDERS and name not in values:
+            raise NotApplicable(f"{{{name}}} has no value for this incident")
+        return values.get(name, "(not known)")
 
     return _PLACEHOLDER.sub(fill, template)
 
@@ -230,7 +256,11 @@ def parse_runbook(text: str, path: str) -> Runbook:
     runbook_id = _required_str(meta, "id", path)
     match = meta.get("match") or {}
     if not isinstance(match, dict) or set(match) - _MATCH_KEYS:
-        raise RunbookError(f"{path}: 'match' takes failure_class and evidence", field="match", value=match)
+        raise RunbookError(f"{path}: 'match' takes failure_class, evidence and reading", field="match", value=match)
+    readings = tuple(_str_list(match, "reading", path))
+    unknown_kinds = sorted(set(readings) - set(KINDS))
+    if unknown_kinds:
+        raise RunbookError(f"{path}: unknown kind of reading", field="match.reading", value=unknown_kinds[0], hint=f"known: {list(KINDS)}")
     steps = tuple(_parse_step(path, i, raw) for i, raw in enumerate(meta.get("steps") or []))
     escalate = meta.get("escalate")
     if bool(steps) == bool(escalate):
@@ -248,6 +278,7 @@ def parse_runbook(text: str, path: str) -> Runbook:
         failure_classes=tuple(_str_list(match, "failure_class", path)),
         evidence_patterns={name: _compile(path, name, pattern) for name, pattern in (match.get("evidence") or {}).items()},
         evidence_commands=tuple(_str_list(meta, "evidence", path)),
+        readings=readings,
         steps=steps,
         escalate=str(escalate) if escalate else None,
         priority=priority,

@@ -212,7 +212,7 @@ def test_path_and_disk_evidence_is_bounded(tmp_path: Path) -> None:
 def test_a_status_check_of_an_unknown_service_fails_clearly() -> None:
     result = _check(_spec(name="ghost-service-xyz", status_check=True))
     assert "no init script or unit named ghost-service-xyz" in result["failures"][0]["summary"]
-    assert result["failures"][0]["failure_class"] == "not_running"
+    assert result["failures"][0]["failure_class"] == "not_installed"
 
 
 @pytest.mark.parametrize(

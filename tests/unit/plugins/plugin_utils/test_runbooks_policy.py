@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading, read_texts
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, Runbook, RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import package_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_plan, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan, load_policy
 
 # Declarations like an operator's (the lab's, plus services the lab does not run), for the policy check below.
 SPECS: dict[str, dict[str, Any]] = {
@@ -32,6 +35,23 @@ NEED_A_PERSON = {
     "redis-log-disk-full": {"plan-removes-logs"},
     "redis-log-disk-full-truncate": {"truncate-service-log"},  # truncate follows a symlink planted in its place
 }
+
+
+# What a service says when a file in one of its package directories is missing or not its own
+READING_LINES = {"missing_path": 'open() "{path}" failed (2: No such file or directory)',
+                 "permission": 'open() "{path}" failed (13: Permission denied)'}
+
+
+def _reading_of_a_package_path(runbook: Runbook, failure: Failure, context: PolicyContext, policy: Policy) -> Reading:
+    """The reading a runbook that matches on one would see: its kind's line naming a file in a package directory of the
+    service; NOTHING_READ when the runbook reads nothing or the service has no package directory."""
+    kind = next((kind for kind in runbook.readings if kind in READING_LINES), None)
+    names = {failure.service, failure.init_service}
+    entry = next((entry for entry in policy.package_paths if names & set(entry.services)), None)
+    if kind is None or entry is None:
+        return NOTHING_READ
+    line = READING_LINES[kind].format(path=entry.path.replace("*", "15") + "/file")
+    return read_texts([("its journal", line)], functools.partial(package_dir, policy, context))
 
 
 # The unit that runs each service on a systemd host, as service_check resolves it (Debian's postgresql is a wrapper).
@@ -60,10 +80,13 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
             for command in runbook.evidence_commands:
                 verdict = evaluate(command, context, policy)
                 assert verdict.decision is Decision.ALLOW, (runbook.id, service, command, verdict.reason)
+            reading = _reading_of_a_package_path(runbook, failure, context, policy)
             try:
-                steps = runbook.render_steps(failure)
-            except NotApplicable:  # a port owner's pid for a service without ports, a unit on a host without systemd:
-                # the planner skips the runbook too
+                steps = runbook.render_steps(failure, reading)
+            except NotApplicable:  # a port owner's pid for a service without ports, a unit on a host without systemd, a reading
+                # about a path in none of the service's package directories: the planner skips the runbook too
+                if runbook.readings and reading is NOTHING_READ:
+                    continue
                 assert not spec.get("ports") or (service_manager != "systemd" and "{unit}" in " ".join(runbook.templates)), (runbook.id, service)
                 continue
             verdicts, _decision = evaluate_plan([step.argv for step in steps], context, policy)

@@ -202,6 +202,16 @@ def test_in_the_loop_a_hostile_llm_plan_is_blocked_and_never_runs(llm: ScriptedL
     assert executor.remediations == []
 
 
+def test_in_the_loop_a_read_piped_into_a_filter_runs_alone_and_its_output_is_filtered(llm: ScriptedLLM, tmp_path: Path) -> None:
+    llm.script(Answer.plan([["journalctl", "-u", "nginx", "--no-pager", "|", "tail", "-n", "1"], ["service", "nginx", "start"]]))
+    executor = ScriptedExecutor({"journalctl -u nginx --no-pager": "old line\nnewest line"})
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [HEALTHY], planner=_planner(llm)))
+    assert outcome.state.status == "healed"
+    assert executor.remediations == [[("journalctl", "-u", "nginx", "--no-pager"), ("service", "nginx", "start")]]
+    assert outcome.state.attempt.results[0].stdout == "newest line"
+    assert outcome.state.attempt.plan is not None and outcome.state.attempt.plan.steps[0].output_filters == ("tail -n 1",)
+
+
 def test_in_the_loop_a_second_identical_incident_costs_no_llm_call(llm: ScriptedLLM, tmp_path: Path) -> None:
     llm.script(Answer.plan(FIX))
     tools = _tools(tmp_path, ScriptedExecutor(), [HEALTHY, HEALTHY])

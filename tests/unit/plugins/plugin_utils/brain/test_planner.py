@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
     NotApplicable,
     RunbookLibrary,
@@ -15,10 +18,13 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
     render_text,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import package_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 
+POLICY = load_policy()
 CONFIG_ERROR = (
     "nginx: [emerg] unexpected \"}\" in /etc/nginx/sites-enabled/default:25\n"
     "nginx: configuration file /etc/nginx/nginx.conf test failed"
@@ -31,8 +37,84 @@ def library() -> RunbookLibrary:
 
 
 def _plan(planner: Planner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
+    """As the diagnose node plans: with the reading of the failure and the outputs, package directories from the policy."""
     remembered = planner.remembered_fix(failure, excluded)
-    return planner.plan(failure, Diagnosis("d", remembered, outputs or {}), excluded)
+    locate = functools.partial(package_dir, POLICY, PolicyContext.from_failure(failure))
+    return planner.plan(failure, Diagnosis("d", remembered, outputs or {}, read_failure(failure, outputs or {}, locate=locate)), excluded)
+
+
+def _with_journal(failure: Failure, journal: str, failure_class: str = "not_running") -> Failure:
+    """As journalctl --output=short-iso writes it, every line the service's own (IDENT[PID]: MESSAGE)."""
+    journal = "\n".join(f"2026-11-25T08:00:00+0000 {failure.host} {line}" for line in journal.splitlines())
+    unit = {"Id": f"{failure.init_service}.service", "ActiveState": "failed", "journal": journal}
+    return dataclasses.replace(failure, failure_class=failure_class, evidence={**failure.evidence, "unit": unit},
+                               facts={**failure.facts, "service_manager": "systemd"})
+
+
+def _postgres(failure_class: str = "not_running") -> Failure:
+    return Failure(host="db1", service="postgresql", failure_class=failure_class, summary="postgresql: rc=3",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": []},
+                   spec={"name": "postgresql", "ports": [5432], "process": "postgres"})
+
+
+def test_a_config_test_that_fails_for_a_missing_log_directory_recreates_the_directory(library: RunbookLibrary) -> None:
+    """nginx -t fails, but for the log directory, not the configuration: the directory comes back as its package made it."""
+    said = 'nginx: [emerg] open() "/var/log/nginx/error.log" failed (2: No such file or directory)\n' + CONFIG_ERROR.splitlines()[1]
+    plan = _plan(Planner(library, None), nginx_failure("not_running"), {"nginx -t": said})
+    assert plan.reference == "service-directory-missing" and plan.escalation is None
+    assert [step.argv for step in plan.steps] == [("install", "-d", "-m", "0755", "-o", "root", "-g", "adm", "/var/log/nginx"),
+                                                  ("service", "nginx", "start")]
+
+
+def test_a_missing_path_outside_the_service_directories_escalates_with_its_line(library: RunbookLibrary) -> None:
+    failure = _with_journal(nginx_failure(), 'nginx[90]: nginx: [emerg] open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)')
+    plan = _plan(Planner(library, None), failure)
+    assert plan.reference == "required-path-missing" and plan.steps == ()
+    assert plan.escalation is not None and '"/etc/nginx/site-prod.conf" failed (2: No such file or directory)' in plan.escalation
+    assert not re.search(r"\{[a-z_:]+\}", plan.escalation)
+
+
+def test_an_invalid_parameter_escalates_at_once_in_the_services_own_words(library: RunbookLibrary) -> None:
+    """Before any start or restart, though postgres's not_running would have a start runbook."""
+    journal = ('pg_ctl[812]: 2026-11-25 08:00:00 UTC LOG:  invalid value for parameter "shared_buffers": "lots"\n'
+               'pg_ctl[812]: 2026-11-25 08:00:00 UTC FATAL:  configuration file "/etc/postgresql/15/main/postgresql.conf" contains errors')
+    plan = _plan(Planner(library, None), _with_journal(_postgres(), journal))
+    assert plan.reference == "service-config-invalid" and plan.steps == ()
+    assert plan.escalation is not None and 'invalid value for parameter "shared_buffers": "lots"' in plan.escalation
+    assert "/etc/postgresql/15/main/postgresql.conf" in plan.escalation and "parameter shared_buffers" in plan.escalation
+
+
+def test_a_data_directory_with_the_wrong_mode_gets_the_packages_owner_and_mode_back(library: RunbookLibrary) -> None:
+    journal = 'postgresql@15-main[90]: FATAL:  data directory "/var/lib/postgresql/15/main" has invalid permissions'
+    plan = _plan(Planner(library, None), _with_journal(_postgres(), journal))
+    assert plan.reference == "service-directory-permissions"
+    assert [step.argv for step in plan.steps][:2] == [("chown", "postgres:postgres", "/var/lib/postgresql/15/main"),
+                                                      ("chmod", "0700", "/var/lib/postgresql/15/main")]
+
+
+def test_a_service_that_is_not_installed_escalates_at_once(library: RunbookLibrary) -> None:
+    failure = dataclasses.replace(nginx_failure("not_installed"), evidence={
+        "status": {"command": "systemctl status nginx", "rc": 4, "output": "Unit nginx.service could not be found."}, "logs": {},
+        "port_owners": [], "processes": []})
+    plan = _plan(Planner(library, None), failure)
+    assert plan.reference == "service-not-installed" and plan.steps == ()
+    assert plan.escalation is not None and "Unit nginx.service could not be found." in plan.escalation
+
+
+def test_no_escalation_of_a_shipped_runbook_leaves_a_placeholder_unrendered(library: RunbookLibrary) -> None:
+    """Whatever the incident lacks reads as words, never as {name}; an escalation about what the reading lacks is passed
+    over, as the planner passes over a runbook whose steps lack a value."""
+    bare = Failure(host="h", service="svc", failure_class="not_running", summary="", evidence={}, spec={"name": "svc"})
+    rendered = 0
+    for runbook in library.runbooks:
+        try:
+            text = runbook.render_escalation(bare, {}, NOTHING_READ)
+        except NotApplicable:
+            assert runbook.readings, runbook.id
+            continue
+        rendered += 1
+        assert not re.search(r"\{[a-z_]+(?::[^{}]*)?\}", text), (runbook.id, text)
+    assert rendered >= 20
 
 
 def test_the_shipped_runbooks_load_and_cover_the_lab_faults(library: RunbookLibrary) -> None:

@@ -1,0 +1,180 @@
+"""How well the heal loop heals: every lab fault through playbooks/heal.yml, offline, with a scripted LLM and (when its
+server runs) the real local model.
+
+For each fault: the expected outcome and the outcome, the attempts, the time until the service was verified healthy
+(heal.yml's wall time, for a healed fault), the commands run on the host, and any command outside the set a correct
+remediation of that fault may run ("outside"). The scripted LLM answers every planning request with the restart a naive
+model would write; the real model is the one `make llm-up` serves (tests/local_llm.py), measured only when
+EFFICACY_REAL_MODEL=1 (started and stopped here unless it already runs). Run as root: `make bench-efficacy`; it brings
+the lab fleet up and down itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
+
+import fleet  # noqa: E402
+from conftest import SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
+from llm_server import Answer, ScriptedLLM  # noqa: E402
+
+ANY = "*"  # an argument that varies from run to run (a squatter's pid)
+START_NGINX, RESET_NGINX = ("systemctl", "start", "nginx"), ("systemctl", "reset-failed", "nginx")
+OUTCOME = re.compile(r"(?P<host>node\d) (?P<service>\S+): (?P<status>[a-z_]+) after (?P<attempts>\d+) attempt\(s\)")
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    host: str
+    service: str
+    expected: str  # healed, escalated, recovered, awaiting_approval
+    may_run: frozenset[tuple[str, ...]] = frozenset()  # what a correct remediation of it may run (ANY matches one argument)
+
+
+FAULTS = (
+    Fault("nginx-killed", "node1", "nginx", "healed", frozenset({START_NGINX, RESET_NGINX, ("rm", "-f", "/run/nginx.pid")})),
+    Fault("nginx-killed", "node3", "nginx", "healed", frozenset({("service", "nginx", "start"), ("rm", "-f", "/run/nginx.pid")})),
+    Fault("nginx-port-squat", "node1", "nginx", "healed", frozenset({("kill", "-TERM", ANY), START_NGINX, RESET_NGINX})),
+    Fault("nginx-config-error", "node3", "nginx", "escalated"),
+    Fault("nginx-start-limit", "node1", "nginx", "healed", frozenset({RESET_NGINX, START_NGINX})),
+    Fault("nginx-dropin-missing-file", "node2", "nginx", "escalated"),
+    Fault("nginx-log-dir-gone", "node1", "nginx", "healed",
+          frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "adm", "/var/log/nginx"), RESET_NGINX, START_NGINX})),
+    Fault("nginx-temp-dir-gone", "node2", "nginx", "healed",
+          frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "root", "/var/lib/nginx"), RESET_NGINX, START_NGINX})),
+    Fault("nginx-log-dir-gone-port-squat", "node1", "nginx", "healed",
+          frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "adm", "/var/log/nginx"), ("kill", "-TERM", ANY), RESET_NGINX,
+                     START_NGINX})),
+    Fault("nginx-not-installed", "node2", "nginx", "escalated"),
+    Fault("postgres-killed", "node1", "postgresql", "healed",
+          frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "reset-failed", "postgresql@15-main")})),
+    Fault("postgres-root-owned", "node1", "postgresql", "healed",
+          frozenset({("chown", "-R", "postgres:postgres", "/var/lib/postgresql"), ("systemctl", "start", "postgresql@15-main")})),
+    Fault("postgres-data-dir-mode", "node2", "postgresql", "healed",
+          frozenset({("chown", "postgres:postgres", "/var/lib/postgresql/15/main"), ("chmod", "0700", "/var/lib/postgresql/15/main"),
+                     ("systemctl", "start", "postgresql@15-main")})),
+    Fault("postgres-bad-parameter", "node1", "postgresql", "escalated"),
+    Fault("postgres-include-missing", "node3", "postgresql", "escalated"),
+    Fault("redis-killed", "node3", "redis", "healed", frozenset({("service", "redis-server", "start")})),
+    Fault("redis-killed-restart-pending", "node1", "redis", "recovered"),
+    Fault("redis-restart-loop", "node1", "redis", "escalated"),
+    Fault("redis-rundir-gone", "node3", "redis", "healed", frozenset({("kill", "-TERM", ANY), ("service", "redis-server", "restart")})),
+    Fault("redis-log-disk-full", "node2", "redis", "awaiting_approval"),
+    Fault("redis-log-dir-gone", "node1", "redis", "healed",
+          frozenset({("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"),
+                     ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    fault: Fault
+    planner: str
+    outcome: str
+    attempts: int
+    seconds: float
+    ran: tuple[tuple[str, ...], ...]
+
+    @property
+    def outside(self) -> list[tuple[str, ...]]:
+        return [argv for argv in self.ran if not any(_fits(argv, allowed) for allowed in self.fault.may_run)]
+
+
+def _fits(argv: tuple[str, ...], allowed: tuple[str, ...]) -> bool:
+    return len(argv) == len(allowed) and all(want in (ANY, arg) for arg, want in zip(argv, allowed, strict=True))
+
+
+def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
+    state = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
+    fleet.inject(fault.host, fault.name)
+    try:
+        started = time.perf_counter()
+        run = run_playbook("playbooks/heal.yml", "--limit", fault.host, "-e", json.dumps(extra_vars), state_dir=state)
+        seconds = time.perf_counter() - started
+    finally:
+        fleet.undo(fault.host, fault.name)
+    found = [match for match in OUTCOME.finditer(one_line(run.output)) if match["service"] == fault.service]
+    outcome, attempts = (found[-1]["status"], int(found[-1]["attempts"])) if found else (f"no result (rc {run.rc})", 0)
+    if not found and not any(episode["service"] == fault.service for episode in episodes(state)):
+        outcome = "healthy" if run.rc == 0 else outcome
+    ran = tuple(tuple(argv) for purpose, argv in commands_run(state, fault.host) if purpose == "remediation")
+    return Result(fault, planner, outcome, attempts, seconds, ran)
+
+
+def planners(real_model: bool) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
+    """(name, heal.yml's extra vars, the scripted server) of each planner measured."""
+    yield "offline", {}, None
+    with ScriptedLLM() as scripted:
+        options = {"base_url": scripted.base_url, "model": "scripted", "api_key": "bench", "timeout": 10}
+        yield "scripted LLM", {"autoheal_llm": options}, scripted
+    if real_model:
+        from local_llm import LocalLLM  # tests/local_llm.py: only when the real model is measured
+
+        server = LocalLLM()
+        already_up = server.running_pid() is not None
+        server.up()
+        try:
+            options = {"base_url": server.base_url, "model": server.model, "api_key": "local", "schema": "llamacpp", "timeout": 60}
+            yield "real model", {"autoheal_llm": options}, None
+        finally:
+            if not already_up:
+                server.down()
+
+
+def measure(faults: tuple[Fault, ...] = FAULTS, *, real_model: bool = False) -> list[Result]:
+    """Every fault with every planner, on a fleet that is up and healthy; leaves it healthy."""
+    results: list[Result] = []
+    for planner, extra_vars, scripted in planners(real_model):
+        for fault in faults:
+            if scripted is not None:  # the restart a naive model writes for whatever it is asked
+                scripted.default = Answer.plan([["systemctl", "restart", fault.service]])
+            results.append(heal(fault, planner, extra_vars))
+            print(row(results[-1]), flush=True)
+    return results
+
+
+def report(results: list[Result]) -> list[str]:
+    lines = ["| fault | host | planner | expected | outcome | attempts | time to healthy | commands run | outside the expected set |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [row(result) for result in results]
+    for planner in dict.fromkeys(result.planner for result in results):
+        mine = [result for result in results if result.planner == planner]
+        as_expected = sum(result.outcome == result.fault.expected for result in mine)
+        outside = sum(len(result.outside) for result in mine)
+        lines.append(f"{planner}: {as_expected} of {len(mine)} faults ended as expected; {outside} command(s) outside the expected sets")
+    return lines
+
+
+def main() -> None:
+    if os.geteuid() != 0:
+        raise SystemExit("the lab fleet needs root: run `make bench-efficacy` as root")
+    fleet.down()
+    fleet.up(inits=SYSV_HOSTS)
+    try:
+        results = measure(real_model=os.environ.get("EFFICACY_REAL_MODEL") == "1")
+    finally:
+        fleet.down()
+    print("\n".join(["", *report(results)]))
+
+
+def row(result: Result) -> str:
+    ran = "; ".join(" ".join(argv) for argv in result.ran) or "-"
+    healthy = f"{result.seconds:.1f} s" if result.outcome == "healed" else "-"
+    outside = "; ".join(" ".join(argv) for argv in result.outside) or "none"
+    return (f"| {result.fault.name} | {result.fault.host} | {result.planner} | {result.fault.expected} | {result.outcome} | "
+            f"{result.attempts} | {healthy} | {ran} | {outside} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Reading a failure: the services' own error lines (as nginx, postgres, redis, sshd and apache print them), by kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, read_failure, read_texts
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from helpers import nginx_failure
+
+NGINX_LOG_GONE = ('nginx: [emerg] open() "/var/log/nginx/error.log" failed (2: No such file or directory)\n'
+                  "nginx: configuration file /etc/nginx/nginx.conf test failed")
+
+
+@pytest.mark.parametrize(("said", "kind", "path"), [
+    (NGINX_LOG_GONE, "missing_path", "/var/log/nginx/error.log"),
+    ('nginx: [emerg] open() "/var/log/nginx/error.log" failed (13: Permission denied)', "permission", "/var/log/nginx/error.log"),
+    ("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)", "address_in_use", None),
+    ('nginx: [emerg] unknown directive "foo" in /etc/nginx/nginx.conf:12\nnginx: configuration file /etc/nginx/nginx.conf test failed',
+     "invalid_config", "/etc/nginx/nginx.conf"),
+    ("nginx: configuration file /etc/nginx/nginx.conf test failed", "invalid_config", "/etc/nginx/nginx.conf"),
+    ('FATAL:  could not create lock file "/var/run/postgresql/.s.PGSQL.5432.lock": No such file or directory', "missing_path",
+     "/var/run/postgresql/.s.PGSQL.5432.lock"),
+    ('FATAL:  data directory "/var/lib/postgresql/15/main" has invalid permissions', "permission", "/var/lib/postgresql/15/main"),
+    ('LOG:  invalid value for parameter "shared_buffers": "lots"', "invalid_config", None),
+    ("PANIC:  could not write to file \"pg_wal/xlogtemp.91\": No space left on device", "no_space", None),
+    ("*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 171\n"
+     ">>> 'logfile \"/var/log/redis/redis-server.log\"'\nCan't open the log file: No such file or directory", "missing_path",
+     "/var/log/redis/redis-server.log"),
+    ("/etc/ssh/sshd_config: line 3: Bad configuration option: Foo", "invalid_config", "/etc/ssh/sshd_config"),
+    ("Missing privilege separation directory: /run/sshd", "missing_path", "/run/sshd"),
+    ("AH00526: Syntax error on line 5 of /etc/apache2/sites-enabled/000-default.conf:", "invalid_config", None),
+    ("/usr/sbin/nginx: error while loading shared libraries: libpcre2-8.so.0: cannot open shared object file", "missing_dependency", None),
+    ("nginx: unrecognized service", "not_installed", None),
+    ("Unit nginx.service could not be found.", "not_installed", None),
+])
+def test_each_kind_is_read_from_the_services_own_words(said: str, kind: str, path: str | None) -> None:
+    reading = read_texts([("its journal", said)])
+    assert reading.decisive is not None and reading.decisive.kind == kind, reading
+    assert path is None or reading.decisive.path == path
+
+
+def test_a_config_test_failing_for_another_reason_is_not_a_config_error() -> None:
+    assert read_texts([("output of nginx -t", NGINX_LOG_GONE)]).kinds == {"missing_path"}
+
+
+def test_the_configuration_error_says_file_line_and_parameter() -> None:
+    said = ('LOG:  invalid value for parameter "shared_buffers": "lots"\n'
+            'FATAL:  configuration file "/etc/postgresql/15/main/postgresql.conf" contains errors')
+    values = read_texts([("its log", said)]).placeholder_values()
+    assert values["config_error"].endswith("(parameter shared_buffers, /etc/postgresql/15/main/postgresql.conf)")
+    redis = ("*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2\n>>> 'bogus yes'\n"
+             "Bad directive or wrong number of arguments")
+    assert ">>> 'bogus yes'" in read_texts([("its journal", redis)]).placeholder_values()["config_error"]
+
+
+def test_the_newest_text_decides_and_an_old_log_line_comes_last() -> None:
+    failure = nginx_failure("not_running")
+    failure = type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "logs": {
+        "/var/log/nginx/error.log": "2026/11/24 bind() to 0.0.0.0:80 failed (98: Address already in use)"}}})
+    failed_start = StepResult(argv=("service", "nginx", "start"), status="failed", rc=1, stderr=NGINX_LOG_GONE)
+    reading = read_failure(failure, {}, [failed_start])
+    assert [finding.kind for finding in reading.findings] == ["missing_path", "address_in_use"]
+    assert reading.decisive is not None and reading.decisive.source == "output of service nginx start"
+
+
+def test_a_path_outside_the_package_directories_is_named_as_missing() -> None:
+    assert read_texts([("x", NGINX_LOG_GONE)]).placeholder_values()["missing_path"] == "/var/log/nginx/error.log"
+
+
+def test_the_log_file_a_service_cannot_open_is_its_declared_log() -> None:
+    """redis says "Can't open the log file" and names none; the journal's own lines come before systemd's."""
+    failure = nginx_failure("not_running")
+    journal = ("2026-11-25T09:11:51+0000 node1 redis-server[142]: Can't open the log file: No such file or directory\n"
+               "2026-11-25T09:11:51+0000 node1 systemd[1]: redis-server.service: Can't open PID file /run/redis/redis-server.pid: "
+               "No such file or directory")
+    failure = type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "unit": {"Id": "redis-server.service", "journal": journal}},
+                               "spec": {**failure.spec, "logs": ["/var/log/redis/redis-server.log"]}})
+    reading = read_failure(failure, {})
+    assert reading.decisive is not None and reading.decisive.path == "/var/log/redis/redis-server.log"
+    assert reading.decisive.source == "journal of redis-server.service"
+
+
+def test_a_path_in_a_package_directory_carries_that_directory() -> None:
+    log_dir = PackageDir("/var/log/nginx", "root", "adm", "0755")
+    reading = read_texts([("x", NGINX_LOG_GONE)], lambda path: log_dir if path.startswith("/var/log/nginx/") else None)
+    assert reading.placeholder_values() | {"reading": ""} == {
+        "reading": "", "missing_dir": "/var/log/nginx", "missing_dir_owner": "root",
+        "missing_dir_group": "adm", "missing_dir_mode": "0755"}
