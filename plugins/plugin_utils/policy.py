@@ -38,10 +38,13 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Deci
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "policies" / "default.yml"
 
 # Characters that mean something to a shell. The executor never uses a shell, so a command that
-# contains them is either an attack or a plan that would not do what it says. A rule may allow
-# the glob characters for arguments it matches with {glob} (find -name '*.gz').
+# contains them is either an attack or a plan that would not do what it says. Globs and braces
+# mean nothing inside quotes, so there a rule may accept them: the glob characters for arguments
+# it matches with {glob} (find -name '*.gz'), braces with {curl_write_out} (curl -w '%{http_code}').
 SHELL_SYNTAX = frozenset(";&|<>`$(){}*?[]\\!#~")
 GLOB_CHARACTERS = frozenset("*?[]")
+BRACE_CHARACTERS = frozenset("{}")
+QUOTABLE_CHARACTERS = GLOB_CHARACTERS | BRACE_CHARACTERS
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 ANY_EXECUTABLE = "*"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
@@ -49,13 +52,19 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _CANONICAL_INT = re.compile(r"^(0|[1-9][0-9]*)$")
 _SED_PRINT = re.compile(r"^([1-9][0-9]*(,[1-9][0-9]*)?)?p$")
+# curl -w text that prints only numbers curl measured: not @FILE (reads a file), %output{} (writes one), %header{},
+# %{url}, %{json} or any other variable that carries what the server or the command said.
+_CURL_WRITE_OUT = re.compile(
+    r"^[A-Za-z0-9 :=,._/-]*(%\{(http_code|response_code|http_connect|time_namelookup|time_connect|time_appconnect|time_pretransfer"
+    r"|time_redirect|time_starttransfer|time_total|size_download|size_header|size_request|size_upload|speed_download|speed_upload"
+    r"|num_connects|num_redirects|exitcode)\}[A-Za-z0-9 :=,._/-]*)+$")
 # A value that starts with "-" becomes an option of the tool, or of one it wraps (service passes it to systemctl).
 _WORD = re.compile(r"^[A-Za-z0-9@._+,:%=][A-Za-z0-9@._+,:%=-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9@._+][A-Za-z0-9@._+-]*$")
 _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
-_GLOB = re.compile(r"^[A-Za-z0-9._*?-]+$")
+_GLOB = re.compile(r"^[A-Za-z0-9@._*?-]+$")
 _OCTAL_MODE = re.compile(r"^[0-7]{3,4}$")
 _UNIT_INSTANCE = re.compile(r"^[A-Za-z0-9_.:-]+@[A-Za-z0-9_.:-]+?(\.service)?$")
 # No userinfo, query or escapes: what reaches the service is a plain GET of a plain path.
@@ -64,7 +73,7 @@ _HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",
                        "protected_paths", "secret_paths", "not_secret", "path_symlinks", "package_paths", "blocked", "rules"})
 _RULE_KEYS = frozenset({"id", "description", "executable", "services", "argv", "options", "operands", "requires",
-                        "any_argument", "allow_globs", "decision", "become", "restores", "effect"})
+                        "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect"})
 
 
 @dataclass(frozen=True)
@@ -216,6 +225,7 @@ class Rule:
     requires: frozenset[str] = frozenset()
     any_argument: Pattern | None = None
     allow_globs: bool = False
+    allow_braces: bool = False
     restores: str | None = None
     effect: Effect | Mapping[str, Effect] | None = None
 
@@ -385,7 +395,7 @@ def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tupl
     if refused:
         return _verdict(command, (), Decision.BLOCK, refused, "charset", policy), None
     syntax = SHELL_SYNTAX.intersection(command)
-    if syntax - GLOB_CHARACTERS or (syntax and not _quoted_globs_only(command)):
+    if syntax - QUOTABLE_CHARACTERS or (syntax and not _quoted_only(command)):
         return _verdict(command, (), Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy), None
     try:
         argv = shlex.split(command)
@@ -409,7 +419,8 @@ def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, 
         if refused:
             return _verdict(command, argv, Decision.BLOCK, refused, "charset", policy), None
     globbed = any(GLOB_CHARACTERS.intersection(arg) for arg in argv)
-    syntax = set().union(*(SHELL_SYNTAX.intersection(arg) for arg in argv)) - GLOB_CHARACTERS
+    braced = any(BRACE_CHARACTERS.intersection(arg) for arg in argv)
+    syntax = set().union(*(SHELL_SYNTAX.intersection(arg) for arg in argv)) - QUOTABLE_CHARACTERS
     if syntax:
         return _verdict(command, argv, Decision.BLOCK, _syntax_reason(syntax), "shell-syntax", policy), None
     read_by_bash = bash_words(command)
@@ -434,12 +445,14 @@ def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, 
         return _verdict(command, argv, Decision.BLOCK, f"{executable}: {blocked_reason}", "blocked-executable", policy), None
     args = argv[1:]
     for rule in policy.rules_for(executable):
-        if (globbed and not rule.allow_globs and rule.decision is not Decision.BLOCK) or not rule.applies(executable, context):
+        quoted_syntax_refused = (globbed and not rule.allow_globs) or (braced and not rule.allow_braces)
+        if (quoted_syntax_refused and rule.decision is not Decision.BLOCK) or not rule.applies(executable, context):
             continue
         if rule.matches(args, context, policy):
             return _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become), rule.effect_of(args)
-    if globbed:
-        return _verdict(command, argv, Decision.BLOCK, "glob characters where no rule of the policy accepts a pattern", "shell-syntax", policy), None
+    if globbed or braced:
+        reason = "glob characters or braces where no rule of the policy accepts them"
+        return _verdict(command, argv, Decision.BLOCK, reason, "shell-syntax", policy), None
     # What a human approves without a rule runs as root, like remediation does; a rule can say otherwise.
     return _verdict(command, argv, Decision.APPROVE, f"no rule of the policy covers {executable} with these arguments",
                     "default-approve", policy, become=True), None
@@ -460,15 +473,15 @@ def _syntax_reason(characters: Iterable[str]) -> str:
     return f"shell syntax {''.join(sorted(characters))!r} (commands never run through a shell)"
 
 
-def _quoted_globs_only(command: str) -> bool:
-    """Glob characters are tolerated only inside quotes, where a shell would not expand them either."""
+def _quoted_only(command: str) -> bool:
+    """Glob characters and braces are tolerated only inside quotes, where a shell would not expand them either."""
     quote = ""
     for char in command:
         if quote:
             quote = "" if char == quote else quote
         elif char in "'\"":
             quote = char
-        elif char in GLOB_CHARACTERS:
+        elif char in QUOTABLE_CHARACTERS:
             return False
     return True
 
@@ -720,6 +733,7 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "name": lambda arg, letters, context, policy: bool(_NAME.match(arg)),
     "glob": lambda arg, letters, context, policy: bool(_GLOB.match(arg)),
     "sed_print": lambda arg, letters, context, policy: bool(_SED_PRINT.match(arg)),
+    "curl_write_out": lambda arg, letters, context, policy: bool(_CURL_WRITE_OUT.match(arg)),
     "service_url": _service_url,
     "pg_version": lambda arg, letters, context, policy: arg in {version for version, _name in context.pg_clusters},
     "pg_cluster": lambda arg, letters, context, policy: arg in {name for _version, name in context.pg_clusters},
@@ -882,7 +896,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
         decision = Decision(str(raw.get("decision")))
     except ValueError:
         raise fail("unknown decision", f"{where}.decision", raw.get("decision"), "allow, approve or block") from None
-    for key in ("become", "allow_globs"):
+    for key in ("become", "allow_globs", "allow_braces"):
         if not isinstance(raw.get(key, False), bool):
             raise fail(f"'{key}' must be true or false", f"{where}.{key}", raw.get(key))
     forms = [key for key in ("argv", "any_argument") if key in raw] + (["options/operands"] if {"options", "operands", "requires"} & set(raw) else [])
@@ -906,6 +920,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     common: dict[str, Any] = dict(
         id=raw["id"], description=str(raw.get("description") or raw["id"]), executables=tuple(executables),
         services=tuple(services), decision=decision, become=raw.get("become", False), allow_globs=raw.get("allow_globs", False),
+        allow_braces=raw.get("allow_braces", False),
         effect=None if effect is None else Effect(effect) if isinstance(effect, str) else {str(k): Effect(v) for k, v in effect.items()},
     )
     if "any_argument" in raw:

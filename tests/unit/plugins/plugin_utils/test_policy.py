@@ -339,3 +339,58 @@ def test_a_short_option_cluster_takes_its_value_from_the_next_argument_as_getopt
     assert evaluate("tail -qn 5 /var/log/nginx/error.log", NGINX).rule == "tail-or-head-of-files"
     assert evaluate("grep -ie x /etc/hostname", NGINX).rule == "search-files-pattern-option"   # -e takes x: /etc/hostname is the file
     assert evaluate("grep -ie /etc/hostname x", NGINX).decision is Decision.APPROVE               # x is a (relative) file
+
+
+# ---- read-only diagnostics: exactly their reading forms ------------------------------------------------------------
+
+HTTP_NGINX = PolicyContext(service="nginx", init_service="nginx", process="nginx", http_ports=frozenset({80}))
+
+
+@pytest.mark.parametrize(("command", "decision", "rule"), [
+    ("curl -s -o /dev/null -w '%{http_code} %{time_total}' http://127.0.0.1/", Decision.ALLOW, "local-http-probe"),
+    ("curl -s -o /dev/null -w %{http_code} http://127.0.0.1/", Decision.BLOCK, "shell-syntax"),   # unquoted, bash expands braces
+    ("curl -s -o /dev/null -w '%output{/etc/cron.d/x}%{http_code}' http://127.0.0.1/", Decision.BLOCK, "shell-syntax"),
+    ("curl -s -o /dev/null -w '%header{set-cookie}' http://127.0.0.1/", Decision.BLOCK, "shell-syntax"),
+    ("cat '/etc/nginx/{a,b}.conf'", Decision.BLOCK, "shell-syntax"),             # braces only where a rule accepts them
+    ("curl -s -o /dev/null -T /etc/hostname http://127.0.0.1/", Decision.BLOCK, "curl-only-probes"),
+    ("nginx -t -c /etc/nginx/nginx.conf", Decision.ALLOW, "nginx-config-test"),
+    ("nginx -t -c /tmp/evil.conf", Decision.APPROVE, "default-approve"),         # its load_module would run as root
+    ("nginx -t -g 'load_module /tmp/evil.so'", Decision.BLOCK, "nginx-only-its-own-configuration"),
+    ("haproxy -c -f /tmp/evil.cfg", Decision.APPROVE, "default-approve"),        # its lua-load would run as root
+    ("visudo -cq", Decision.ALLOW, "sudoers-quiet-check"),
+    ("visudo -c", Decision.APPROVE, "sudoers-check-prints-lines"),               # prints the sudoers lines it finds wrong
+    ("visudo -c -f /tmp/x", Decision.BLOCK, "visudo-only-checks"),
+    ("visudo", Decision.BLOCK, "visudo-opens-an-editor"),
+    ("lsof -nP -iTCP:80 -sTCP:LISTEN", Decision.ALLOW, "open-files"),
+    ("lsof -r 1 -i :80", Decision.APPROVE, "default-approve"),                  # repeats forever
+    ("lsof -i @exfil.attacker.example", Decision.APPROVE, "default-approve"),   # a name lsof would resolve
+    ("hostnamectl status", Decision.ALLOW, "host-identity-and-clock"),
+    ("hostnamectl set-hostname evil", Decision.BLOCK, "host-name-and-clock-are-a-persons"),
+    ("date '+%F %T'", Decision.ALLOW, "date-now"),
+    ("date 010100002000", Decision.APPROVE, "default-approve"),                 # MMDDhhmm sets the clock
+    ("date -f /etc/hostname", Decision.BLOCK, "date-never-sets-the-clock"),
+])
+def test_a_diagnostic_is_allowed_in_its_reading_form_only(command: str, decision: Decision, rule: str) -> None:
+    verdict = evaluate(command, HTTP_NGINX)
+    assert (verdict.decision, verdict.rule) == (decision, rule), verdict.reason
+
+
+REDIS = PolicyContext(service="redis", init_service="redis-server", process="redis-server", ports=frozenset({6379}))
+
+
+@pytest.mark.parametrize(("context", "command", "decision", "rule"), [
+    (POSTGRES, 'psql -U postgres -tAc "SHOW data_directory"', Decision.ALLOW, "postgres-read-only-query"),
+    (POSTGRES, 'psql -U postgres -c "DROP DATABASE app"', Decision.APPROVE, "default-approve"),
+    (POSTGRES, 'psql -U postgres -c "SELECT 1" -c "DROP DATABASE app"', Decision.APPROVE, "default-approve"),
+    (POSTGRES, 'psql -d "host=198.51.100.7" -c "SELECT 1"', Decision.APPROVE, "default-approve"),   # a connection string
+    (POSTGRES, 'psql -U postgres -c "SELECT 1" -o /etc/cron.d/x', Decision.BLOCK, "psql-runs-no-files"),
+    (REDIS, "redis-cli config get maxmemory", Decision.ALLOW, "redis-config-get"),
+    (REDIS, "redis-cli config get requirepass", Decision.BLOCK, "redis-destructive-commands"),
+    (REDIS, "redis-cli memory stats", Decision.ALLOW, "redis-reports"),
+    (REDIS, "redis-cli memory purge", Decision.APPROVE, "default-approve"),
+    (REDIS, "redis-cli -h 198.51.100.7 dbsize", Decision.APPROVE, "default-approve"),
+    (REDIS, "redis-cli monitor", Decision.BLOCK, "redis-data-streams"),
+])
+def test_a_service_client_runs_only_listed_reads_on_this_host(context: PolicyContext, command: str, decision: Decision, rule: str) -> None:
+    verdict = evaluate(command, context)
+    assert (verdict.decision, verdict.rule) == (decision, rule), verdict.reason

@@ -106,8 +106,8 @@ def legitimate_corpus() -> list[tuple[str, str, Decision]]:
 
 def test_the_corpus_is_as_large_as_promised() -> None:
     bases = sum(len(commands) for commands in _hostile_bases().values())
-    assert bases >= 500 and len(hostile_corpus()) >= 5000
-    assert len(legitimate_corpus()) >= 150
+    assert bases >= 900 and len(hostile_corpus()) >= 14000
+    assert len(legitimate_corpus()) >= 500
     assert len(_hostile_bases()) >= 8  # families
 
 
@@ -146,8 +146,17 @@ READ_ONLY_RULES = frozenset({
     "sort-lines", "journal-reading", "kernel-log", "processes", "processes-plain", "find-processes", "resources", "user-identity",
     "top-snapshot", "listening-sockets", "sockets-summary", "port-users", "port-users-by-protocol", "file-users", "network-state",
     "network-state-short", "kernel-parameters", "date-now", "dpkg-query", "apt-read-only", "apt-get-check", "find-files",
-    "nginx-config-test", "apache-config-test", "sshd-config-test", "haproxy-config-test", "postfix-config-test", "named-checkconf-plain",
+    "nginx-config-test", "apache-config-test", "sshd-config-test", "haproxy-config-test", "postfix-config-test", "named-config-test",
     "ping-a-host", "getent-hosts", "search-files-pattern-option", "systemctl-show-state", "rotate-logs-dry-run",
+    # processes, the host's identity and clock, who holds a socket or a file
+    "process-ids", "process-tree", "process-memory-map", "host-name", "host-identity-and-clock", "kernel-and-machine", "distribution",
+    "host-facts", "clock-sync-state", "sockets-by-port-or-state", "open-files",
+    # read-only queries of a service through its own client, versions
+    "postgres-read-only-query", "postgres-list-databases", "postgres-config-show", "redis-config-get", "redis-read-only-commands",
+    "redis-reports", "redis-version", "mysql-read-only-query", "database-client-versions",
+    # configuration tests and what a service's own configuration defines
+    "nginx-version", "apache-config-dump", "httpd-config-test", "sshd-effective-config", "sudoers-quiet-check", "php-fpm-config-test",
+    "postfix-settings", "rsyslog-config-test", "dnsmasq-config-test", "unbound-config-test",
 })
 _CONTROL_VERBS = ("start", "stop", "restart", "reload", "force-reload", "try-restart")
 _SYSTEMCTL_VERBS = ("start", "stop", "restart", "reload", "try-restart", "reload-or-restart", "try-reload-or-restart", "reset-failed")

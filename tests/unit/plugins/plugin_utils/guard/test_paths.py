@@ -175,10 +175,11 @@ _NGINX = PolicyContext(service="nginx", init_service="nginx", process="nginx", s
 _POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", process="postgres",
                           service_dirs=("/var/lib/postgresql", "/run/postgresql", "/var/log/postgresql"), log_dirs=("/var/log/postgresql",))
 _SSH = PolicyContext(service="ssh", init_service="ssh", process="sshd", service_dirs=("/run/sshd",))
+_REDIS = PolicyContext(service="redis", init_service="redis-server", process="redis-server", ports=frozenset({6379}),
+                       service_dirs=("/var/lib/redis", "/run/redis", "/var/log/redis"), log_dirs=("/var/log/redis",))
 # One command per rule whose arguments include a path placeholder; PATH is where the alias goes.
 PATH_RULES = {
     "find-files": (_NGINX, "find PATH -maxdepth 1"),
-    "haproxy-config-test": (_NGINX, "haproxy -c -f PATH"),
     "certificate-dates": (_NGINX, "openssl x509 -noout -enddate -in PATH"),
     "tail-or-head-of-files": (_NGINX, "tail -n 5 PATH"),
     "read-files": (_NGINX, "cat PATH"),
@@ -190,6 +191,12 @@ PATH_RULES = {
     "print-lines": (_NGINX, "sed -n 1,5p PATH"),
     "sort-lines": (_NGINX, "sort PATH"),
     "file-users": (_NGINX, "fuser -v PATH"),
+    "open-files": (_NGINX, "lsof -nP PATH"),
+    "date-now": (_NGINX, "date -u -r PATH"),
+    "redis-config-get": (_REDIS, "redis-cli -s PATH config get maxmemory"),
+    "redis-probe": (_REDIS, "redis-cli -s PATH ping"),
+    "redis-read-only-commands": (_REDIS, "redis-cli -s PATH dbsize"),
+    "redis-reports": (_REDIS, "redis-cli -s PATH memory stats"),
     "remove-stale-pidfile": (_NGINX, "rm -f PATH"),
     "remove-rotated-logs": (_NGINX, "rm -v PATH"),
     "truncate-service-log": (_NGINX, "truncate -s 0 PATH"),
@@ -209,14 +216,16 @@ CUSTOM_PATH_RULES = {"my-list": (_NGINX, "ls PATH"), "my-touch": (_NGINX, "touch
                      "my-tail": (_NGINX, "tail PATH")}
 _PATH_PLACEHOLDERS = ("{stale_pidfile}", "{log_file}", "{service_dir}", "{service_file}", "{service_log_file}", "{rotated_log}",
                       "{runtime_dir}", "{package_path}", "{readable_file}")
-TARGETS += ["/run/nginx/nginx.sock", "/var/log/nginx", "/var/log/nginx/../../log", "/run/nginx/../sshd",
+TARGETS += ["/run/nginx/nginx.sock", "/run/redis/redis-server.sock", "/var/log/nginx", "/var/log/nginx/../../log", "/run/nginx/../sshd",
             "/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
             "/etc/ssl/certs/ssl-cert-snakeoil.pem", "/etc/haproxy/haproxy.cfg", "/var/log/nginx/../../lib/dpkg/status"]
 
 
 def _takes_a_path(rule: Rule) -> bool:
+    """Whether a pattern of the rule, or one of a pattern's alternatives ([+L, "{readable_file}"]), is a path placeholder."""
     patterns = [*(rule.argv or ()), *rule.operands, *(p for p in (rule.options or {}).values() if p is not None)]
-    return any(f"{{{p.placeholder}}}" in _PATH_PLACEHOLDERS for p in patterns if p.placeholder)
+    placeholders = {p.placeholder for pattern in patterns for p in (pattern, *pattern.alternatives) if p.placeholder}
+    return any(f"{{{placeholder}}}" in _PATH_PLACEHOLDERS for placeholder in placeholders)
 
 
 def test_every_rule_that_takes_a_path_is_fed_aliases_below() -> None:
