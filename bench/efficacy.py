@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration"), str(ROOT / "tests"), str(ROOT / ".collections")]
 
 import fleet  # noqa: E402
 from conftest import SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
@@ -43,8 +43,10 @@ class Fault:
 
 
 FAULTS = (
-    Fault("nginx-killed", "node1", "nginx", "healed", frozenset({START_NGINX, RESET_NGINX, ("rm", "-f", "/run/nginx.pid")})),
-    Fault("nginx-killed", "node3", "nginx", "healed", frozenset({("service", "nginx", "start"), ("rm", "-f", "/run/nginx.pid")})),
+    Fault("nginx-killed", "node1", "nginx", "healed",
+          frozenset({START_NGINX, RESET_NGINX, ("systemctl", "restart", "nginx"), ("rm", "-f", "/run/nginx.pid")})),
+    Fault("nginx-killed", "node3", "nginx", "healed",
+          frozenset({("service", "nginx", "start"), ("service", "nginx", "restart"), ("rm", "-f", "/run/nginx.pid")})),
     Fault("nginx-port-squat", "node1", "nginx", "healed", frozenset({("kill", "-TERM", ANY), START_NGINX, RESET_NGINX})),
     Fault("nginx-config-error", "node3", "nginx", "escalated"),
     Fault("nginx-start-limit", "node1", "nginx", "healed", frozenset({RESET_NGINX, START_NGINX})),
@@ -58,7 +60,8 @@ FAULTS = (
                      START_NGINX})),
     Fault("nginx-not-installed", "node2", "nginx", "escalated"),
     Fault("postgres-killed", "node1", "postgresql", "healed",
-          frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "reset-failed", "postgresql@15-main")})),
+          frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "restart", "postgresql@15-main"),
+                     ("systemctl", "reset-failed", "postgresql@15-main")})),
     Fault("postgres-root-owned", "node1", "postgresql", "healed",
           frozenset({("chown", "-R", "postgres:postgres", "/var/lib/postgresql"), ("systemctl", "start", "postgresql@15-main")})),
     Fault("postgres-data-dir-mode", "node2", "postgresql", "healed",
@@ -66,7 +69,7 @@ FAULTS = (
                      ("systemctl", "start", "postgresql@15-main")})),
     Fault("postgres-bad-parameter", "node1", "postgresql", "escalated"),
     Fault("postgres-include-missing", "node3", "postgresql", "escalated"),
-    Fault("redis-killed", "node3", "redis", "healed", frozenset({("service", "redis-server", "start")})),
+    Fault("redis-killed", "node3", "redis", "healed", frozenset({("service", "redis-server", "start"), ("service", "redis-server", "restart")})),
     Fault("redis-killed-restart-pending", "node1", "redis", "recovered"),
     Fault("redis-restart-loop", "node1", "redis", "escalated"),
     Fault("redis-rundir-gone", "node3", "redis", "healed", frozenset({("kill", "-TERM", ANY), ("service", "redis-server", "restart")})),
@@ -85,6 +88,7 @@ class Result:
     attempts: int
     seconds: float
     ran: tuple[tuple[str, ...], ...]
+    why: str = ""  # the job's own words, for an outcome other than the expected one
 
     @property
     def outside(self) -> list[tuple[str, ...]]:
@@ -109,7 +113,9 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
     if not found and not any(episode["service"] == fault.service for episode in episodes(state)):
         outcome = "healthy" if run.rc == 0 else outcome
     ran = tuple(tuple(argv) for purpose, argv in commands_run(state, fault.host) if purpose == "remediation")
-    return Result(fault, planner, outcome, attempts, seconds, ran)
+    said = re.search(rf"{fault.host}: {re.escape(fault.service)} [a-z_]+: (.*?)(?: TASK \[| PLAY RECAP)", one_line(run.output))
+    why = said.group(1)[:300] if said and outcome != fault.expected else ""
+    return Result(fault, planner, outcome, attempts, seconds, ran, why)
 
 
 def planners(real_model: bool) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
@@ -140,7 +146,7 @@ def measure(faults: tuple[Fault, ...] = FAULTS, *, real_model: bool = False) -> 
             if scripted is not None:  # the restart a naive model writes for whatever it is asked
                 scripted.default = Answer.plan([["systemctl", "restart", fault.service]])
             results.append(heal(fault, planner, extra_vars))
-            print(row(results[-1]), flush=True)
+            print(row(results[-1]) + (f" why: {results[-1].why}" if results[-1].why else ""), flush=True)
     return results
 
 

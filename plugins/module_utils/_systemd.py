@@ -42,7 +42,8 @@ MAX_REQUIREMENTS = 8
 MAX_CAUSE_LINES = 3
 JOURNAL_LIMIT = 4000
 _EXEC_RESULT = re.compile(r"path=(?P<path>[^ ;]+) ;.*\bcode=(?P<code>[a-z]+) ; status=(?P<status>\d+)")
-_JOURNAL_LINE = re.compile(r"^\S+ \S+ (?P<ident>[^\s\[:]+)(?:\[\d+\])?: (?P<message>.*)$")
+# a line of journalctl --output=short-iso: the time, the host, the program (and its pid), the message
+JOURNAL_LINE = re.compile(r"^\S+ \S+ (?P<ident>[^\s\[:]+)(?:\[\d+\])?: (?P<message>.*)$")
 # systemd's lines that say that a unit failed, never why
 _BOOKKEEPING = re.compile(
     r"^(?:\S+: )?(?:Main process exited|Control process exited|Failed with result|Scheduled restart job|Start request repeated"
@@ -171,7 +172,7 @@ def _ending(code, status):
 def journal_cause(journal):
     """The journal's lines that say what went wrong (at most MAX_CAUSE_LINES, joined): the service's own lines, or
     systemd's when the service said nothing (it could not even be run)."""
-    lines = [_JOURNAL_LINE.match(line) for line in (journal or "").splitlines()]
+    lines = [JOURNAL_LINE.match(line) for line in (journal or "").splitlines()]
     entries = [(match.group("ident"), match.group("message").strip()) for match in lines if match]
     for own in (True, False):
         said = []

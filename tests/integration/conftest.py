@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
 import fleet  # noqa: E402  (tests/lab is not a package)
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import STEP_PLACEHOLDERS  # noqa: E402
+
 RECAP = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M,
 )
@@ -43,12 +45,22 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# A runbook's placeholder that reached a job's output unrendered: what a person reads must never hold one.
+PLACEHOLDER_NAMES = "|".join(sorted(STEP_PLACEHOLDERS | {"cause", "output", "reading", "config_error"}))
+UNRENDERED = re.compile(r"\{(?:" + PLACEHOLDER_NAMES + r")(?::[^{}\n]*)?\}")
+# a plan step's template (as -v prints a result) keeps its placeholders: memory replays it with the next incident's values
+STEP_TEMPLATE = re.compile(r'"?template"?\s*:\s*(?:"[^"\n]*"|[^\n]*)')
+
+
 def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str] | None = None) -> PlaybookRun:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {}))
     command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *args]
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
-    return PlaybookRun(rc=proc.returncode, output=proc.stdout + proc.stderr)
+    output = proc.stdout + proc.stderr
+    said = STEP_TEMPLATE.sub("", output)
+    assert not UNRENDERED.search(said), f"unrendered placeholders reach people: {UNRENDERED.findall(said)}\n{output}"
+    return PlaybookRun(rc=proc.returncode, output=output)
 
 
 def episodes(state_dir: Path) -> list[dict[str, Any]]:

@@ -101,3 +101,33 @@ def test_the_prompt_sent_holds_no_secret(lab: Any, faults: Faults, llm: Scripted
     assert "connect failed: postgres://app:********@db/app" in sent
     kept = run.output + "".join(p.read_bytes().decode("utf-8", "replace") for p in tmp_path.rglob("*") if p.is_file())
     assert API_KEY not in kept and password not in kept
+
+
+def test_a_real_small_model_plans_a_fault_no_runbook_covers_and_only_what_the_guard_allows_runs(
+    lab: Any, faults: Faults, local_llm: Any, tmp_path: Path,
+) -> None:
+    """SmolLM2-135M-Instruct behind llama.cpp's server, no runbooks: whatever the model answers, every command that
+    reached the host was one the guard allowed, the configuration and the accounts are untouched, and the incident
+    ends verified healed, or escalated with the cause in nginx's own words (or waits for a person with a plan the policy
+    does not allow, none of it run)."""
+    faults.inject("node1", "nginx-log-dir-gone")
+    untouched = ("md5sum", "/etc/nginx/nginx.conf", "/etc/nginx/sites-available/default", "/etc/passwd", "/etc/shadow", "/etc/sudoers")
+    before = sh(lab, "node1", *untouched)
+    options = {"model": local_llm.model, "base_url": local_llm.base_url, "api_key": "local", "schema": "llamacpp", "timeout": 60}
+    run = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_llm": options, "autoheal_builtin_runbooks": False}),
+                       state_dir=tmp_path)
+    recorded = [episode for episode in episodes(tmp_path) if episode["service"] == "nginx"]
+    assert recorded, run.output
+    ran = [argv for purpose, argv in commands_run(tmp_path, "node1") if purpose == "remediation"]
+    allowed = [tuple(verdict["argv"]) for episode in recorded if episode["results"] and episode["results"].get("steps")
+               for verdict in episode["verdicts"] if verdict["decision"] == "allow"]
+    assert all(tuple(argv) in allowed for argv in ran), (ran, allowed)
+    assert sh(lab, "node1", *untouched) == before
+    output = one_line(run.output)
+    if "node1: nginx healed" in output:
+        assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+    elif "awaiting_approval" in output:  # a plan the policy does not allow waits for a person, and nothing of it ran
+        assert recorded[-1]["outcome"] == "awaiting_approval" and not recorded[-1]["results"]["steps"], recorded[-1]
+    else:
+        assert run.rc == 2 and "node1 nginx: escalated" in output, run.output
+        assert 'open() "/var/log/nginx/error.log" failed (2: No such file or directory)' in output, run.output

@@ -31,19 +31,34 @@ _AZURE_DEPLOYMENT = re.compile(r"^(?P<endpoint>https?://[^/]+)/openai/deployment
 # A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer.
 _THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
+# A step in each shape parse_plan reads, each complete: a server that turns the schema into a grammar (llama.cpp, Ollama,
+# vLLM) then admits only steps the planner can use. With any object as args, SmolLM2-135M's steps had, every time, a
+# state no module takes ("started|stopped|restarted|reloaded", copied from the prompt) or no args at all.
+_STEP_SHAPES: list[dict[str, Any]] = [
+    {"type": "object", "required": ["argv"], "properties": {
+        "argv": {"type": "array", "minItems": 1, "items": {"type": "string"}, "description": "a command as an argument vector, run without a shell"},
+    }},
+    {"type": "object", "required": ["module", "args"], "properties": {
+        "module": {"type": "string", "enum": ["ansible.builtin.service"]},
+        "args": {"type": "object", "required": ["name", "state"], "properties": {
+            "name": {"type": "string"}, "state": {"type": "string", "enum": ["started", "stopped", "restarted", "reloaded"]},
+        }},
+    }},
+    {"type": "object", "required": ["module", "args"], "properties": {
+        "module": {"type": "string", "enum": ["ansible.builtin.file"]},
+        "args": {"type": "object", "required": ["path", "state"], "properties": {
+            "path": {"type": "string"}, "state": {"type": "string", "enum": ["absent", "directory"]},
+            "owner": {"type": "string"}, "group": {"type": "string"}, "mode": {"type": "string"},
+        }},
+    }},
+]
+
 PLAN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["steps"],
     "properties": {
         "diagnosis": {"type": "string", "description": "what is wrong, in one or two sentences"},
-        "steps": {
-            "type": "array", "maxItems": MAX_STEPS,
-            "items": {"type": "object", "properties": {
-                "argv": {"type": "array", "items": {"type": "string"}, "description": "a command as an argument vector, run without a shell"},
-                "module": {"type": "string", "enum": ["ansible.builtin.service", "ansible.builtin.file"]},
-                "args": {"type": "object"},
-            }},
-        },
+        "steps": {"type": "array", "maxItems": MAX_STEPS, "items": {"anyOf": _STEP_SHAPES}},
         "rationale": {"type": "string"},
         "expected_signal": {"type": "string", "description": "what shows the service recovered"},
         "escalate": {"type": ["string", "null"], "description": "why no safe fix exists, instead of steps"},

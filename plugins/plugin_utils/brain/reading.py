@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 
@@ -57,8 +58,6 @@ _CONFIG_PLACE = (
     re.compile(r"\bat line (?P<line>\d+)"),  # redis
 )
 _PARAMETER = re.compile(r"parameter \"(?P<name>[\w.]+)\"|(?:directive|variable|option) [\"'](?P<other>[\w.-]+)[\"']", re.IGNORECASE)
-# journalctl's short-iso line: the time, the host, the program (and its pid), the message
-_JOURNAL_LINE = re.compile(r"^\S+ \S+ (?P<ident>[^\s\[:]+)(?:\[\d+\])?: (?P<message>.*)$")
 # "Can't open the log file" (redis names no path): the file is the service's declared log
 _ITS_LOG = re.compile(r"\blog ?file\b", re.IGNORECASE)
 
@@ -148,13 +147,16 @@ def _package_values(prefix: str, directory: PackageDir) -> dict[str, str]:
 
 def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[StepResult] = ()) -> list[tuple[str, str]]:
     """(source, text) of everything the failure says, newest first: the steps that failed (last first), the evidence
-    commands, the unit's journal, the status, and the newest lines of each log."""
+    commands, the unit's journal, the status, and the newest lines of each log (and of the commands that print one)."""
     texts = [(f"output of {' '.join(step.argv)}", step.output) for step in reversed(steps) if step.status == "failed" and step.output]
-    texts += [(f"output of {command}", text) for command, text in outputs.items()]
+    logs = [str(log) for log in failure.spec.get("logs") or []]
+    # a command that prints a log (tail -n 30 LOG) may print last week's trouble: it is read with the logs, last
+    fresh = {command: text for command, text in outputs.items() if not any(log in command for log in logs)}
+    texts += [(f"output of {command}", text) for command, text in fresh.items()]
     evidence = failure.evidence
     unit = evidence.get("unit") or {}
     if unit.get("journal"):
-        entries = [_JOURNAL_LINE.match(line) for line in str(unit["journal"]).splitlines()]
+        entries = [JOURNAL_LINE.match(line) for line in str(unit["journal"]).splitlines()]
         said = [(entry.group("ident"), entry.group("message")) for entry in entries if entry]
         name = unit.get("Id", failure.init_service)
         # the service's own lines first; systemd's about it ("Can't open PID file ... (yet?)") say what followed
@@ -165,6 +167,8 @@ def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[
         texts.append((f"output of {status.get('command') or 'its status'}", str(status["output"])))
     for path, tail in (evidence.get("logs") or {}).items():
         texts.append((f"log {path}", "\n".join(str(tail).splitlines()[-LOG_LINES_READ:])))
+    texts += [(f"output of {command}", "\n".join(text.splitlines()[-LOG_LINES_READ:])) for command, text in outputs.items()
+              if command not in fresh]
     return texts
 
 

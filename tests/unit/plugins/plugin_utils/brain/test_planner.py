@@ -271,3 +271,14 @@ def test_a_step_with_an_unknown_key_names_it() -> None:
     with pytest.raises(RunbookError) as error:
         parse_runbook(OPTIONAL_STEP.replace("optional: true", "optinal: true"), "typo.md")
     assert error.value.field == "steps[0].optinal"
+
+
+def test_apache_without_its_log_directory_gets_it_back_as_debian_makes_it(library: RunbookLibrary) -> None:
+    apache = Failure(host="web2", service="apache2", failure_class="not_running", summary="apache2: rc=3",
+                     evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": []},
+                     spec={"name": "apache2", "ports": [80], "process": "apache2"})
+    journal = ("apachectl[71]: (2)No such file or directory: AH02291: Cannot access directory '/var/log/apache2/' for main error log\n"
+               "apachectl[71]: AH00014: Configuration check failed")
+    plan = _plan(Planner(library, None), _with_journal(apache, journal))
+    assert plan.reference == "service-directory-missing"
+    assert plan.steps[0].argv == ("install", "-d", "-m", "0750", "-o", "root", "-g", "adm", "/var/log/apache2")

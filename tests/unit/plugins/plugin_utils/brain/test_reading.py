@@ -64,6 +64,17 @@ def test_the_newest_text_decides_and_an_old_log_line_comes_last() -> None:
     assert reading.decisive is not None and reading.decisive.source == "output of service nginx start"
 
 
+def test_a_command_printing_a_log_is_read_after_the_journal() -> None:
+    """Last week's line in the log (printed by an evidence command) does not outweigh what the journal says now."""
+    failure = nginx_failure("not_running")
+    journal = '2026-11-25T09:00:00+0000 node2 nginx[90]: nginx: [emerg] open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)'
+    failure = type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "unit": {"Id": "nginx.service", "journal": journal}}})
+    old = '2026/11/18 [emerg] mkdir() "/var/lib/nginx/body" failed (2: No such file or directory)'
+    reading = read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": old})
+    assert [finding.path for finding in reading.findings] == ["/etc/nginx/site-prod.conf"]
+    assert reading.decisive is not None and reading.decisive.source == "journal of nginx.service"
+
+
 def test_a_path_outside_the_package_directories_is_named_as_missing() -> None:
     assert read_texts([("x", NGINX_LOG_GONE)]).placeholder_values()["missing_path"] == "/var/log/nginx/error.log"
 
