@@ -5,7 +5,7 @@ For each fault: the expected outcome and the outcome, the attempts, the time unt
 (heal.yml's wall time, for a healed fault), the commands run on the host, and any command outside the set a correct
 remediation of that fault may run ("outside"). The scripted LLM answers every planning request with the restart a naive
 model would write; the real model is the one `make llm-up` serves (tests/local_llm.py), measured only when
-EFFICACY_REAL_MODEL=1 (started and stopped here unless it already runs). Run as root: `make bench-efficacy`; it brings
+EFFICACY_REAL_MODEL=1 (=only: the real model alone; started and stopped here unless it already runs). Run as root: `make bench-efficacy`; it brings
 the lab fleet up and down itself.
 """
 
@@ -61,6 +61,7 @@ FAULTS = (
     Fault("nginx-not-installed", "node2", "nginx", "escalated"),
     Fault("postgres-killed", "node1", "postgresql", "healed",
           frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "restart", "postgresql@15-main"),
+                     ("systemctl", "restart", "postgresql"),
                      ("systemctl", "reset-failed", "postgresql@15-main")})),
     Fault("postgres-root-owned", "node1", "postgresql", "healed",
           frozenset({("chown", "-R", "postgres:postgres", "/var/lib/postgresql"), ("systemctl", "start", "postgresql@15-main")})),
@@ -118,12 +119,13 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
     return Result(fault, planner, outcome, attempts, seconds, ran, why)
 
 
-def planners(real_model: bool) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
+def planners(real_model: bool, only_real_model: bool = False) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
     """(name, heal.yml's extra vars, the scripted server) of each planner measured."""
-    yield "offline", {}, None
-    with ScriptedLLM() as scripted:
-        options = {"base_url": scripted.base_url, "model": "scripted", "api_key": "bench", "timeout": 10}
-        yield "scripted LLM", {"autoheal_llm": options}, scripted
+    if not only_real_model:
+        yield "offline", {}, None
+        with ScriptedLLM() as scripted:
+            options = {"base_url": scripted.base_url, "model": "scripted", "api_key": "bench", "timeout": 10}
+            yield "scripted LLM", {"autoheal_llm": options}, scripted
     if real_model:
         from local_llm import LocalLLM  # tests/local_llm.py: only when the real model is measured
 
@@ -138,10 +140,10 @@ def planners(real_model: bool) -> Iterator[tuple[str, dict[str, Any], ScriptedLL
                 server.down()
 
 
-def measure(faults: tuple[Fault, ...] = FAULTS, *, real_model: bool = False) -> list[Result]:
+def measure(faults: tuple[Fault, ...] = FAULTS, *, real_model: bool = False, only_real_model: bool = False) -> list[Result]:
     """Every fault with every planner, on a fleet that is up and healthy; leaves it healthy."""
     results: list[Result] = []
-    for planner, extra_vars, scripted in planners(real_model):
+    for planner, extra_vars, scripted in planners(real_model, only_real_model):
         for fault in faults:
             if scripted is not None:  # the restart a naive model writes for whatever it is asked
                 scripted.default = Answer.plan([["systemctl", "restart", fault.service]])
@@ -162,16 +164,36 @@ def report(results: list[Result]) -> list[str]:
     return lines
 
 
+def summary(results: list[Result]) -> list[str]:
+    """One row per fault: the expected outcome, then each planner's outcome, attempts, time to healthy and the commands
+    it ran outside the fault's expected set."""
+    names = list(dict.fromkeys(result.planner for result in results))
+    lines = ["| fault | expected | " + " | ".join(names) + " |", "| --- | --- | " + " | ".join("---" for _name in names) + " |"]
+    for fault in dict.fromkeys(result.fault for result in results):
+        cells = []
+        for name in names:
+            mine = next((result for result in results if result.fault == fault and result.planner == name), None)
+            if mine is None:
+                cells.append("-")
+                continue
+            took = f", {mine.seconds:.1f} s" if mine.outcome == "healed" else ""
+            outside = f", {len(mine.outside)} outside" if mine.outside else ""
+            cells.append(f"{mine.outcome} ({mine.attempts}{took}{outside})")
+        lines.append(f"| {fault.name} ({fault.host}) | {fault.expected} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("the lab fleet needs root: run `make bench-efficacy` as root")
     fleet.down()
     fleet.up(inits=SYSV_HOSTS)
     try:
-        results = measure(real_model=os.environ.get("EFFICACY_REAL_MODEL") == "1")
+        only = os.environ.get("EFFICACY_REAL_MODEL") == "only"
+        results = measure(real_model=only or os.environ.get("EFFICACY_REAL_MODEL") == "1", only_real_model=only)
     finally:
         fleet.down()
-    print("\n".join(["", *report(results)]))
+    print("\n".join(["", *report(results), "", *summary(results)]))
 
 
 def row(result: Result) -> str:

@@ -26,7 +26,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 
 LINE_LIMIT = 240
 LINES_PER_FINDING = 3
-LOG_LINES_READ = 12
+# A log keeps last week's trouble, and most lines carry no time a reader can trust to compare: only the newest lines
+# are read, where a service that failed just now left its cause (a killed one leaves none, and an old line stays old).
+LOG_LINES_READ = 5
+# evidence commands that print what was logged before, not what the service says now
+HISTORY_READERS = frozenset({"journalctl", "tail", "head", "cat", "less", "grep", "zcat", "zgrep", "dmesg"})
 # (kind, what such a line says); a line takes the first kind that matches
 KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in (
     ("not_installed", r"unrecognized service|\bunit \S+ (?:not found|could not be found)|no init script or unit named"),
@@ -147,11 +151,13 @@ def _package_values(prefix: str, directory: PackageDir) -> dict[str, str]:
 
 def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[StepResult] = ()) -> list[tuple[str, str]]:
     """(source, text) of everything the failure says, newest first: the steps that failed (last first), the evidence
-    commands, the unit's journal, the status, and the newest lines of each log (and of the commands that print one)."""
+    commands, the unit's journal since its last start, the status, and the newest lines of each log and of the evidence
+    commands that print history (a journal or a log read whole)."""
     texts = [(f"output of {' '.join(step.argv)}", step.output) for step in reversed(steps) if step.status == "failed" and step.output]
     logs = [str(log) for log in failure.spec.get("logs") or []]
-    # a command that prints a log (tail -n 30 LOG) may print last week's trouble: it is read with the logs, last
-    fresh = {command: text for command, text in outputs.items() if not any(log in command for log in logs)}
+    # a command that prints history (journalctl -n 30, tail -n 30 LOG) may print last week's trouble: read with the logs
+    fresh = {command: text for command, text in outputs.items()
+             if command.split(" ", 1)[0] not in HISTORY_READERS and not any(log in command for log in logs)}
     texts += [(f"output of {command}", text) for command, text in fresh.items()]
     evidence = failure.evidence
     unit = evidence.get("unit") or {}

@@ -70,9 +70,18 @@ def test_a_command_printing_a_log_is_read_after_the_journal() -> None:
     journal = '2026-11-25T09:00:00+0000 node2 nginx[90]: nginx: [emerg] open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)'
     failure = type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "unit": {"Id": "nginx.service", "journal": journal}}})
     old = '2026/11/18 [emerg] mkdir() "/var/lib/nginx/body" failed (2: No such file or directory)'
-    reading = read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": old})
+    reading = read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": old, "journalctl -u nginx -n 30 --no-pager": old})
     assert [finding.path for finding in reading.findings] == ["/etc/nginx/site-prod.conf"]
     assert reading.decisive is not None and reading.decisive.source == "journal of nginx.service"
+
+
+def test_only_the_newest_lines_of_a_log_are_read() -> None:
+    """A postgres killed after last week's configuration error: the error is in its log, but not at its end."""
+    failure = nginx_failure("not_running")
+    log = "\n".join(['LOG:  invalid value for parameter "shared_buffers": "lots"'] + [f"LOG:  checkpoint complete: {n}" for n in range(5)])
+    failure = type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "logs": {"/var/log/x.log": log}}})
+    assert read_failure(failure, {}).findings == ()
+    assert read_failure(failure, {"tail -n 30 /var/log/x.log": log}).findings == ()
 
 
 def test_a_path_outside_the_package_directories_is_named_as_missing() -> None:
