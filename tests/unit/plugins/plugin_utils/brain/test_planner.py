@@ -282,3 +282,13 @@ def test_apache_without_its_log_directory_gets_it_back_as_debian_makes_it(librar
     plan = _plan(Planner(library, None), _with_journal(apache, journal))
     assert plan.reference == "service-directory-missing"
     assert plan.steps[0].argv == ("install", "-d", "-m", "0750", "-o", "root", "-g", "adm", "/var/log/apache2")
+
+
+def test_any_service_that_left_a_stale_pid_file_gets_it_removed_and_is_started(library: RunbookLibrary) -> None:
+    cron = Failure(host="h", service="cron", failure_class="stale_pidfile", summary="cron: pid file /run/crond.pid names pid 812",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [],
+                             "pidfile": {"path": "/run/crond.pid", "exists": True, "pid": 812, "alive": False}},
+                   spec={"name": "cron", "process": "cron", "pidfile": "/run/crond.pid"})
+    plan = _plan(Planner(library, None), cron)
+    assert plan.reference == "stale-pidfile"
+    assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/crond.pid"), ("service", "cron", "start")]
