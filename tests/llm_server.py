@@ -80,6 +80,8 @@ class ScriptedLLM:
         self.embeddings_status = 200
         # as llama.cpp's server answers a response_format it does not take: this status, no answer consumed (None: taken)
         self.refuses_response_format: int | None = None
+        # as OpenAI's reasoning models answer max_tokens: HTTP 400 naming each of these parameters when a request carries it
+        self.refuses_parameters: tuple[str, ...] = ()
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -145,6 +147,13 @@ class ScriptedLLM:
                 if not path.rstrip("/").endswith("/chat/completions"):
                     llm._next_answer(recorded)
                     self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                refused = next((name for name in llm.refuses_parameters if name in body), None)
+                if refused is not None:
+                    with llm._lock:
+                        llm.requests.append(recorded)
+                    self._json(400, {"error": {"message": f"Unsupported parameter: '{refused}' is not supported with this model.",
+                                               "type": "invalid_request_error", "param": refused}})
                     return
                 if llm.refuses_response_format and "response_format" in body:
                     with llm._lock:

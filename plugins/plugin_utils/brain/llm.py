@@ -108,6 +108,12 @@ class LLMSettings:
             raise LLMError("invalid LLM limits", field="llm", value=limits, hint="timeout > 0, max_retries >= 0, token_budget >= 500")
 
 
+# A plan is a few hundred tokens; a reasoning model's preamble may take more.
+MAX_ANSWER_TOKENS = 2048
+MIN_ANSWER_TOKENS = 256
+ANSWER_CAP_NAMES = ("max_tokens", "max_completion_tokens")
+
+
 @dataclass
 class TokenBudget:
     """Tokens one incident may spend on the LLM, over all its attempts."""
@@ -162,6 +168,9 @@ class LLMClient:
         )
         # a server that refused the answer's format (HTTP 400, or llama.cpp's 500) is asked without it from then on
         self._format = answer_format(settings.json_mode, settings.schema)
+        # the name the server takes for the answer's length cap: OpenAI's reasoning models refuse max_tokens and want
+        # max_completion_tokens; a server that takes neither is asked without a cap
+        self._cap_names = list(ANSWER_CAP_NAMES)
 
     def complete(self, messages: Sequence[Mapping[str, str]], budget: TokenBudget) -> Completion:
         estimated = sum(estimate_tokens(m["content"]) for m in messages)
@@ -178,9 +187,13 @@ class LLMClient:
             try:
                 response = self._before(deadline, attempt, functools.partial(
                     self._client.chat.completions.create, model=self.settings.model, messages=list(messages), temperature=0,
-                    timeout=max(left, 0.1), **self._format,
+                    timeout=max(left, 0.1), **self._format, **self._cap(budget, estimated),
                 ))
             except self._openai.APIStatusError as exc:
+                if self._cap_names and exc.status_code in (400, 422) and self._cap_names[0] in str(exc.message):
+                    self._cap_names.pop(0)  # the server does not take that name: ask again, at once, with the next
+                    attempt -= 1
+                    continue
                 if self._format and exc.status_code in (400, 422, 500) and re.search(r"response_format|format|schema", str(exc.message)):
                     self._format = {}  # the server does not take it: ask again, at once, without it
                     attempt -= 1
@@ -202,6 +215,14 @@ class LLMClient:
                                hint=_brief(str(exc))) from None
             return _completion(response, estimated, attempt, budget)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _cap(self, budget: TokenBudget, estimated: int) -> dict[str, int]:
+        """The answer's length cap, within what the budget leaves after the prompt: a server generates no longer than
+        the planner reads (a small model asked for JSON alone can write until its context is full, long after the
+        call ended, and the next request waits behind it)."""
+        if not self._cap_names:
+            return {}
+        return {self._cap_names[0]: max(MIN_ANSWER_TOKENS, min(MAX_ANSWER_TOKENS, budget.limit - budget.spent - estimated))}
 
     def _before(self, deadline: float, attempt: int, call: Callable[[], Any]) -> Any:
         """The call's answer, or an LLMError once the deadline passed: it runs in a thread of its own, left behind to

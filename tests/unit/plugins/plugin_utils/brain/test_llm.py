@@ -323,3 +323,19 @@ def test_the_plans_schema_is_sent_in_the_form_the_server_takes_and_dropped_when_
 def test_an_unknown_schema_form_is_refused_naming_the_option() -> None:
     with pytest.raises(LLMError, match=r"field: llm\.schema; value: 'vllm'"):
         LLMSettings(model="m", schema="vllm")
+
+
+def test_the_answer_is_capped_within_the_budget_in_the_name_the_server_takes(llm: ScriptedLLM) -> None:
+    """A small model asked for JSON alone writes until its context is full: the cap stops it. A server that refuses
+    max_tokens (OpenAI's reasoning models) is asked with max_completion_tokens, and one that takes neither without."""
+    llm.script(Answer.plan(FIX), Answer.plan(FIX))
+    plan, use = _plan(_planner(llm))
+    assert plan.source is PlanSource.LLM
+    [asked] = llm.chat_requests
+    assert 256 <= asked.body["max_tokens"] <= min(2048, use.budget.limit)
+    llm.requests.clear()
+    llm.refuses_parameters = ("max_tokens", "max_completion_tokens")
+    plan, _use = _plan(_planner(llm))
+    assert plan.source is PlanSource.LLM
+    assert [sorted(set(r.body) & {"max_tokens", "max_completion_tokens"}) for r in llm.chat_requests] == [
+        ["max_tokens"], ["max_completion_tokens"], []]
