@@ -146,7 +146,7 @@ READ_ONLY_RULES = frozenset({
     "sort-lines", "journal-reading", "kernel-log", "processes", "processes-plain", "find-processes", "resources", "user-identity",
     "top-snapshot", "listening-sockets", "sockets-summary", "port-users", "port-users-by-protocol", "file-users", "network-state",
     "network-state-short", "kernel-parameters", "date-now", "dpkg-query", "apt-read-only", "apt-get-check", "find-files",
-    "nginx-config-test", "apache-config-test", "sshd-config-test", "haproxy-config-test", "postfix-config-test", "named-config-test",
+    "nginx-config-test", "apache-config-test", "sshd-config-test", "haproxy-config-test", "named-config-test",
     "ping-a-host", "getent-hosts", "search-files-pattern-option", "systemctl-show-state", "rotate-logs-dry-run",
     # processes, the host's identity and clock, who holds a socket or a file
     "process-ids", "process-tree", "process-memory-map", "host-name", "host-identity-and-clock", "kernel-and-machine", "distribution",
