@@ -144,7 +144,7 @@ class ProposedPlan:
     expected_signal: str
     escalate: str | None
     # per step, the output filters its pipe named (brain/filters.py), as written; () when it had none
-    filters: tuple[tuple[str, ...], ...] = ()
+    filters: tuple[tuple[str, ...], ...]
 
 
 def estimate_tokens(text: str) -> int:

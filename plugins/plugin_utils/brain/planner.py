@@ -170,9 +170,8 @@ class Planner:
         rationale = "; ".join(part for part in (proposed.diagnosis, proposed.rationale) if part) or "proposed by the LLM"
         if proposed.escalate:
             return Plan(source=PlanSource.LLM, reference=model, rationale=rationale, escalation=f"the LLM escalates: {proposed.escalate}")
-        filters = proposed.filters or tuple(() for _argv in proposed.steps)
         steps = tuple(Step(template=_templated(argv, failure), argv=argv, output_filters=output_filters)
-                      for argv, output_filters in zip(proposed.steps, filters, strict=True))
+                      for argv, output_filters in zip(proposed.steps, proposed.filters, strict=True))
         if tuple(step.template for step in steps) in excluded:
             raise LLMError("the LLM proposed a plan that already failed for this failure", field="answer.steps",
                            value=[step.command for step in steps])

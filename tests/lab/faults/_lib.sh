@@ -58,3 +58,65 @@ remove_dropin() {
     rmdir "${1%/*}" 2>/dev/null || true
     systemctl daemon-reload
 }
+
+# On a systemd host, forget a unit's failures (its start limit too); a sysv host has none to forget.
+reset_failed() {
+    if [ -d /run/systemd/system ]; then systemctl reset-failed "$1" || true; fi
+}
+
+# Stop the init script UNIT, remove DIRECTORY, and make sure UNIT no longer starts.
+remove_directory_of() {
+    service "$1" stop
+    rm -rf "$2"
+    if service "$1" start >/dev/null 2>&1; then
+        echo "$1 started without $2" >&2
+        exit 1
+    fi
+}
+
+port_80_taken() {
+    [ -n "$(ss -Hltn 'sport = :80')" ]
+}
+
+port_80_free() {
+    ! port_80_taken
+}
+
+squatter_pidfile=/run/lab-squatter.pid
+
+# A stray `python3 -m http.server 80` takes port 80 (nginx must be stopped); its PID goes to $squatter_pidfile.
+squat_port_80() {
+    setsid python3 -m http.server 80 --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
+    echo $! > "$squatter_pidfile"
+    wait_until port_80_taken
+}
+
+# Stop the squatter, if it still runs, and forget it.
+unsquat_port_80() {
+    if [ -s "$squatter_pidfile" ]; then
+        squatter=$(cat "$squatter_pidfile")
+        if grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null; then
+            kill "$squatter"
+            wait_until port_80_free
+        fi
+        rm -f "$squatter_pidfile"
+    fi
+}
+
+postgres_conf=/etc/postgresql/15/main/postgresql.conf
+
+# Append LINE, tagged with MARKER, to postgresql.conf and restart: postgres must refuse to start.
+break_postgres_conf() {
+    printf "%s  %s\n" "$1" "$2" >> "$postgres_conf"
+    if service postgresql restart >/dev/null 2>&1 && postgres_answers; then
+        echo "postgres started with: $1" >&2
+        exit 1
+    fi
+}
+
+# Remove the lines tagged with MARKER from postgresql.conf and start postgres again.
+mend_postgres_conf() {
+    sed -i "/$1/d" "$postgres_conf"
+    reset_failed postgresql@15-main
+    start_until_answers postgresql postgres_answers
+}

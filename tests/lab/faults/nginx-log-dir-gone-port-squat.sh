@@ -4,37 +4,17 @@
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
-squatter_pidfile=/run/lab-squatter.pid
-
-port_80_taken() {
-    [ -n "$(ss -Hltn 'sport = :80')" ]
-}
-
-port_80_free() {
-    ! port_80_taken
-}
-
 case "${1:-}" in
 break)
-    service nginx stop
+    remove_directory_of nginx /var/log/nginx
     wait_until port_80_free
-    rm -rf /var/log/nginx
-    setsid python3 -m http.server 80 --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
-    echo $! > "$squatter_pidfile"
-    wait_until port_80_taken
+    squat_port_80
     echo "removed /var/log/nginx and squatted port 80 with PID $(cat "$squatter_pidfile"); nginx is stopped"
     ;;
 undo)
-    if [ -s "$squatter_pidfile" ]; then
-        squatter=$(cat "$squatter_pidfile")
-        if grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null; then
-            kill "$squatter"
-            wait_until port_80_free
-        fi
-        rm -f "$squatter_pidfile"
-    fi
+    unsquat_port_80
     [ -d /var/log/nginx ] || install -d -m 0755 -o root -g adm /var/log/nginx
-    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl reset-failed nginx; fi
+    reset_failed nginx
     start_until_answers nginx nginx_answers
     ;;
 *)

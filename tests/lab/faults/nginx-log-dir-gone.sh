@@ -7,17 +7,12 @@ set -eu
 
 case "${1:-}" in
 break)
-    service nginx stop
-    rm -rf /var/log/nginx
-    if service nginx start >/dev/null 2>&1; then
-        echo "nginx started without /var/log/nginx" >&2
-        exit 1
-    fi
+    remove_directory_of nginx /var/log/nginx
     echo "removed /var/log/nginx; nginx is stopped and will not start"
     ;;
 undo)
     [ -d /var/log/nginx ] || install -d -m 0755 -o root -g adm /var/log/nginx
-    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl reset-failed nginx; fi
+    reset_failed nginx
     start_until_answers nginx nginx_answers
     ;;
 *)

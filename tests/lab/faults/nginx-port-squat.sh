@@ -4,16 +4,6 @@
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
-squatter_pidfile=/run/lab-squatter.pid
-
-port_80_taken() {
-    [ -n "$(ss -Hltn 'sport = :80')" ]
-}
-
-port_80_free() {
-    ! port_80_taken
-}
-
 case "${1:-}" in
 break)
     if [ -s "$squatter_pidfile" ]; then
@@ -22,9 +12,7 @@ break)
     fi
     service nginx stop
     wait_until port_80_free
-    setsid python3 -m http.server 80 --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
-    echo $! > "$squatter_pidfile"
-    wait_until port_80_taken
+    squat_port_80
     if service nginx start; then
         echo "nginx started although port 80 is taken" >&2
         exit 1
@@ -32,14 +20,7 @@ break)
     echo "port 80 squatted by PID $(cat "$squatter_pidfile") (python3 -m http.server); nginx cannot start"
     ;;
 undo)
-    if [ -s "$squatter_pidfile" ]; then
-        squatter=$(cat "$squatter_pidfile")
-        if grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null; then
-            kill "$squatter"
-            wait_until port_80_free
-        fi
-        rm -f "$squatter_pidfile"
-    fi
+    unsquat_port_80
     start_until_answers nginx nginx_answers
     ;;
 *)

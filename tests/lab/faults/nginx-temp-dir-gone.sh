@@ -6,17 +6,12 @@ set -eu
 
 case "${1:-}" in
 break)
-    service nginx stop
-    rm -rf /var/lib/nginx
-    if service nginx start >/dev/null 2>&1; then
-        echo "nginx started without /var/lib/nginx" >&2
-        exit 1
-    fi
+    remove_directory_of nginx /var/lib/nginx
     echo "removed /var/lib/nginx; nginx is stopped and will not start"
     ;;
 undo)
     [ -d /var/lib/nginx ] || install -d -m 0755 -o root -g root /var/lib/nginx
-    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl reset-failed nginx; fi
+    reset_failed nginx
     start_until_answers nginx nginx_answers
     ;;
 *)

@@ -18,7 +18,7 @@ break)
     ;;
 undo)
     chmod 0700 "$data"
-    if [ -d /run/systemd/system ]; then systemctl reset-failed postgresql@15-main || true; fi
+    reset_failed postgresql@15-main
     start_until_answers postgresql postgres_answers
     ;;
 *)

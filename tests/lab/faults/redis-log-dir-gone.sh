@@ -16,7 +16,7 @@ break)
     ;;
 undo)
     [ -d /var/log/redis ] || install -d -m 2750 -o redis -g adm /var/log/redis
-    if [ -d /run/systemd/system ]; then systemctl reset-failed redis-server || true; fi
+    reset_failed redis-server
     start_until_answers redis-server redis_answers
     ;;
 *)
