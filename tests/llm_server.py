@@ -1,8 +1,9 @@
 """A real HTTP server that speaks the OpenAI chat-completions (and embeddings) API with scripted answers.
 
 Tests start it on 127.0.0.1 and point the real ``openai`` client (through sentinel.heal's LLM
-settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or the
-default one): a JSON plan, malformed text, an HTTP error such as 429 or 500, a slow answer. Every
+settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or what ``respond`` makes of the
+request, or the default one): a JSON plan, reads asked as tool calls or in the JSON form, malformed text,
+an HTTP error such as 429 or 500, a slow answer. Every
 request is recorded (body and headers) so tests can assert on exactly what was sent.
 ``/v1/embeddings`` answers a deterministic vector per input ([its length, its number of words]),
 in reverse order as the API allows, or ``embeddings_status`` when that is not 200.
@@ -22,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Answer:
     content_type: str = "application/json"
     # seconds between the bytes of the body: a server that trickles its answer passes every per-read timeout
     trickle: float = 0.0
+    # OpenAI tool calls of the answer: (id, name, arguments as JSON text)
+    tool_calls: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
     def text(cls, content: str, **kwargs: Any) -> Answer:
@@ -49,6 +52,17 @@ class Answer:
         body = {"diagnosis": diagnosis, "steps": [{"argv": argv} for argv in steps], "rationale": rationale,
                 "expected_signal": expected_signal, "escalate": None}
         return cls(content=json.dumps(body), **kwargs)
+
+    @classmethod
+    def reads(cls, *reads: tuple[list[str], str], **kwargs: Any) -> Answer:
+        """Reads asked for as tool calls of the ``read`` tool: (argv, why) each."""
+        calls = tuple((f"call_{index}", "read", json.dumps({"argv": argv, "why": why})) for index, (argv, why) in enumerate(reads))
+        return cls(content="", tool_calls=calls, finish_reason="tool_calls", **kwargs)
+
+    @classmethod
+    def investigate(cls, *reads: tuple[list[str], str], **kwargs: Any) -> Answer:
+        """Reads asked for in the JSON form: (argv, why) each."""
+        return cls(content=json.dumps({"investigate": [{"argv": argv, "why": why} for argv, why in reads]}), **kwargs)
 
     @classmethod
     def body(cls, raw: str, content_type: str = "application/json", **kwargs: Any) -> Answer:
@@ -71,11 +85,20 @@ class Recorded:
         """Every message's content, joined: what the model was shown."""
         return "\n".join(str(message.get("content", "")) for message in self.body.get("messages", []))
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
 
 class ScriptedLLM:
-    def __init__(self, answers: list[Answer] | None = None, *, default: Answer | None = None) -> None:
+    def __init__(self, answers: list[Answer] | None = None, *, default: Answer | None = None,
+                 respond: Callable[[Recorded], Answer] | None = None) -> None:
         self.answers = list(answers or [])
         self.default = default or Answer.error(503)
+        # a model that answers what it is shown: used once the scripted answers are spent, before the default
+        self.respond = respond
+        # as a server without tool calling answers a request that offers tools: this status (None: taken)
+        self.refuses_tools: int | None = None
         self.requests: list[Recorded] = []
         self.embeddings_status = 200
         # as llama.cpp's server answers a response_format it does not take: this status, no answer consumed (None: taken)
@@ -115,7 +138,9 @@ class ScriptedLLM:
     def _next_answer(self, recorded: Recorded) -> Answer:
         with self._lock:
             self.requests.append(recorded)
-            return self.answers.pop(0) if self.answers else self.default
+            if self.answers:
+                return self.answers.pop(0)
+        return self.respond(recorded) if self.respond is not None else self.default
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         llm = self
@@ -161,6 +186,11 @@ class ScriptedLLM:
                     self._json(llm.refuses_response_format, {"error": {
                         "message": "Input should be 'text' or 'json_object' (response_format)", "type": "invalid_request_error"}})
                     return
+                if llm.refuses_tools and "tools" in body:
+                    with llm._lock:
+                        llm.requests.append(recorded)
+                    self._json(llm.refuses_tools, {"error": {"message": "tools param requires --jinja flag", "type": "invalid_request_error"}})
+                    return
                 answer = llm._next_answer(recorded)
                 if answer.delay:
                     time.sleep(answer.delay)
@@ -173,12 +203,17 @@ class ScriptedLLM:
                     return
                 prompt_tokens = answer.prompt_tokens if answer.prompt_tokens is not None else len(recorded.prompt) // 4
                 completion_tokens = len(answer.content) // 4 + 1
+                message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+                if answer.tool_calls:
+                    message = {"role": "assistant", "content": answer.content or None, "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+                        for call_id, name, arguments in answer.tool_calls]}
                 self._json(200, {
                     "id": f"chatcmpl-{len(llm.requests)}",
                     "object": "chat.completion",
                     "created": int(time.time()),
                     "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "finish_reason": answer.finish_reason, "message": {"role": "assistant", "content": answer.content}}],
+                    "choices": [{"index": 0, "finish_reason": answer.finish_reason, "message": message}],
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                               "total_tokens": prompt_tokens + completion_tokens},
                 }, answer.headers, trickle=answer.trickle)

@@ -28,8 +28,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     target_for_task,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION, embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, SharedKnowledge
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import SCHEMA_FORMS, LLMClient, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMClient, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
@@ -70,6 +71,7 @@ PLANNING_SPEC: dict[str, Any] = dict(
             token_budget=dict(type="int", default=6000),
             json_mode=dict(type="bool", default=True),
             schema=dict(type="str", default="none", choices=list(SCHEMA_FORMS)),
+            reads=dict(type="str", default="auto", choices=list(READ_FORMS)),
         ),
     ),
 )
@@ -90,6 +92,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     max_attempts_per_run=dict(type="int", default=0),
     max_fail_percentage=dict(type="int"),
     incident_timeout=dict(type="int", default=600),
+    think_rounds=dict(type="int", default=MAX_ROUNDS),
     maintenance_windows=dict(type="list", elements="dict", default=[]),
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
 )
@@ -193,6 +196,7 @@ class ActionModule(ActionBase):
             flap_window=args.get("flap_window", 3600),
             blast_radius=radius,
             incident_timeout=args.get("incident_timeout", 600),
+            think_rounds=args.get("think_rounds", MAX_ROUNDS),
             mode=args.get("mode", "autonomous"),
             suspension=memory.suspended_because if memory is not None else lambda: None,
             silence=functools.partial(_silence_of, memory, tuple(task_vars.get("group_names") or ()), self._windows),
@@ -246,5 +250,5 @@ def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
         model=options["model"], base_url=options.get("base_url") or None,
         api_key=options.get("api_key") or os.environ.get("OPENAI_API_KEY") or None,
         timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
-        json_mode=options["json_mode"], schema=options["schema"],
+        json_mode=options["json_mode"], schema=options["schema"], reads=options.get("reads") or "auto",
     )

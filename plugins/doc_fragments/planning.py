@@ -113,6 +113,19 @@ options:
         type: str
         choices: [none, openai, llamacpp, ollama]
         default: none
+      reads:
+        description:
+          - How the model asks to look before it plans (the think loop, O(sentinel.heal.heal#module:think_rounds)) -
+            C(tools) (OpenAI tool calling - a C(read) tool taking an argv - for OpenAI, Azure OpenAI, vLLM with a tool
+            parser, Ollama, llama.cpp's server with C(--jinja)), or C(json) (instead of a plan, a JSON object whose
+            C(investigate) list holds the reads, each an C(argv) and a C(why) - for servers and small models without
+            tools).
+          - C(auto) (the default) is C(json) when O(llm.schema) is C(llamacpp) or C(ollama), and C(tools) otherwise; a
+            server that refuses tools is asked again at once in the JSON form, from then on. Either way a model may
+            answer in the other form, and it behaves the same.
+        type: str
+        choices: [auto, tools, json]
+        default: auto
   knowledge:
     description:
       - Ground the LLM's prompt in the closest runbooks and documents of the knowledge base in

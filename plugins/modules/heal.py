@@ -26,6 +26,18 @@ description:
     C(ss -ltnp), the tail of the service's log) may run on the host, all in one call of
     M(sentinel.heal.evidence) over the play's own connection (with the privilege each rule gives), and are
     recorded in the episode; steps that change the host always run through ansible-runner.
+  - The planner may look before it plans (the think loop, C(plan -investigate-> observe -> plan) in the graph) -
+    instead of a plan, a runbook's follow-up reads (its C(investigate) list, keyed on what its first evidence showed)
+    or the LLM (O(llm.reads)) ask for up to 4 read-only commands, each with why, at most O(think_rounds) rounds per
+    attempt. Each is judged by the policy in the incident's context, as evidence is; only what a rule marked
+    C(read_only) allows runs, at once, all of a round in one ansible-runner run, each with O(step_timeout) and an
+    output cap, redacted like every output. Anything else (approve, block, an allowed change, a command read
+    before, one past the round's limit, the incident's read budget of 16000 characters or its deadline) does not
+    run and is never queued for a person; the planner is told why and plans without it. Host output reaches the
+    model fenced as untrusted data. A model that only ever asks to read ends C(escalated) with what it read. Every
+    read is in the timeline, the episode and C(incidents[].reads); a verified plan found this way is remembered,
+    so the same failure next time runs neither the reads nor the LLM. In check mode no read runs; the timeline says
+    which would have.
   - The guard decides each step with the command policy (O(policy)) - allow, approve or block.
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
@@ -111,6 +123,12 @@ options:
     description: Seconds a stored plan can be approved before it expires (60 to 2592000).
     type: int
     default: 86400
+  think_rounds:
+    description:
+      - Rounds of reads the planner may ask for before it plans, per attempt (0 to 2; 0 turns the think loop off, and
+        the planner plans from the evidence alone).
+    type: int
+    default: 2
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege
@@ -193,6 +211,8 @@ pending_plans:
 incidents:
   description:
     - One entry per failed service with its status, reason, fingerprint, plan, verdicts, step results and graph path.
+    - C(reads) lists the think loop's rounds (C(attempt), C(round), C(source), C(reference)) with each read's C(argv),
+      C(why), C(decision), C(rule), C(outcome) (C(ran) or why it did not), C(rc) and C(output) (redacted, capped).
     - C(artifacts) lists the ansible-runner run directories of the incident (its remediation runs), kept
       under O(state_dir)/runs for audit until C(sentinel.heal.memory) prunes them.
   returned: always

@@ -8,7 +8,10 @@
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
                                                └─unreachable─▶ unreachable
     diagnose ─▶ plan ─planned─▶ guard ─allow──▶ rollout ─proceed─▶ execute ─executed─▶ verify ─healthy/failing─▶ record
-                  │                │ ─approve─▶ ask_human ─approved─▶ rollout
+                  │ ▲              │ ─approve─▶ ask_human ─approved─▶ rollout
+                  │ └── observe ◀─investigate── plan   (the think loop: at most think_rounds rounds per attempt, each of
+                  │                up to 4 reads; only what the guard ALLOWs under a read-only rule runs, at once, in one run;
+                  │                the rest is refused, never queued for a human, and the planner is told why)
                   │                │              └─pending/denied──────────────────────────────▶ record
                   │                └─block────────────────────────────────────────────────────────▶ record
                   └─escalate──────────────────────────────────────────────────────────────────────▶ record
@@ -43,6 +46,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
+    MAX_READS_PER_ROUND,
+    MAX_ROUNDS,
+    NOT_RUN,
+    Investigation,
+    Read,
+    ReadBudget,
+    ReadRound,
+    Screened,
+    Thinking,
+    screen,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
@@ -50,7 +65,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Execut
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -59,7 +74,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
                        "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400),
-                       "max_fail_percentage": (0, 100)}
+                       "max_fail_percentage": (0, 100), "think_rounds": (0, MAX_ROUNDS)}
 MODES = ("observe", "review", "autonomous")
 # how often a host that waits for a new plan's canary reads how it went
 CANARY_POLL_S = 1.0
@@ -122,6 +137,8 @@ class Toolkit:
     incident_timeout: float = 600.0
     # how far the loop acts on its own (a service's own "mode" wins): observe, review or autonomous
     mode: str = "autonomous"
+    # rounds of reads the planner may ask for before it plans, per attempt (0: it plans from the evidence alone)
+    think_rounds: int = MAX_ROUNDS
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     # what holds the loop's hands off a failure (a person's silence, a maintenance marker or window), read before each
@@ -141,6 +158,10 @@ class IncidentState:
     diagnosis: Diagnosis | None = None
     excluded: frozenset[tuple[str, ...]] = frozenset()
     llm_use: LLMUse | None = None
+    # the reads the planner asked for, waiting for the observe node
+    investigation: Investigation | None = None
+    # characters of read output the incident may still show the planner
+    read_budget: ReadBudget = field(default_factory=ReadBudget)
     status: str = ""
     reason: str = ""
     episodes: list[int] = field(default_factory=list)
@@ -379,21 +400,28 @@ class AwaitSystemdNode(_ToolNode):
 class PlanNode(_ToolNode):
     node_name = "plan"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None]:
+    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking]:
         if state.diagnosis is None:
             raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
         if state.llm_use is not None:
             state.llm_use.fallback = None
-        return state.failure, state.diagnosis, state.excluded, state.llm_use
+        rounds = tuple(state.attempt.rounds)
+        return state.failure, state.diagnosis, state.excluded, state.llm_use, Thinking(rounds, max(self.tools.think_rounds - len(rounds), 0))
 
-    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None]) -> Plan:
+    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking]) -> Plan | Investigation:
         return self.tools.planner.plan(*prep_res)
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Plan) -> str:
-        plan = exec_res
-        state.attempt.plan = plan
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Plan | Investigation) -> str:
         if state.llm_use is not None and state.llm_use.fallback:
             state.log(self.name, f"LLM not used: {state.llm_use.fallback}; falling back to the offline planner")
+        if isinstance(exec_res, Investigation):
+            state.investigation = exec_res
+            asked = "; ".join(request.command + (f" ({request.why})" if request.why else "") for request in exec_res.requests)
+            state.log(self.name, f"{exec_res.source.value} {exec_res.reference} asks to look first "
+                                 f"(round {len(state.attempt.rounds) + 1} of {self.tools.think_rounds}): {asked}")
+            return "investigate"
+        plan = exec_res
+        state.attempt.plan = plan
         if plan.escalation:
             state.attempt.outcome = "escalated"
             state.reason = plan.escalation
@@ -403,6 +431,88 @@ class PlanNode(_ToolNode):
         commands = "; ".join(step.command for step in plan.steps)
         state.log(self.name, f"plan from {plan.source.value} ({plan.reference}): {commands}")
         return "planned"
+
+
+@dataclass(frozen=True)
+class Looking:
+    """What the observe node reads: the requests as the guard judged them, and how long the run may take."""
+
+    investigation: Investigation
+    screened: list[Screened]
+    time_left: float
+
+
+class ObserveNode(_ToolNode):
+    """The think loop's reads: each request judged by the guard in the incident's context; the allowed reads (rules
+    marked read_only) of the round run at once, in one ansible-runner run; nothing else runs or waits for anyone."""
+
+    node_name = "observe"
+
+    def prep(self, state: IncidentState) -> Looking:
+        investigation = state.investigation
+        if investigation is None:
+            raise FlowError("observe ran without reads to make", field="investigation", value=None)
+        policy = self.tools.policy
+        context = PolicyContext.from_failure(state.failure, self.tools.probe_hosts)
+        requests = investigation.requests
+        verdicts = [evaluate_argv(request.argv, context, policy) if index < MAX_READS_PER_ROUND else None
+                    for index, request in enumerate(requests)]
+        diagnosis = state.diagnosis
+        read_before = frozenset(diagnosis.outputs if diagnosis else ()) | Thinking(tuple(state.attempt.rounds)).read_commands
+        time_left = self._deadline(state) - self.tools.clock()
+        screened = screen(requests, verdicts, reads_only=policy.read_only_rules, read_before=read_before,
+                          check_mode=self.tools.check_mode, late=time_left <= 0, budget_left=state.read_budget.left)
+        return Looking(investigation, screened, time_left)
+
+    def exec(self, prep_res: Looking) -> RunReport | None:
+        steps = [RunStep(argv=item.request.argv, become=item.verdict.become, may_fail=True)
+                 for item in prep_res.screened if item.run and item.verdict is not None]
+        if not steps:
+            return None
+        return self.tools.executor.run(self.tools.target, steps, purpose="investigate", timeout=prep_res.time_left)
+
+    def exec_fallback(self, prep_res: Looking, exc: Exception) -> ExecutorError:
+        if isinstance(exc, ExecutorError):
+            return exc
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Looking, exec_res: RunReport | ExecutorError | None) -> str:
+        results = iter(exec_res.results if isinstance(exec_res, RunReport) else ())
+        reads = []
+        for item in prep_res.screened:
+            verdict = item.verdict
+            decision, rule = (verdict.decision, verdict.rule) if verdict else (Decision.BLOCK, "think-loop")
+            if not item.run:
+                reads.append(Read(item.request, item.outcome, decision, rule, item.reason))
+            elif isinstance(exec_res, ExecutorError):
+                reads.append(Read(item.request, NOT_RUN, decision, rule, str(exec_res)))
+            else:
+                result = next(results)
+                reads.append(Read(item.request, item.outcome, decision, rule, item.reason, rc=result.rc,
+                                  output=state.read_budget.take(result.output)))
+        round_ = ReadRound(number=len(state.attempt.rounds) + 1, investigation=prep_res.investigation, reads=tuple(reads),
+                           artifacts=exec_res.artifacts if isinstance(exec_res, RunReport) else "")
+        state.attempt.rounds.append(round_)
+        state.investigation = None
+        if round_.artifacts:
+            state.attempt.artifacts.append(round_.artifacts)
+        for read in reads:
+            state.log(self.name, read.describe())
+        ran = {read.request.command: read.output for read in reads if read.ran}
+        if ran and state.diagnosis is not None:
+            state.diagnosis = _with_reads(state, self.tools, state.diagnosis, ran)
+            if state.diagnosis.reading.decisive is not None:
+                state.log(self.name, f"read as {state.diagnosis.reading.decisive.kind}: {state.diagnosis.reading.describe()}")
+        return DEFAULT_ACTION
+
+
+def _with_reads(state: IncidentState, tools: Toolkit, diagnosis: Diagnosis, outputs: Mapping[str, str]) -> Diagnosis:
+    """The diagnosis with what the reads printed among its outputs, read again."""
+    merged = {**diagnosis.outputs, **outputs}
+    context = PolicyContext.from_failure(state.failure, tools.probe_hosts)
+    earlier_steps = tuple(result for attempt in state.attempts[:-1] for result in attempt.results)
+    reading = read_failure(state.failure, merged, earlier_steps, functools.partial(package_dir, tools.policy, context))
+    return dataclasses.replace(diagnosis, outputs=merged, reading=reading)
 
 
 class GuardNode(_ToolNode):
@@ -845,7 +955,8 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate",
                  "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
-    "plan": {"planned": "guard", "escalate": "record"},
+    "plan": {"planned": "guard", "escalate": "record", "investigate": "observe"},
+    "observe": {DEFAULT_ACTION: "plan"},
     "guard": {"allow": "rollout", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
     "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record"},
@@ -897,7 +1008,7 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
 
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[_ToolNode]] = [
-        DiagnoseNode, AwaitSystemdNode, PlanNode, GuardNode, AskHumanNode, RolloutNode, ExecuteNode, VerifyNode, RecordNode,
+        DiagnoseNode, AwaitSystemdNode, PlanNode, ObserveNode, GuardNode, AskHumanNode, RolloutNode, ExecuteNode, VerifyNode, RecordNode,
         HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, InProgressElsewhereNode, HaltedNode,
         RecoveredNode,
         SilencedNode, LeftAloneNode,
@@ -930,6 +1041,7 @@ class IncidentOutcome:
             "decision": last.decision.value if last and last.verdicts else None,
             "results": [r.to_dict() for r in last.results] if last else [],
             "artifacts": [path for attempt in state.attempts for path in attempt.artifacts],
+            "reads": [{"attempt": attempt.number, **round_.to_dict()} for attempt in state.attempts for round_ in attempt.rounds],
             "path": self.trace.path,
             "approved_by": last.approved_by if last else None,
             "llm": {"calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,

@@ -289,6 +289,8 @@ class Attempt:
     approved_by: str | None = None
     outcome: str = ""
     artifacts: list[str] = field(default_factory=list)  # ansible-runner's run directories, evidence and remediation
+    # the think loop's rounds of reads before the plan (brain/investigation.py ReadRound)
+    rounds: list[Any] = field(default_factory=list)
     started_at: float = 0.0
     finished_at: float = 0.0
 

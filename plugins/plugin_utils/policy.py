@@ -73,7 +73,7 @@ _HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",
                        "protected_paths", "secret_paths", "not_secret", "path_symlinks", "package_paths", "blocked", "rules"})
 _RULE_KEYS = frozenset({"id", "description", "executable", "services", "argv", "options", "operands", "requires",
-                        "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect"})
+                        "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect", "read_only"})
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,8 @@ class Rule:
     allow_braces: bool = False
     restores: str | None = None
     effect: Effect | Mapping[str, Effect] | None = None
+    # it only reads (state, files, sockets): the think loop may run it at once when the planner asks to look
+    read_only: bool = False
 
     def applies(self, executable: str, context: PolicyContext) -> bool:
         if self.services and not {context.service, context.init_service} & set(self.services):
@@ -325,6 +327,11 @@ class Policy:
     def is_protected(self, arg: str) -> bool:
         """Whether any path ``arg`` may denote is a protected system path."""
         return any(self._protected.match(path) for path in self.paths.readings(arg))
+
+    @property
+    def read_only_rules(self) -> frozenset[str]:
+        """The ids of the rules marked ``read_only``: what they allow only reads."""
+        return frozenset(rule.id for rule in self.rules if rule.read_only)
 
     def package_path(self, path: str, context: PolicyContext) -> tuple[str, PackagePath] | None:
         """The package's directory and entry for a canonical path of the incident's service: the first
@@ -896,7 +903,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
         decision = Decision(str(raw.get("decision")))
     except ValueError:
         raise fail("unknown decision", f"{where}.decision", raw.get("decision"), "allow, approve or block") from None
-    for key in ("become", "allow_globs", "allow_braces"):
+    for key in ("become", "allow_globs", "allow_braces", "read_only"):
         if not isinstance(raw.get(key, False), bool):
             raise fail(f"'{key}' must be true or false", f"{where}.{key}", raw.get(key))
     forms = [key for key in ("argv", "any_argument") if key in raw] + (["options/operands"] if {"options", "operands", "requires"} & set(raw) else [])
@@ -917,10 +924,12 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     if restores is not None and (not isinstance(restores, str) or restores not in RESTORES or ("options" not in raw and "operands" not in raw)):
         raise fail("'restores' checks options/operands against the package paths", f"{where}.restores", restores,
                    f"one of {sorted(RESTORES)}, with options/operands")
+    if raw.get("read_only") and (effect is not None or restores is not None):
+        raise fail("a read-only rule changes nothing: it has no 'effect' and no 'restores'", f"{where}.read_only", True)
     common: dict[str, Any] = dict(
         id=raw["id"], description=str(raw.get("description") or raw["id"]), executables=tuple(executables),
         services=tuple(services), decision=decision, become=raw.get("become", False), allow_globs=raw.get("allow_globs", False),
-        allow_braces=raw.get("allow_braces", False),
+        allow_braces=raw.get("allow_braces", False), read_only=raw.get("read_only", False),
         effect=None if effect is None else Effect(effect) if isinstance(effect, str) else {str(k): Effect(v) for k, v in effect.items()},
     )
     if "any_argument" in raw:

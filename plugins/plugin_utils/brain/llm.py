@@ -9,6 +9,7 @@ The API key never leaves this module: not in errors, not in reprs, not in result
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import functools
 import json
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import split_pipeline
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_READS_PER_ROUND, WHY_LIMIT, ReadRequest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 
 MAX_STEPS = 3
@@ -66,19 +68,49 @@ PLAN_SCHEMA: dict[str, Any] = {
 }
 
 
+_READ_ARGUMENTS: dict[str, Any] = {
+    "type": "object",
+    "required": ["argv", "why"],
+    "properties": {
+        "argv": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                 "description": "a read-only command as an argument vector, run without a shell"},
+        "why": {"type": "string", "description": "what it should show, in one sentence"},
+    },
+}
+# The JSON form of the think loop: instead of a plan, the reads wanted first.
+INVESTIGATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["investigate"],
+    "properties": {"investigate": {"type": "array", "minItems": 1, "maxItems": MAX_READS_PER_ROUND, "items": _READ_ARGUMENTS}},
+}
+# The tool form of the think loop (OpenAI tool calling).
+READ_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "read",
+        "description": "Run one read-only command on the failed host before planning (status, journal, files, sockets, processes). "
+                       "It runs only when the policy allows it as a read; otherwise you are told why.",
+        "parameters": _READ_ARGUMENTS,
+    },
+}
+
 # How a server takes the plan's JSON schema (structured outputs: what makes small local models answer valid plans).
 SCHEMA_FORMS = ("none", "openai", "llamacpp", "ollama")
+# How the think loop's reads are asked for: OpenAI tool calling, or the JSON form; auto picks by the schema form.
+READ_FORMS = ("auto", "tools", "json")
 
 
-def answer_format(json_mode: bool, schema: str) -> dict[str, Any]:
+def answer_format(json_mode: bool, schema: str, *, may_investigate: bool = False) -> dict[str, Any]:
     """The request's keywords that ask for the answer's shape: the plan's schema in the form the server takes (OpenAI's
-    ``json_schema``, llama.cpp's ``json_object`` with ``schema``, Ollama's ``format``), or only JSON, or nothing."""
+    ``json_schema``, llama.cpp's ``json_object`` with ``schema``, Ollama's ``format``), or only JSON, or nothing. When
+    the JSON form of the think loop may answer, the schema is a plan or the reads wanted first."""
+    shape: dict[str, Any] = {"anyOf": [PLAN_SCHEMA, INVESTIGATE_SCHEMA]} if may_investigate else PLAN_SCHEMA
     if schema == "openai":
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": PLAN_SCHEMA, "strict": False}}}
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": shape, "strict": False}}}
     if schema == "llamacpp":
-        return {"response_format": {"type": "json_object", "schema": PLAN_SCHEMA}}
+        return {"response_format": {"type": "json_object", "schema": shape}}
     if schema == "ollama":
-        return {"extra_body": {"format": PLAN_SCHEMA}}
+        return {"extra_body": {"format": shape}}
     return {"response_format": {"type": "json_object"}} if json_mode else {}
 
 
@@ -97,12 +129,15 @@ class LLMSettings:
     token_budget: int = 6000
     json_mode: bool = True
     schema: str = "none"
+    reads: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.model:
             raise LLMError("an LLM needs a model name", field="llm.model", value=self.model)
         if self.schema not in SCHEMA_FORMS:
             raise LLMError("unknown way to send the plan's schema", field="llm.schema", value=self.schema, hint=f"one of {', '.join(SCHEMA_FORMS)}")
+        if self.reads not in READ_FORMS:
+            raise LLMError("unknown way to ask for reads", field="llm.reads", value=self.reads, hint=f"one of {', '.join(READ_FORMS)}")
         if self.timeout <= 0 or self.max_retries < 0 or self.token_budget < 500:
             limits = {"timeout": self.timeout, "max_retries": self.max_retries, "token_budget": self.token_budget}
             raise LLMError("invalid LLM limits", field="llm", value=limits, hint="timeout > 0, max_retries >= 0, token_budget >= 500")
@@ -129,11 +164,19 @@ class TokenBudget:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Completion:
     text: str
     prompt_tokens: int
     completion_tokens: int
     attempts: int
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -167,13 +210,18 @@ class LLMClient:
             base_url=settings.base_url, api_key=settings.api_key or "not-needed", timeout=settings.timeout, max_retries=0,
         )
         # a server that refused the answer's format (HTTP 400, or llama.cpp's 500) is asked without it from then on
-        self._format = answer_format(settings.json_mode, settings.schema)
+        self._format_refused = False
+        # the think loop's reads as tool calls, unless the schema form names a local server that constrains the answer's
+        # grammar (the JSON form then fits the schema), or the server refused tools (from then on)
+        self.read_form = settings.reads if settings.reads != "auto" else "json" if settings.schema in ("llamacpp", "ollama") else "tools"
         # the name the server takes for the answer's length cap: OpenAI's reasoning models refuse max_tokens and want
         # max_completion_tokens; a server that takes neither is asked without a cap
         self._cap_names = list(ANSWER_CAP_NAMES)
 
-    def complete(self, messages: Sequence[Mapping[str, str]], budget: TokenBudget) -> Completion:
-        estimated = sum(estimate_tokens(m["content"]) for m in messages)
+    def complete(self, messages: Sequence[Mapping[str, Any]], budget: TokenBudget, *, reads: str = "") -> Completion:
+        """One chat completion. ``reads``: "offered" when the model may ask for reads instead of a plan, "closed" when a
+        conversation with reads must now end in a plan, "" when there are none."""
+        estimated = sum(estimate_tokens(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "")) for m in messages)
         if not budget.allows(estimated):
             raise LLMError("the incident's token budget is spent", field="token_budget", value=budget.limit,
                            hint=f"{budget.spent} tokens spent, this prompt needs about {estimated}")
@@ -187,15 +235,21 @@ class LLMClient:
             try:
                 response = self._before(deadline, attempt, functools.partial(
                     self._client.chat.completions.create, model=self.settings.model, messages=list(messages), temperature=0,
-                    timeout=max(left, 0.1), **self._format, **self._cap(budget, estimated),
+                    timeout=max(left, 0.1), **self._shape(reads), **self._cap(budget, estimated),
                 ))
             except self._openai.APIStatusError as exc:
                 if self._cap_names and exc.status_code in (400, 422) and self._cap_names[0] in str(exc.message):
                     self._cap_names.pop(0)  # the server does not take that name: ask again, at once, with the next
                     attempt -= 1
                     continue
-                if self._format and exc.status_code in (400, 422, 500) and re.search(r"response_format|format|schema", str(exc.message)):
-                    self._format = {}  # the server does not take it: ask again, at once, without it
+                refuses_tools = re.search(r"\btools?\b|tool_choice|function", str(exc.message), re.IGNORECASE)
+                if reads and self.read_form == "tools" and exc.status_code in (400, 422, 500) and refuses_tools:
+                    self.read_form = "json"  # the server does not take tools: ask again, at once, in the JSON form
+                    attempt -= 1
+                    continue
+                if self._shape(reads).keys() - {"tools", "tool_choice"} and exc.status_code in (400, 422, 500) \
+                        and re.search(r"response_format|format|schema", str(exc.message)):
+                    self._format_refused = True  # the server does not take it: ask again, at once, without it
                     attempt -= 1
                     continue
                 if exc.status_code not in RETRYABLE_STATUS or attempt > self.settings.max_retries:
@@ -215,6 +269,16 @@ class LLMClient:
                                hint=_brief(str(exc))) from None
             return _completion(response, estimated, attempt, budget)
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _shape(self, reads: str) -> dict[str, Any]:
+        """The keywords that shape the answer: its format (unless refused), and the read tool when reads are asked as tool
+        calls (offered, or closed with tool_choice none: the conversation holds tool calls, so the tool stays defined)."""
+        tools = reads and self.read_form == "tools"
+        may_investigate = reads == "offered" and not tools
+        shape = {} if self._format_refused else answer_format(self.settings.json_mode, self.settings.schema, may_investigate=may_investigate)
+        if tools:
+            shape.update(tools=[READ_TOOL], tool_choice="auto" if reads == "offered" else "none")
+        return shape
 
     def _cap(self, budget: TokenBudget, estimated: int) -> dict[str, int]:
         """The answer's length cap, within what the budget leaves after the prompt: a server generates no longer than
@@ -280,6 +344,8 @@ def _completion(response: Any, estimated: int, attempt: int, budget: TokenBudget
         text = choice.message.content
         finish_reason = getattr(choice, "finish_reason", None)
         usage = response.usage
+        calls = tuple(ToolCall(id=str(call.id), name=str(call.function.name), arguments=str(call.function.arguments or ""))
+                      for call in getattr(choice.message, "tool_calls", None) or ())
     except (AttributeError, IndexError, TypeError):
         raise LLMError("the LLM's answer is not a chat completion", field="answer", value=_brief(str(response))) from None
     prompt_tokens = getattr(usage, "prompt_tokens", None) or estimated
@@ -287,9 +353,49 @@ def _completion(response: Any, estimated: int, attempt: int, budget: TokenBudget
     budget.charge(prompt_tokens + completion_tokens)
     if finish_reason == "length":
         raise LLMError("the LLM's answer was cut at its token limit (finish_reason length)", field="answer", value=_brief(str(text or "")))
-    if not isinstance(text, str):
+    if calls:
+        text = text if isinstance(text, str) else ""
+    elif not isinstance(text, str):
         raise LLMError("the LLM's answer holds no message text", field="answer.choices[0].message", value=_brief(str(choice)))
-    return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt)
+    return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt, tool_calls=calls)
+
+
+def parse_answer(completion: Completion, *, init_service: str) -> ProposedPlan | tuple[ReadRequest, ...]:
+    """The model's answer: the reads it wants first (as tool calls, or the JSON form's ``investigate``), or its plan."""
+    if completion.tool_calls:
+        return tuple(_read_call(index, call) for index, call in enumerate(completion.tool_calls))
+    data = _first_json_object(completion.text)
+    if isinstance(data, dict) and data.get("investigate") and not data.get("steps"):
+        wanted = data["investigate"]
+        if not isinstance(wanted, list):
+            raise LLMError("'investigate' is a list of reads", field="answer.investigate", value=_brief(json.dumps(wanted)))
+        return tuple(_read_request(f"answer.investigate[{index}]", read) for index, read in enumerate(wanted))
+    return parse_plan(completion.text, init_service=init_service)
+
+
+def _read_call(index: int, call: ToolCall) -> ReadRequest:
+    where = f"answer.tool_calls[{index}]"
+    if call.name != "read":
+        raise LLMError("the LLM called a tool that does not exist", field=f"{where}.function.name", value=_brief(call.name),
+                       hint="the one tool is read")
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        raise LLMError("a read's arguments are not JSON", field=f"{where}.function.arguments", value=_brief(call.arguments)) from None
+    return dataclasses.replace(_read_request(f"{where}.function.arguments", arguments), call_id=call.id)
+
+
+def _read_request(where: str, read: Any) -> ReadRequest:
+    if isinstance(read, list):
+        read = {"argv": read}
+    if not isinstance(read, dict):
+        raise LLMError("a read is an object with argv and why", field=where, value=_brief(json.dumps(read)))
+    argv = read.get("argv")
+    if isinstance(argv, str):
+        raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_brief(argv))
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+        raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
+    return ReadRequest(argv=tuple(argv), why=clip(str(read.get("why") or ""), WHY_LIMIT))
 
 
 def parse_plan(text: str, *, init_service: str) -> ProposedPlan:

@@ -1,4 +1,4 @@
-"""The planner: memory first, then runbooks, then the LLM, then a generic restart.
+"""The planner: memory first, then runbooks, then the LLM, then a generic restart; or, before it plans, reads.
 
 Sources are tried in order of trust. A fix verified before for the same failure fingerprint comes
 from memory; otherwise the most specific runbook whose match holds on the evidence; otherwise the
@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, TokenBudget, parse_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
+    MAX_READS_PER_ROUND,
+    NO_THINKING,
+    Investigation,
+    ReadRequest,
+    Thinking,
+)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, ProposedPlan, TokenBudget, parse_answer
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import KnowledgeSource, build_messages, knowledge_query
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
@@ -91,7 +98,8 @@ class Planner:
                 commands[f"journalctl -u {shlex.quote(failure.unit or failure.init_service)} -n 30 --no-pager"] = None
         return list(commands)[:4]
 
-    def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None) -> Plan:
+    def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None,
+             thinking: Thinking = NO_THINKING) -> Plan | Investigation:
         if diagnosis.remembered is not None:
             remembered = diagnosis.remembered.plan
             try:
@@ -108,10 +116,14 @@ class Planner:
         plan = self._from_runbooks([rb for rb in matching if rb.priority > 0], failure, diagnosis, excluded)
         if plan is not None:
             return plan
+        if thinking.rounds_left > 0:
+            follow_up = self._follow_up(failure, diagnosis, thinking)
+            if follow_up is not None:
+                return follow_up
         note = ""
         if self.llm is not None and llm_use is not None:
             try:
-                return self._from_llm(failure, diagnosis, excluded, llm_use)
+                return self._from_llm(failure, diagnosis, excluded, llm_use, thinking)
             except LLMError as exc:
                 llm_use.fallback = str(exc)
                 note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
@@ -150,26 +162,53 @@ class Planner:
             return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note, steps=steps)
         return None
 
-    def _from_llm(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse) -> Plan:
+    def _follow_up(self, failure: Failure, diagnosis: Diagnosis, thinking: Thinking) -> Investigation | None:
+        """The follow-up reads of the most specific runbook that has any left to read, as an investigation."""
+        done = set(diagnosis.outputs) | thinking.read_commands
+        for runbook in sorted(self.runbooks.candidates(failure), key=lambda rb: rb.specificity, reverse=True):
+            wanted = [ReadRequest(argv=tuple(shlex.split(command)), why=why)
+                      for command, why in runbook.follow_up_reads(failure, diagnosis.outputs, diagnosis.reading) if command not in done]
+            if wanted:
+                return Investigation(requests=tuple(wanted[:MAX_READS_PER_ROUND]), source=PlanSource.RUNBOOK, reference=runbook.id)
+        return None
+
+    def _from_llm(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse,
+                  thinking: Thinking) -> Plan | Investigation:
         llm = self.llm
         if llm is None:
             raise LLMError("no LLM is configured", field="llm", value=None)
+        asked = {read.request.command for round_ in thinking.rounds if round_.investigation.source is PlanSource.LLM for read in round_.reads}
         messages = build_messages(
             failure,
-            outputs=diagnosis.outputs,
+            # what the model asked to read is in the conversation, as the answers to its requests
+            outputs={command: output for command, output in diagnosis.outputs.items() if command not in asked},
             similar_fixes=self.memory.similar_fixes(failure) if self.memory else [],
             failed_plans=sorted(excluded),
             knowledge=self.knowledge.query(knowledge_query(failure), k=KNOWLEDGE_K) if self.knowledge else [],
             secrets=self.secrets,
+            thinking=thinking,
+            read_form=llm.read_form,
         )
-        completion = llm.complete(messages, llm_use.budget)
+        may_read = "offered" if thinking.rounds_left > 0 else "closed" if asked else ""
+        completion = llm.complete(messages, llm_use.budget, reads=may_read)
         llm_use.calls += 1
         llm_use.prompt_tokens.append(completion.prompt_tokens)
-        proposed = parse_plan(completion.text, init_service=failure.init_service)
+        answer = parse_answer(completion, init_service=failure.init_service)
         model = llm.settings.model
+        if not isinstance(answer, ProposedPlan):
+            if thinking.rounds_left > 0:
+                return Investigation(requests=answer, source=PlanSource.LLM, reference=model, said=completion.text)
+            return Plan(source=PlanSource.LLM, reference=model, rationale="the LLM asked to read more instead of planning",
+                        escalation=(f"{failure.service}: the LLM still asked to read ({'; '.join(r.command for r in answer[:MAX_READS_PER_ROUND])}) "
+                                    f"after {len(thinking.rounds)} round(s) of reads, the most an attempt has, and gave no plan; what it read: "
+                                    f"{thinking.what_was_read()}; what the service says: {evidence_digest(failure, diagnosis.reading)}"))
+        proposed = answer
         rationale = "; ".join(part for part in (proposed.diagnosis, proposed.rationale) if part) or "proposed by the LLM"
         if proposed.escalate:
-            return Plan(source=PlanSource.LLM, reference=model, rationale=rationale, escalation=f"the LLM escalates: {proposed.escalate}")
+            read = f"; what it read: {thinking.what_was_read()}" if thinking.rounds else ""
+            return Plan(source=PlanSource.LLM, reference=model, rationale=rationale,
+                        escalation=(f"the LLM escalates: {proposed.escalate}{read}; what the service says: "
+                                    f"{evidence_digest(failure, diagnosis.reading)}"))
         steps = tuple(Step(template=_templated(argv, failure), argv=argv, output_filters=output_filters)
                       for argv, output_filters in zip(proposed.steps, proposed.filters, strict=True))
         if tuple(step.template for step in steps) in excluded:

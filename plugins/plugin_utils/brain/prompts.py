@@ -13,7 +13,14 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
+    MAX_READS_PER_ROUND,
+    NO_THINKING,
+    READ_OUTPUT_LIMIT,
+    ReadRound,
+    Thinking,
+)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, PlanSource
 
 EVIDENCE_LIMIT = 1200
 DATA_LIMIT = 4000
@@ -33,6 +40,16 @@ SYSTEM = (
     '"args": {"name": str, "state": "started|stopped|restarted|reloaded"}} or {"module": "ansible.builtin.file", '
     '"args": {"path": str, "state": "absent|directory", "owner": str, "group": str, "mode": str}}.'
 )
+
+_LOOK_FIRST = {
+    "json": 'Before planning you may look first: instead of a plan, answer {"investigate": [{"argv": [str, ...], "why": str}]} '
+            f"with at most {MAX_READS_PER_ROUND} read-only commands. ",
+    "tools": f"Before planning you may look first: call the read tool (at most {MAX_READS_PER_ROUND} calls at once) for read-only commands. ",
+}
+LOOK_RULES = ("Reads show state, the journal, files, sockets and processes; only reads the policy allows run, at once, and anything "
+              "else is refused (you are told why): plan without it. Never ask for secrets. You may look {rounds} more time(s) in all; "
+              "then you must plan or escalate.")
+NO_MORE_READS = "No more reads are possible: answer with the JSON plan now (steps, or escalate naming the cause)."
 
 _PACKAGE_MANAGERS = {"debian": "apt", "ubuntu": "apt", "rhel": "dnf", "centos": "dnf", "fedora": "dnf", "rocky": "dnf",
                      "almalinux": "dnf", "ol": "dnf", "amzn": "dnf", "sles": "zypper", "opensuse-leap": "zypper", "alpine": "apk",
@@ -61,7 +78,11 @@ def build_messages(
     failed_plans: Sequence[Sequence[str]],
     knowledge: Sequence[Any],
     secrets: Sequence[str] = (),
-) -> list[dict[str, str]]:
+    thinking: Thinking = NO_THINKING,
+    read_form: str = "json",
+) -> list[dict[str, Any]]:
+    """The conversation: the instructions, the incident, and each round of reads the model asked for with what they
+    showed (as tool results in the tool form, as a user message in the JSON form)."""
     spec = failure.spec
     lines = [
         host_facts_line(failure.facts),
@@ -82,7 +103,34 @@ def build_messages(
         label = getattr(hit, "title", None) or getattr(hit, "source", None) or "document"
         lines.append(f"Knowledge ({label}):")
         lines.append(_fenced(str(hit.text), KNOWLEDGE_LIMIT, secrets))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+    asked = [round_ for round_ in thinking.rounds if round_.investigation.source is PlanSource.LLM]
+    system = SYSTEM
+    if thinking.rounds_left or asked:
+        system += "\n" + _LOOK_FIRST[read_form] + LOOK_RULES.format(rounds=thinking.rounds_left + len(asked))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(lines)}]
+    for round_ in asked:
+        messages += _round_messages(round_, read_form, secrets)
+    if asked and not thinking.rounds_left:
+        messages.append({"role": "user", "content": NO_MORE_READS})
+    return messages
+
+
+def _round_messages(round_: ReadRound, read_form: str, secrets: Sequence[str]) -> list[dict[str, Any]]:
+    """One round of reads as the conversation carries it."""
+    requests = [read.request for read in round_.reads]
+    if read_form == "tools":
+        ids = [request.call_id or f"read-{round_.number}-{index}" for index, request in enumerate(requests)]
+        calls = [{"id": call_id, "type": "function", "function": {"name": "read", "arguments": json.dumps({"argv": list(request.argv),
+                                                                                                          "why": request.why})}}
+                 for call_id, request in zip(ids, requests, strict=True)]
+        return [{"role": "assistant", "content": round_.investigation.said or None, "tool_calls": calls}] + [
+            {"role": "tool", "tool_call_id": call_id, "content": _fenced(read.shown(), READ_OUTPUT_LIMIT + 100, secrets)}
+            for call_id, read in zip(ids, round_.reads, strict=True)
+        ]
+    said = round_.investigation.said or json.dumps({"investigate": [{"argv": list(r.argv), "why": r.why} for r in requests]})
+    shown = [f"$ {read.request.command}\n{_fenced(read.shown(), READ_OUTPUT_LIMIT + 100, secrets)}" for read in round_.reads]
+    return [{"role": "assistant", "content": clip(said, READ_OUTPUT_LIMIT)},
+            {"role": "user", "content": f"What your reads of round {round_.number} showed:\n" + "\n".join(shown)}]
 
 
 def knowledge_query(failure: Failure) -> str:

@@ -64,6 +64,10 @@ _CONFIG_PLACE = (
 _PARAMETER = re.compile(r"parameter \"(?P<name>[\w.]+)\"|(?:directive|variable|option) [\"'](?P<other>[\w.-]+)[\"']", re.IGNORECASE)
 # "Can't open the log file" (redis names no path): the file is the service's declared log
 _ITS_LOG = re.compile(r"\blog ?file\b", re.IGNORECASE)
+# systemd names no path when a unit's WorkingDirectory= is missing ("Failed at step CHDIR spawning /usr/sbin/nginx" names
+# the program): the path is the WorkingDirectory= of the unit's definition, once `systemctl cat UNIT` was read
+_CHDIR = re.compile(r"requested working directory|\bat step CHDIR\b|status=200/CHDIR", re.IGNORECASE)
+_WORKING_DIRECTORY = re.compile(r"^\s*WorkingDirectory=-?(/\S*)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -193,12 +197,21 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
                  locate: Callable[[str], PackageDir | None] = lambda path: None) -> Reading:
     reading = read_texts(failure_texts(failure, outputs, steps), locate)
     logs = [str(log) for log in failure.spec.get("logs") or []]
-    if not logs:
-        return reading
-    return Reading(tuple(
-        dataclasses.replace(finding, path=logs[0], package_dir=locate(logs[0]))
-        if finding.kind in ("missing_path", "permission") and finding.path is None and _ITS_LOG.search(finding.said) else finding
-        for finding in reading.findings))
+    definitions = [text for command, text in outputs.items() if command.startswith("systemctl cat ")]
+    working_directory = next((found[-1] for text in definitions for found in [_WORKING_DIRECTORY.findall(text)] if found), None)
+
+    def named(finding: Finding) -> Finding:
+        if finding.kind not in ("missing_path", "permission"):
+            return finding
+        if _CHDIR.search(finding.said):  # the working directory itself is missing: a package directory only when it is one
+            located = locate(working_directory) if working_directory else None
+            itself = located if located and located.path == working_directory else None
+            return dataclasses.replace(finding, path=working_directory, package_dir=itself)
+        if logs and finding.path is None and _ITS_LOG.search(finding.said):
+            return dataclasses.replace(finding, path=logs[0], package_dir=locate(logs[0]))
+        return finding
+
+    return Reading(tuple(named(finding) for finding in reading.findings))
 
 
 def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:

@@ -11,6 +11,10 @@
       reading: [missing_path]         # what the service's own error text says (reading.KINDS): the decisive
                                       # finding's kind is one of these
     evidence: [nginx -t]              # read-only commands diagnosis runs first (the guard must ALLOW them)
+    investigate:                      # follow-up reads, run (think loop: plan -investigate-> observe -> plan) only
+      - when: {journal: "CHDIR"}      # when every regex matches what the first evidence showed (names as in
+        read: systemctl cat {unit}    # match.evidence); a read-only command the guard must ALLOW as a read
+        why: the unit names the directory
     steps:                            # 1-3 commands; {placeholders} are filled from the incident
       - rm -f {stale_pidfile}
       - service {init_service} start
@@ -61,7 +65,8 @@ DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
-_KEYS = frozenset({"id", "title", "services", "match", "evidence", "steps", "escalate", "priority"})
+_KEYS = frozenset({"id", "title", "services", "match", "evidence", "investigate", "steps", "escalate", "priority"})
+_FOLLOW_UP_KEYS = frozenset({"when", "read", "why"})
 _MATCH_KEYS = frozenset({"failure_class", "evidence", "reading"})
 _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
 READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
@@ -89,6 +94,15 @@ class RunbookStep:
 
 
 @dataclass(frozen=True)
+class FollowUp:
+    """A read a runbook wants once its first evidence showed something: a second look that decides the fix."""
+
+    when: Mapping[str, re.Pattern[str]]
+    read: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Runbook:
     id: str
     title: str
@@ -102,6 +116,7 @@ class Runbook:
     escalate: str | None
     priority: int
     body: str
+    follow_ups: tuple[FollowUp, ...] = ()
 
     def applies_to(self, failure: Failure) -> bool:
         """Whether the service and failure class fit (evidence is matched later, once gathered)."""
@@ -119,6 +134,19 @@ class Runbook:
     @property
     def templates(self) -> tuple[str, ...]:
         return tuple(step.template for step in self.steps)
+
+    def follow_up_reads(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> list[tuple[str, str]]:
+        """The follow-up reads (command, why) whose condition holds on what was read so far; one whose placeholder has
+        no value for this incident is left out."""
+        reads = []
+        for follow_up in self.follow_ups:
+            if not all(pattern.search(evidence_text(failure, name, outputs)) for name, pattern in follow_up.when.items()):
+                continue
+            try:
+                reads.append((render_step(follow_up.read, failure, reading=reading).command, follow_up.why))
+            except NotApplicable:
+                continue
+        return reads
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -283,35 +311,56 @@ def parse_runbook(text: str, path: str) -> Runbook:
         escalate=str(escalate) if escalate else None,
         priority=priority,
         body=found.group(2).strip(),
+        follow_ups=tuple(_parse_follow_up(path, index, raw) for index, raw in enumerate(_list(meta, "investigate", path))),
     )
 
 
-def _parse_step(path: str, index: int, raw: Any) -> RunbookStep:
+def _list(meta: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    value = meta.get(key) or []
+    if not isinstance(value, list):
+        raise RunbookError(f"{path}: '{key}' must be a list", field=key, value=value)
+    return value
+
+
+def _parse_follow_up(path: str, index: int, raw: Any) -> FollowUp:
+    where = f"investigate[{index}]"
+    if not isinstance(raw, dict) or set(raw) - _FOLLOW_UP_KEYS or not {"when", "read"} <= set(raw):
+        raise RunbookError(f"{path}: a follow-up read is {{when: {{EVIDENCE: REGEX, ...}}, read: COMMAND, why: TEXT}}", field=where, value=raw)
+    when = raw["when"]
+    if not isinstance(when, dict) or not when:
+        raise RunbookError(f"{path}: 'when' maps evidence names to regexes", field=f"{where}.when", value=when)
+    read = _parse_step(path, index, raw["read"], f"{where}.read").template
+    return FollowUp(when={name: _compile(path, name, pattern, f"{where}.when") for name, pattern in when.items()}, read=read,
+                    why=str(raw.get("why") or ""))
+
+
+def _parse_step(path: str, index: int, raw: Any, where: str = "") -> RunbookStep:
+    where = where or f"steps[{index}]"
     if isinstance(raw, dict) and set(raw) - _STEP_KEYS:
         unknown = sorted(set(raw) - _STEP_KEYS)[0]
-        raise RunbookError(f"{path}: unknown key of a step", field=f"steps[{index}].{unknown}", value=raw[unknown],
+        raise RunbookError(f"{path}: unknown key of a step", field=f"{where}.{unknown}", value=raw[unknown],
                            hint=f"known keys: {sorted(_STEP_KEYS)}")
     template = raw.get("run") if isinstance(raw, dict) else raw
     if not isinstance(template, str) or not template.strip():
-        raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true, optional: true}}", field=f"steps[{index}]",
+        raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true, optional: true}}", field=where,
                            value=raw)
     for name, _argument in _PLACEHOLDER.findall(template):
         if name not in STEP_PLACEHOLDERS:
-            raise RunbookError(f"{path}: unknown placeholder", field=f"steps[{index}]", value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS)}")
+            raise RunbookError(f"{path}: unknown placeholder", field=where, value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS)}")
     try:
         shlex.split(template)
     except ValueError as exc:
-        raise RunbookError(f"{path}: step cannot be split into arguments", field=f"steps[{index}]", value=template, hint=str(exc)) from exc
+        raise RunbookError(f"{path}: step cannot be split into arguments", field=where, value=template, hint=str(exc)) from exc
     if not isinstance(raw, dict):
         return RunbookStep(template)
     return RunbookStep(template, may_fail=bool(raw.get("may_fail", False)), optional=bool(raw.get("optional", False)))
 
 
-def _compile(path: str, name: str, pattern: Any) -> re.Pattern[str]:
+def _compile(path: str, name: str, pattern: Any, where: str = "match.evidence") -> re.Pattern[str]:
     try:
         return re.compile(str(pattern), re.IGNORECASE | re.MULTILINE)
     except re.error as exc:
-        raise RunbookError(f"{path}: invalid regular expression", field=f"match.evidence.{name}", value=pattern, hint=str(exc)) from exc
+        raise RunbookError(f"{path}: invalid regular expression", field=f"{where}.{name}", value=pattern, hint=str(exc)) from exc
 
 
 def _required_str(meta: Mapping[str, Any], key: str, path: str) -> str:

@@ -442,6 +442,7 @@ def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: s
     plan = attempt.plan
     results = {
         "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
+        "reads": [round_.to_dict() for round_ in attempt.rounds],
         "steps": [result.to_dict() for result in attempt.results],
         "verification": dict(attempt.verification),
         "artifacts": list(attempt.artifacts),

@@ -64,6 +64,32 @@ reset_failed() {
     if [ -d /run/systemd/system ]; then systemctl reset-failed "$1" || true; fi
 }
 
+# Whether systemd gave up restarting UNIT on its start limit since the epoch second SINCE. After its own restarts
+# (Restart=) systemd keeps the failed run's result (exit-code), not start-limit-hit, and between two restarts the unit
+# is failed for a moment too: only the journal says that it gave up.
+stopped_by_its_limit() {
+    journalctl -u "$1" --since="@$2" --no-pager -o cat | grep -q "Start request repeated too quickly"
+}
+
+# Restart UNIT, which must fail, and wait until systemd stops restarting it (Restart=) on its start limit; when the
+# restart succeeds, say so and fail: nothing is broken.
+restart_into_its_limit() {
+    since=$(date +%s)
+    if systemctl restart "$1" 2>/dev/null; then
+        echo "$1 started: nothing is broken" >&2
+        return 1
+    fi
+    wait_until stopped_by_its_limit "$1" "$since"
+}
+
+# Faults that only systemd has (FAULT: the script's name): on any other host, say so and stop (exit 2), changing nothing.
+require_systemd() {
+    if [ ! -d /run/systemd/system ]; then
+        echo "$1 works on systemd hosts only; this host's PID 1 is $(cat /proc/1/comm 2>/dev/null || echo unknown)" >&2
+        exit 2
+    fi
+}
+
 # Stop the init script UNIT, remove DIRECTORY, and make sure UNIT no longer starts.
 remove_directory_of() {
     service "$1" stop

@@ -7,12 +7,6 @@ set -eu
 conf=/etc/redis/redis.conf
 backup=/var/backups/lab-redis.conf
 
-# After its own restarts systemd keeps the failed run's result (exit-code), not start-limit-hit, and between two
-# restarts the unit is failed for a moment too: only the journal says that it gave up.
-stopped_by_its_limit() {
-    journalctl -u redis-server --since="@$since" --no-pager -o cat | grep -q "Start request repeated too quickly"
-}
-
 case "${1:-}" in
 break)
     if [ ! -e "$backup" ]; then
@@ -21,7 +15,7 @@ break)
     echo "lab-unknown-directive yes" >> "$conf"
     since=$(date +%s)
     systemctl restart redis-server 2>/dev/null || true
-    wait_until stopped_by_its_limit
+    wait_until stopped_by_its_limit redis-server "$since"
     echo "added an unknown directive to $conf: redis-server failed $(systemctl show redis-server --property=NRestarts --value) restarts and hit its start limit"
     ;;
 undo)

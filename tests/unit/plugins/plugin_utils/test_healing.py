@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pytest
 
@@ -17,48 +17,17 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off
-from helpers import nginx_failure
+from helpers import ScriptedExecutor, nginx_failure
 
 HEALTHY = {"healthy": True, "checks": []}
 STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
-
-
-class ScriptedExecutor:
-    step_timeout = 120
-
-    def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
-        self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
-        self.timeouts: list[float | None] = []
-        self.outputs = outputs or {}
-        self.unreachable = unreachable
-
-    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
-            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
-        self.runs.append((purpose, [step.argv for step in steps]))
-        self.timeouts.append(timeout)
-        if started is not None:
-            started(f"/nonexistent/{purpose}-{len(self.runs)}")
-        if self.unreachable and purpose == "remediation":
-            raise HostUnreachable("the host did not answer", field="host", value=target.name)
-        results: list[StepResult] = []
-        for step in steps:  # as ansible-runner polls its cancel callback: between steps
-            if stop is not None and stop():
-                results.append(StepResult(argv=step.argv, status="skipped", stderr="not run: the run was stopped"))
-                continue
-            results.append(StepResult(argv=step.argv, status="ok", rc=0, stdout=self.outputs.get(" ".join(step.argv), "")))
-        stopped = any(result.status == "skipped" for result in results)
-        return RunReport(results=tuple(results), artifacts="/dev/null", duration_s=0.0, stopped=stopped)
-
-    @property
-    def remediations(self) -> list[list[tuple[str, ...]]]:
-        return [argvs for purpose, argvs in self.runs if purpose == "remediation"]
 
 
 def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:

@@ -154,7 +154,7 @@ def test_a_plan_that_already_failed_is_not_taken_from_the_llm(llm: ScriptedLLM) 
 def test_the_llm_can_escalate(llm: ScriptedLLM) -> None:
     llm.script(Answer.text(json.dumps({"steps": [], "escalate": "the disk is failing; replace it"})))
     plan, _use = _plan(_planner(llm))
-    assert plan.source is PlanSource.LLM and plan.escalation == "the LLM escalates: the disk is failing; replace it"
+    assert plan.source is PlanSource.LLM and plan.escalation.startswith("the LLM escalates: the disk is failing; replace it; what the service says: ")
 
 
 def test_the_prompt_is_grounded_fenced_and_free_of_secrets(llm: ScriptedLLM, tmp_path: Path) -> None:

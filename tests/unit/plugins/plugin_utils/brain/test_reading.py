@@ -107,3 +107,29 @@ def test_a_path_in_a_package_directory_carries_that_directory() -> None:
     assert reading.placeholder_values() | {"reading": ""} == {
         "reading": "", "missing_dir": "/var/log/nginx", "missing_dir_owner": "root",
         "missing_dir_group": "adm", "missing_dir_mode": "0755"}
+
+
+CHDIR_JOURNAL = ("2026-11-25T12:03:22+0000 node1 (nginx)[1153]: nginx.service: Changing to the requested working directory failed: "
+                 "No such file or directory\n"
+                 "2026-11-25T12:03:22+0000 node1 (nginx)[1153]: nginx.service: Failed at step CHDIR spawning /usr/sbin/nginx: "
+                 "No such file or directory")
+UNIT_DEFINITION = ("# /lib/systemd/system/nginx.service\n[Service]\nExecStart=/usr/sbin/nginx\n"
+                   "# /etc/systemd/system/nginx.service.d/workdir.conf\n[Service]\nWorkingDirectory={directory}\n")
+
+
+def _chdir_failure() -> object:
+    failure = nginx_failure("not_running")
+    return type(failure)(**{**failure.__dict__, "evidence": {**failure.evidence, "unit": {"Id": "nginx.service", "journal": CHDIR_JOURNAL}}})
+
+
+@pytest.mark.parametrize(("outputs", "values"), [
+    ({}, {}),  # the program systemd names is not what is missing: nothing is named until the definition is read
+    ({"systemctl cat nginx": UNIT_DEFINITION.format(directory="/var/lib/nginx")},
+     {"missing_dir": "/var/lib/nginx", "missing_dir_owner": "root", "missing_dir_group": "root", "missing_dir_mode": "0755"}),
+    ({"systemctl cat nginx": UNIT_DEFINITION.format(directory="/var/lib/nginx/www")}, {"missing_path": "/var/lib/nginx/www"}),
+])
+def test_a_missing_working_directory_is_the_one_the_units_definition_names(outputs: dict[str, str], values: dict[str, str]) -> None:
+    state_dir = PackageDir("/var/lib/nginx", "root", "root", "0755")
+    reading = read_failure(_chdir_failure(), outputs, locate=lambda path: state_dir if path.startswith("/var/lib/nginx") else None)  # type: ignore[arg-type]
+    assert reading.decisive is not None and reading.decisive.kind == "missing_path"
+    assert {name: value for name, value in reading.placeholder_values().items() if name != "reading"} == values
