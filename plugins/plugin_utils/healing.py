@@ -400,15 +400,16 @@ class AwaitSystemdNode(_ToolNode):
 class PlanNode(_ToolNode):
     node_name = "plan"
 
-    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking]:
+    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]:
         if state.diagnosis is None:
             raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
         if state.llm_use is not None:
             state.llm_use.fallback = None
         rounds = tuple(state.attempt.rounds)
-        return state.failure, state.diagnosis, state.excluded, state.llm_use, Thinking(rounds, max(self.tools.think_rounds - len(rounds), 0))
+        thinking = Thinking(rounds, max(self.tools.think_rounds - len(rounds), 0))
+        return state.failure, state.diagnosis, state.excluded, state.llm_use, thinking, self._deadline(state) - self.tools.clock()
 
-    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking]) -> Plan | Investigation:
+    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]) -> Plan | Investigation:
         return self.tools.planner.plan(*prep_res)
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Plan | Investigation) -> str:

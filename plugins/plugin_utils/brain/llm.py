@@ -72,7 +72,7 @@ _READ_ARGUMENTS: dict[str, Any] = {
     "type": "object",
     "required": ["argv", "why"],
     "properties": {
-        "argv": {"type": "array", "minItems": 1, "items": {"type": "string"},
+        "argv": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
                  "description": "a read-only command as an argument vector, run without a shell"},
         "why": {"type": "string", "description": "what it should show, in one sentence"},
     },
@@ -218,16 +218,18 @@ class LLMClient:
         # max_completion_tokens; a server that takes neither is asked without a cap
         self._cap_names = list(ANSWER_CAP_NAMES)
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], budget: TokenBudget, *, reads: str = "") -> Completion:
+    def complete(self, messages: Sequence[Mapping[str, Any]], budget: TokenBudget, *, reads: str = "",
+                 time_left: float | None = None) -> Completion:
         """One chat completion. ``reads``: "offered" when the model may ask for reads instead of a plan, "closed" when a
-        conversation with reads must now end in a plan, "" when there are none."""
+        conversation with reads must now end in a plan, "" when there are none. ``time_left``: seconds the incident has
+        left, when they are fewer than the call's own timeout."""
         estimated = sum(estimate_tokens(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "")) for m in messages)
         if not budget.allows(estimated):
             raise LLMError("the incident's token budget is spent", field="token_budget", value=budget.limit,
                            hint=f"{budget.spent} tokens spent, this prompt needs about {estimated}")
         # one deadline for the whole call, retries and waits included, whatever the server does (a body trickled byte
         # by byte passes every per-read timeout)
-        deadline = time.monotonic() + self.settings.timeout
+        deadline = time.monotonic() + min(self.settings.timeout, self.settings.timeout if time_left is None else max(time_left, 0.0))
         attempt = 0
         while attempt <= self.settings.max_retries:
             attempt += 1
@@ -386,6 +388,8 @@ def _read_call(index: int, call: ToolCall) -> ReadRequest:
 
 
 def _read_request(where: str, read: Any) -> ReadRequest:
+    """A read as the model wrote it: an argv of strings (empty ones included: the guard refuses what it cannot run, and
+    the model is told why, so one bad read does not cost the answer its other reads)."""
     if isinstance(read, list):
         read = {"argv": read}
     if not isinstance(read, dict):
@@ -393,8 +397,8 @@ def _read_request(where: str, read: Any) -> ReadRequest:
     argv = read.get("argv")
     if isinstance(argv, str):
         raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_brief(argv))
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
-        raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise LLMError("argv must be a list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
     return ReadRequest(argv=tuple(argv), why=clip(str(read.get("why") or ""), WHY_LIMIT))
 
 

@@ -99,7 +99,8 @@ class Planner:
         return list(commands)[:4]
 
     def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None,
-             thinking: Thinking = NO_THINKING) -> Plan | Investigation:
+             thinking: Thinking = NO_THINKING, time_left: float | None = None) -> Plan | Investigation:
+        """A plan, or the reads wanted first. ``time_left``: seconds the incident has left (an LLM call gets no more)."""
         if diagnosis.remembered is not None:
             remembered = diagnosis.remembered.plan
             try:
@@ -123,7 +124,7 @@ class Planner:
         note = ""
         if self.llm is not None and llm_use is not None:
             try:
-                return self._from_llm(failure, diagnosis, excluded, llm_use, thinking)
+                return self._from_llm(failure, diagnosis, excluded, llm_use, thinking, time_left)
             except LLMError as exc:
                 llm_use.fallback = str(exc)
                 note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
@@ -173,7 +174,7 @@ class Planner:
         return None
 
     def _from_llm(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse,
-                  thinking: Thinking) -> Plan | Investigation:
+                  thinking: Thinking, time_left: float | None) -> Plan | Investigation:
         llm = self.llm
         if llm is None:
             raise LLMError("no LLM is configured", field="llm", value=None)
@@ -190,7 +191,9 @@ class Planner:
             read_form=llm.read_form,
         )
         may_read = "offered" if thinking.rounds_left > 0 else "closed" if asked else ""
-        completion = llm.complete(messages, llm_use.budget, reads=may_read)
+        if time_left is not None and time_left <= 0:
+            raise LLMError("the incident's deadline passed before the LLM was asked", field="incident_timeout", value=round(time_left, 1))
+        completion = llm.complete(messages, llm_use.budget, reads=may_read, time_left=time_left)
         llm_use.calls += 1
         llm_use.prompt_tokens.append(completion.prompt_tokens)
         answer = parse_answer(completion, init_service=failure.init_service)
@@ -232,9 +235,13 @@ def evidence_digest(failure: Failure, reading: Reading = NOTHING_READ, *, lines:
     the error lines of its status and logs, who holds its ports, what is missing, which filesystem is full."""
     evidence = failure.evidence
     said: list[str] = [reading.describe()] if reading.decisive else []
-    cause = (evidence.get("unit") or {}).get("cause")
-    if cause:
-        said.append(str(cause))
+    unit = evidence.get("unit") or {}
+    step = unit.get("failed_step") or {}
+    if unit.get("cause"):
+        said.append(str(unit["cause"]))
+    elif step:  # the journal names no cause (a check of an ExecStartPre= prints nothing): the step that failed does
+        drop_ins = f" (its drop-ins: {unit['DropInPaths']})" if unit.get("DropInPaths") else ""
+        said.append(f"{step.get('step')} {step.get('path')} {step.get('code')} with status {step.get('status')}{drop_ins}")
     texts = [str((evidence.get("status") or {}).get("output") or ""), *(str(text) for text in (evidence.get("logs") or {}).values())]
     for text in texts:
         said += [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line) and line.strip() not in said]
