@@ -5,8 +5,12 @@ For each fault: the expected outcome and the outcome, the attempts, the time unt
 (heal.yml's wall time, for a healed fault), the commands run on the host, and any command outside the set a correct
 remediation of that fault may run ("outside"). The scripted LLM answers every planning request with the restart a naive
 model would write; the real model is the one `make llm-up` serves (tests/local_llm.py), measured only when
-EFFICACY_REAL_MODEL=1 (=only: the real model alone; started and stopped here unless it already runs). Run as root: `make bench-efficacy`; it brings
-the lab fleet up and down itself.
+EFFICACY_REAL_MODEL=1 (=only: the real model alone; started and stopped here unless it already runs). Each result also
+counts the think loop's rounds and the reads that ran.
+
+Then the unforeseen faults (no runbook's check names their cause; only a read of the unit does), each with the think
+loop on (2 rounds) and off (0): offline, with a scripted model that reads and plans from what it read (no runbooks),
+and with the real model (no runbooks). Run as root: `make bench-efficacy`; it brings the lab fleet up and down itself.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration")
 
 import fleet  # noqa: E402
 from conftest import SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
-from llm_server import Answer, ScriptedLLM  # noqa: E402
+from llm_server import Answer, ScriptedLLM, reads_then_plans  # noqa: E402
 
 ANY = "*"  # an argument that varies from run to run (a squatter's pid)
 START_NGINX, RESET_NGINX = ("systemctl", "start", "nginx"), ("systemctl", "reset-failed", "nginx")
@@ -79,6 +83,21 @@ FAULTS = (
           frozenset({("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"),
                      ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
 )
+PG_UNIT = "postgresql@15-main"
+# The faults no check names the cause of: only the unit's definition (and what it names) does.
+UNFORESEEN = (
+    Fault("redis-prestart-dir-owner", "node1", "redis", "healed",
+          frozenset({("chown", "-h", "redis:redis", "/var/lib/redis/backup"), ("systemctl", "reset-failed", "redis-server"),
+                     ("systemctl", "start", "redis-server")})),
+    Fault("postgres-prestart-dir-owner", "node2", "postgresql", "healed",
+          frozenset({("chown", "-h", "postgres:postgres", "/var/lib/postgresql/15/archive"), ("systemctl", "reset-failed", PG_UNIT),
+                     ("systemctl", "start", PG_UNIT)})),
+    Fault("nginx-workdir-gone", "node1", "nginx", "healed",
+          frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "root", "/var/lib/nginx"), RESET_NGINX, START_NGINX})),
+    Fault("postgres-workdir-gone", "node2", "postgresql", "healed",
+          frozenset({("install", "-d", "-m", "1775", "-o", "root", "-g", "postgres", "/var/log/postgresql"),
+                     ("systemctl", "reset-failed", PG_UNIT), ("systemctl", "start", PG_UNIT)})),
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,8 @@ class Result:
     seconds: float
     ran: tuple[tuple[str, ...], ...]
     why: str = ""  # the job's own words, for an outcome other than the expected one
+    rounds: int = 0  # the think loop's rounds, over the incident's attempts
+    reads: int = 0  # the reads of those rounds that ran on the host
 
     @property
     def outside(self) -> list[tuple[str, ...]]:
@@ -116,7 +137,10 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
     ran = tuple(tuple(argv) for purpose, argv in commands_run(state, fault.host) if purpose == "remediation")
     said = re.search(rf"{fault.host}: {re.escape(fault.service)} [a-z_]+: (.*?)(?: TASK \[| PLAY RECAP)", one_line(run.output))
     why = said.group(1)[:300] if said and outcome != fault.expected else ""
-    return Result(fault, planner, outcome, attempts, seconds, ran, why)
+    rounds = [round_ for episode in episodes(state) if episode["service"] == fault.service
+              for round_ in (episode["results"] or {}).get("reads") or []]
+    reads = sum(read["outcome"] == "ran" for round_ in rounds for read in round_["reads"])
+    return Result(fault, planner, outcome, attempts, seconds, ran, why, len(rounds), reads)
 
 
 def planners(real_model: bool, only_real_model: bool = False) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
@@ -152,9 +176,54 @@ def measure(faults: tuple[Fault, ...] = FAULTS, *, real_model: bool = False, onl
     return results
 
 
+def unforeseen_planners(real_model: bool, only_real_model: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, extra vars) of each planner measured on the unforeseen faults: offline with the shipped runbooks, and the
+    models with none (so the model is the one asked)."""
+    if not only_real_model:
+        yield "offline", {}
+        with ScriptedLLM(respond=reads_then_plans) as scripted:
+            options = {"base_url": scripted.base_url, "model": "scripted-sre", "api_key": "bench", "timeout": 10}
+            yield "scripted model", {"autoheal_llm": options, "autoheal_builtin_runbooks": False}
+    if real_model:
+        from local_llm import LocalLLM
+
+        server = LocalLLM()
+        already_up = server.running_pid() is not None
+        server.up()
+        try:
+            options = {"base_url": server.base_url, "model": server.model, "api_key": "local", "schema": "llamacpp", "timeout": 60}
+            yield "real model", {"autoheal_llm": options, "autoheal_builtin_runbooks": False}
+        finally:
+            if not already_up:
+                server.down()
+
+
+def measure_unforeseen(faults: tuple[Fault, ...] = UNFORESEEN, *, real_model: bool = False, only_real_model: bool = False) -> list[Result]:
+    """Each unforeseen fault with each planner, the think loop on (2 rounds) and off (0)."""
+    results: list[Result] = []
+    for planner, extra_vars in unforeseen_planners(real_model, only_real_model):
+        for fault in faults:
+            for rounds in (2, 0):
+                results.append(heal(fault, f"{planner}, think {rounds}", {**extra_vars, "autoheal_think_rounds": rounds}))
+                print(row(results[-1]) + (f" why: {results[-1].why}" if results[-1].why else ""), flush=True)
+    return results
+
+
+def heal_rates(results: list[Result]) -> list[str]:
+    """Per planner: how many unforeseen faults it healed with the loop on and off."""
+    lines = []
+    for planner in dict.fromkeys(result.planner.rsplit(", think", 1)[0] for result in results):
+        rates = []
+        for rounds in (2, 0):
+            mine = [result for result in results if result.planner == f"{planner}, think {rounds}"]
+            rates.append(f"{'on' if rounds else 'off'} {sum(result.outcome == 'healed' for result in mine)} of {len(mine)}")
+        lines.append(f"{planner}: healed with the think loop {rates[0]}, {rates[1]}")
+    return lines
+
+
 def report(results: list[Result]) -> list[str]:
-    lines = ["| fault | host | planner | expected | outcome | attempts | time to healthy | commands run | outside the expected set |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| fault | host | planner | expected | outcome | attempts | time to healthy | think rounds | reads run | commands run | "
+             "outside the expected set |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines += [row(result) for result in results]
     for planner in dict.fromkeys(result.planner for result in results):
         mine = [result for result in results if result.planner == planner]
@@ -178,7 +247,8 @@ def summary(results: list[Result]) -> list[str]:
                 continue
             took = f", {mine.seconds:.1f} s" if mine.outcome == "healed" else ""
             outside = f", {len(mine.outside)} outside" if mine.outside else ""
-            cells.append(f"{mine.outcome} ({mine.attempts}{took}{outside})")
+            thought = f", {mine.rounds} round(s) {mine.reads} read(s)" if mine.rounds else ""
+            cells.append(f"{mine.outcome} ({mine.attempts}{took}{thought}{outside})")
         lines.append(f"| {fault.name} ({fault.host}) | {fault.expected} | " + " | ".join(cells) + " |")
     return lines
 
@@ -190,10 +260,12 @@ def main() -> None:
     fleet.up(inits=SYSV_HOSTS)
     try:
         only = os.environ.get("EFFICACY_REAL_MODEL") == "only"
-        results = measure(real_model=only or os.environ.get("EFFICACY_REAL_MODEL") == "1", only_real_model=only)
+        real_model = only or os.environ.get("EFFICACY_REAL_MODEL") == "1"
+        results = measure(real_model=real_model, only_real_model=only)
+        unforeseen = measure_unforeseen(real_model=real_model, only_real_model=only)
     finally:
         fleet.down()
-    print("\n".join(["", *report(results), "", *summary(results)]))
+    print("\n".join(["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen)]))
 
 
 def row(result: Result) -> str:
@@ -201,7 +273,7 @@ def row(result: Result) -> str:
     healthy = f"{result.seconds:.1f} s" if result.outcome == "healed" else "-"
     outside = "; ".join(" ".join(argv) for argv in result.outside) or "none"
     return (f"| {result.fault.name} | {result.fault.host} | {result.planner} | {result.fault.expected} | {result.outcome} | "
-            f"{result.attempts} | {healthy} | {ran} | {outside} |")
+            f"{result.attempts} | {healthy} | {result.rounds} | {result.reads} | {ran} | {outside} |")
 
 
 if __name__ == "__main__":

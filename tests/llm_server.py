@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -249,6 +250,43 @@ class ScriptedLLM:
                     pass  # the client gave up (a timeout test): nothing to answer to
 
         return Handler
+
+
+# what a model knows of Debian's packages: the owner, group and mode they give their directories
+DEBIAN_DIRECTORIES = {"/var/lib/nginx": ("root", "root", "0755"), "/var/log/postgresql": ("root", "postgres", "1775"),
+                      "/var/lib/redis": ("redis", "redis", "0750")}
+
+
+def tool_results(recorded: Recorded) -> str:
+    """What the reads of the conversation showed, as its tool results."""
+    return "\n".join(str(m.get("content")) for m in recorded.messages if m.get("role") == "tool")
+
+
+def reads_then_plans(recorded: Recorded) -> Answer:
+    """An SRE's model: it reads the unit, then the directory the unit's check names, and plans from what it read: a
+    working directory that is missing is made; a directory the service cannot write is given back to its account."""
+    prompt = recorded.prompt
+    unit = re.search(r"unit (\S+)\.service", prompt)
+    if "look first" not in recorded.messages[0]["content"] or unit is None:
+        return Answer.text(json.dumps({"steps": [], "escalate": "the unit's definition was not read, so the cause is not known"}))
+    name = unit.group(1)
+    shown = tool_results(recorded)
+    workdir = re.search(r"^WorkingDirectory=(/\S+)", shown, re.MULTILINE)
+    checked = re.search(r"test -w (/\S+)", shown)
+    restart = [["systemctl", "reset-failed", name], ["systemctl", "start", name]]
+    if workdir:
+        owner, group, mode = DEBIAN_DIRECTORIES.get(workdir.group(1), ("root", "root", "0755"))
+        return Answer.plan([["install", "-d", "-m", mode, "-o", owner, "-g", group, workdir.group(1)], *restart],
+                           diagnosis=f"WorkingDirectory={workdir.group(1)} is missing")
+    owned = re.search(r"^d\S+\s+\d+\s+(\S+)\s+(\S+)", shown, re.MULTILINE)
+    account = re.search(r"runs as (\S+)", prompt)
+    if checked and owned and account and owned.group(1) != account.group(1):
+        user = account.group(1)
+        return Answer.plan([["chown", "-h", f"{user}:{user}", checked.group(1)], *restart],
+                           diagnosis=f"{checked.group(1)} is owned by {owned.group(1)}; {user} cannot write it")
+    if checked:
+        return Answer.reads((["ls", "-ld", checked.group(1)], "who owns the directory the unit's check must write"))
+    return Answer.reads((["systemctl", "cat", name], "the unit's definition and drop-ins"))
 
 
 def main() -> None:

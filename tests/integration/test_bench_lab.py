@@ -58,3 +58,15 @@ def test_the_efficacy_benchmark_heals_a_fault_offline_and_with_a_scripted_llm(la
     lines = efficacy.report(results)
     assert lines[2].startswith("| nginx-log-dir-gone | node1 | offline | healed | healed | 1 | ")
     assert lines[-1] == "scripted LLM: 1 of 1 faults ended as expected; 0 command(s) outside the expected sets"
+
+
+def test_the_efficacy_benchmark_measures_an_unforeseen_fault_with_the_think_loop_on_and_off(lab: Any) -> None:
+    import efficacy
+
+    [fault] = [fault for fault in efficacy.UNFORESEEN if fault.name == "postgres-workdir-gone"]
+    results = efficacy.measure_unforeseen((fault,))
+    assert [(result.planner, result.outcome, result.rounds, result.reads, result.outside) for result in results] == [
+        ("offline, think 2", "healed", 1, 1, []), ("offline, think 0", "escalated", 0, 0, []),
+        ("scripted model, think 2", "healed", 1, 1, []), ("scripted model, think 0", "escalated", 0, 0, [])]
+    assert efficacy.heal_rates(results) == ["offline: healed with the think loop on 1 of 1, off 0 of 1",
+                                            "scripted model: healed with the think loop on 1 of 1, off 0 of 1"]

@@ -5,14 +5,13 @@ escalated with their cause when the loop is off. The shipped runbooks read too: 
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
-from llm_server import Answer, Recorded, ScriptedLLM
+from llm_server import ScriptedLLM, reads_then_plans
 
 HEAL = "playbooks/heal.yml"
 # fault: (host, service as declared, unit, a command that answers when the service is back)
@@ -25,38 +24,8 @@ FAULTS = {
 
 @pytest.fixture
 def llm() -> Iterator[ScriptedLLM]:
-    with ScriptedLLM(respond=_reads_then_plans) as server:
+    with ScriptedLLM(respond=reads_then_plans) as server:
         yield server
-
-
-def _read_back(recorded: Recorded) -> str:
-    return "\n".join(str(m.get("content")) for m in recorded.messages if m.get("role") == "tool")
-
-
-def _reads_then_plans(recorded: Recorded) -> Answer:
-    """An SRE's model: it reads the unit, then the directory the unit's check names, and plans from what it read: a
-    working directory that is missing is made; a directory the service cannot write is given back to its account."""
-    prompt = recorded.prompt
-    unit = re.search(r"unit (\S+)\.service", prompt)
-    if "look first" not in recorded.messages[0]["content"] or unit is None:
-        return Answer.text(json.dumps({"steps": [], "escalate": "the unit's definition was not read, so the cause is not known"}))
-    name = unit.group(1)
-    shown = _read_back(recorded)
-    workdir = re.search(r"^WorkingDirectory=(/\S+)", shown, re.MULTILINE)
-    checked = re.search(r"test -w (/\S+)", shown)
-    restart = [["systemctl", "reset-failed", name], ["systemctl", "start", name]]
-    if workdir:
-        return Answer.plan([["install", "-d", "-m", "0755", "-o", "root", "-g", "root", workdir.group(1)], *restart],
-                           diagnosis=f"WorkingDirectory={workdir.group(1)} is missing")
-    owned = re.search(r"^d\S+\s+\d+\s+(\S+)\s+(\S+)", shown, re.MULTILINE)
-    account = re.search(r"runs as (\S+)", prompt)
-    if checked and owned and account and owned.group(1) != account.group(1):
-        user = account.group(1)
-        return Answer.plan([["chown", "-h", f"{user}:{user}", checked.group(1)], *restart],
-                           diagnosis=f"{checked.group(1)} is owned by {owned.group(1)}; {user} cannot write it")
-    if checked:
-        return Answer.reads((["ls", "-ld", checked.group(1)], "who owns the directory the unit's check must write"))
-    return Answer.reads((["systemctl", "cat", name], "the unit's definition and drop-ins"))
 
 
 def _llm_vars(llm: ScriptedLLM, **extra: Any) -> str:
