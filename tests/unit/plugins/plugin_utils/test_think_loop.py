@@ -172,6 +172,21 @@ def test_what_the_host_printed_changes_no_verdict(tmp_path: Path, llm: ScriptedL
     assert [read["decision"] for read in clean["reads"][0]["reads"]] == [read["decision"] for read in dirty["reads"][0]["reads"]]
 
 
+def test_a_round_holds_four_reads_and_another_services_secrets_are_refused(tmp_path: Path, llm: ScriptedLLM) -> None:
+    wanted = [(["cat", "/etc/redis/redis.conf"], "redis's settings"), (["ss", "-tlpn"], "the port"), (["ls", "-ld", "/var/lib/nginx"], "x"),
+              (["journalctl", "-u", "nginx", "-n", "20", "--no-pager"], "y"), (["cat", "/var/log/nginx/error.log"], "the fifth")]
+    llm.script(Answer.reads(*wanted))
+    llm.respond = _sre("tools", [])
+    executor = ScriptedExecutor({"ss -tlpn": SQUATTER})
+    outcome = _heal(tmp_path, llm, "tools", executor)
+    [round_] = outcome.to_dict()["reads"]
+    assert [read["outcome"] for read in round_["reads"]] == ["refused by policy", "ran", "ran", "ran", "over the round's limit"]
+    assert [argvs for purpose, argvs in executor.runs if purpose == "investigate"] == [[tuple(argv) for argv, _why in wanted[1:4]]]
+    told = _read_back(llm.chat_requests[1])
+    assert "over the round's limit: at most 4 reads per round" in told and "refused by policy: secrets" in told
+    assert outcome.state.status == "healed"
+
+
 def test_a_read_asked_twice_runs_once_and_output_is_capped(tmp_path: Path, llm: ScriptedLLM) -> None:
     huge = "x" * (READ_BUDGET * 4)
     llm.script(Answer.reads((["cat", "/var/log/nginx/error.log"], "the log"), (["cat", "/var/log/nginx/error.log"], "again")),
