@@ -100,6 +100,22 @@ def timeline_text(hosts: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _reads_html(incident: Mapping[str, Any]) -> str:
+    """The think loop's rounds of an incident: what was asked and why, the guard's verdict, and what each read printed."""
+    rounds = []
+    for round_ in incident.get("reads") or []:
+        reads = "".join(
+            f"<li><code>{html.escape(read['command'])}</code> {html.escape(read['why'])} - {html.escape(read['decision'])} "
+            f"({html.escape(read['rule'])}): {html.escape(read['outcome'])}"
+            + (f", rc={read['rc']}<pre>{html.escape(read['output'])}</pre>" if read["outcome"] == "ran" else f" - {html.escape(read['reason'])}")
+            + "</li>"
+            for read in round_["reads"]
+        )
+        rounds.append(f"<p>attempt {round_['attempt']}, round {round_['round']}: {html.escape(round_['source'])} "
+                      f"{html.escape(round_['reference'])} looked first</p><ul>{reads}</ul>")
+    return "".join(rounds)
+
+
 def timeline_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
     """The same as a self-contained HTML page (every value escaped: it carries host output)."""
     rows = []
@@ -117,7 +133,7 @@ def timeline_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
             rows.append(
                 f"<section class='{html.escape(incident['status'])}'><h2>{html.escape(host)} {html.escape(incident['service'])}: "
                 f"{html.escape(incident['status'])}</h2><p>{html.escape(incident['summary'])}</p>"
-                f"<p>path: {html.escape(' > '.join(incident['path']))}</p><ul>{verdicts}</ul>"
+                f"<p>path: {html.escape(' > '.join(incident['path']))}</p><ul>{verdicts}</ul>{_reads_html(incident)}"
                 f"<table><tr><th>time</th><th>node</th><th>what happened</th></tr>{events}</table></section>"
             )
     body = "".join(rows) or "<p>every declared service was healthy</p>"

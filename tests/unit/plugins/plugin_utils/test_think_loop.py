@@ -21,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result, timeline_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import ScriptedExecutor, nginx_failure
@@ -102,6 +103,9 @@ def test_a_model_reads_who_holds_the_port_and_plans_the_fix(tmp_path: Path, llm:
     assert json.loads(episode["results_json"])["reads"][0]["reads"][0]["output"] == SQUATTER
     assert any(event["node"] == "observe" and "ss -tlpn (who holds port 80): allow (listening-sockets): rc=0" in event["message"]
                for event in outcome.state.timeline)
+    page = timeline_html({"web1": host_result("web1", [outcome], check_mode=False)}, title="run")
+    assert ("<p>attempt 1, round 1: llm scripted looked first</p><ul><li><code>ss -tlpn</code> who holds port 80 - allow "
+            "(listening-sockets): ran, rc=0<pre>LISTEN") in page and "users:((&quot;python3&quot;,pid=4242,fd=3))</pre>" in page
 
 
 HOSTILE = [
