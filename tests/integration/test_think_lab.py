@@ -34,7 +34,7 @@ def _llm_vars(llm: ScriptedLLM, **extra: Any) -> str:
 
 
 def _answers(lab: Any, host: str, probe: tuple[str, ...], expected: str) -> bool:
-    for _ in range(20):
+    for _try in range(20):
         if expected in sh(lab, host, *probe):
             return True
         time.sleep(0.5)
@@ -75,8 +75,9 @@ def test_with_the_loop_off_the_same_fault_escalates_with_its_cause(lab: Any, fau
 
 
 @pytest.mark.parametrize("rounds", [2, 0])
-def test_the_shipped_runbooks_read_the_unit_and_recreate_a_missing_working_directory(lab: Any, faults: Faults, tmp_path: Path,
-                                                                                        rounds: int) -> None:
+def test_the_shipped_runbooks_read_the_unit_and_recreate_a_missing_working_directory(
+    lab: Any, faults: Faults, tmp_path: Path, rounds: int,
+) -> None:
     """No LLM: systemd names the program, not the directory; systemd-start-failed's follow-up read (`systemctl cat`)
     names WorkingDirectory=/var/log/postgresql, which service-directory-missing recreates as Debian's package made it.
     With the loop off, it escalates with the journal's line."""
@@ -110,8 +111,8 @@ def test_a_real_small_model_through_the_loop_runs_only_allowed_reads_and_steps_a
     options = {"model": local_llm.model, "base_url": local_llm.base_url, "api_key": "local", "schema": "llamacpp", "timeout": 60}
     deadline = 180
     began = time.monotonic()
-    run = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_llm": options, "autoheal_builtin_runbooks": False,
-                                                                     "autoheal_incident_timeout": deadline}), state_dir=tmp_path)
+    settings = {"autoheal_llm": options, "autoheal_builtin_runbooks": False, "autoheal_incident_timeout": deadline}
+    run = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps(settings), state_dir=tmp_path)
     took = time.monotonic() - began
     recorded = [episode for episode in episodes(tmp_path) if episode["service"] == "nginx"]
     assert recorded, run.output
