@@ -51,6 +51,7 @@ SERVICE_OPTIONS = dict(
     logs=dict(type="list", elements="path", default=[]),
     user=dict(type="str"),
     paths=dict(type="list", elements="path", default=[]),
+    sockets=dict(type="list", elements="path", default=[]),
     timeout=dict(type="float", default=5.0),
     # how far sentinel.heal acts on this service (the controller reads it; the host does not)
     mode=dict(type="str", choices=["observe", "review", "autonomous"]),
@@ -62,8 +63,8 @@ ARGUMENT_SPEC = dict(
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
 )
 
-FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "not_running",
-                   "unhealthy")
+FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",
+                   "not_running", "unhealthy")
 LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
@@ -176,6 +177,8 @@ def _check_one(spec, manager, log_lines, redact_values):
             summary += "; pid file %s holds no pid" % pidfile["path"]
         else:
             summary += "; pid file %s names pid %s, which is not running" % (pidfile["path"], pidfile["pid"])
+    for info in evidence["sockets"]:
+        summary += "".join("; " + note for note in _socket_notes(info))
     for owner in evidence["port_owners"]:
         summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
     summary += "".join("; " + note for note in _path_notes(evidence, spec.get("user")))
@@ -204,6 +207,8 @@ def _classify(checks, evidence, process_name, managed):
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:
         return "stale_pidfile"
+    if any(socket_info["stale"] or socket_info["lock"]["stale"] for socket_info in evidence["sockets"]):
+        return "stale_socket"
     if any(not check["ok"] for check in checks if check["kind"] in ("service", "process")):
         return "not_running"
     return "unhealthy"
@@ -268,6 +273,7 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
         processes=find_pids(process_name)[:MAX_PIDS],
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
+        sockets=[read_socket(path, process_name) for path in (spec.get("sockets") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
@@ -383,6 +389,50 @@ def read_pidfile(path, process_name):
     # A live pid that belongs to another program is as stale as a dead one (the pid was reused).
     info["alive"] = info["process"] is not None and (info["process"] == process_name or process_name.startswith(info["process"]))
     return info
+
+
+def read_socket(path, process_name):
+    """A declared Unix socket of the service: whether its file is there, whether a process of this network namespace
+    has it bound (/proc/net/unix), and its lock file (PATH.lock, as PostgreSQL writes one beside each socket).
+
+    The file is stale when nothing has it bound: a daemon killed before it could unlink it leaves it, and some refuse
+    to start on it ("Address already in use", clamd's "Socket file ... exists"). The lock file is stale when the pid
+    it names is dead or belongs to another program (the pid was reused after a restart of the host or container)."""
+    exists = os.path.lexists(path)
+    is_socket = exists and stat.S_ISSOCK(os.lstat(path).st_mode)
+    bound = exists and path in _bound_unix_sockets()
+    lock = read_pidfile(path + ".lock", process_name)
+    lock["stale"] = lock["exists"] and not lock["alive"]
+    return dict(path=path, exists=exists, socket=is_socket, bound=bound, stale=is_socket and not bound, lock=lock)
+
+
+def _bound_unix_sockets():
+    paths = set()
+    try:
+        with open("/proc/net/unix") as handle:
+            next(handle, None)
+            for line in handle:
+                fields = line.split(None, 7)
+                if len(fields) == 8:
+                    paths.add(fields[7].rstrip("\n"))
+    except OSError:
+        pass
+    return paths
+
+
+def _socket_notes(info):
+    notes = []
+    if info["stale"]:
+        notes.append("socket %s is left over: no process has it bound" % info["path"])
+    lock = info["lock"]
+    if lock["stale"]:
+        if lock["pid"] is None:
+            notes.append("lock file %s holds no pid" % lock["path"])
+        elif lock["process"] is None:
+            notes.append("lock file %s names pid %s, which is not running" % (lock["path"], lock["pid"]))
+        else:
+            notes.append("lock file %s names pid %s, which is %s, not the service" % (lock["path"], lock["pid"], lock["process"]))
+    return notes
 
 
 def find_pids(process_name):

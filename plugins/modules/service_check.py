@@ -122,6 +122,16 @@ options:
         type: list
         elements: path
         default: []
+      sockets:
+        description:
+          - Unix sockets the service listens on (for example C(/run/postgresql/.s.PGSQL.5432)). When the service
+            fails, each (at most 8) is looked at - a socket file no process of the host's network namespace has
+            bound is left over from a killed daemon, and so is its lock file (C(PATH.lock), as PostgreSQL writes
+            one) when the pid it names is dead or belongs to another program (the pid was reused). Either makes
+            the failure C(stale_socket); the command policy lets remediation remove exactly those files.
+        type: list
+        elements: path
+        default: []
       timeout:
         description: Seconds each check of this service may take.
         type: float
@@ -206,7 +216,8 @@ failures:
           person masked the unit), C(port_conflict), C(auto_restart) (systemd
           restarts the unit by itself, its C(Restart=)), C(start_limit_hit) (the unit was started too often and
           its last run ended cleanly), C(restart_loop) (the unit kept failing until its start limit stopped
-          it), C(stale_pidfile), C(not_running) or C(unhealthy).
+          it), C(stale_pidfile), C(stale_socket) (a declared Unix socket or its lock file left over by a
+          daemon that died), C(not_running) or C(unhealthy).
         - On a systemd host the summary also says what systemd reports - the unit that failed, its result,
           the step that failed and how, its drop-ins, failed requirements, and the journal's line that
           names the cause.
@@ -240,6 +251,13 @@ failures:
             - Each declared path (at most 8) with C(path) and C(exists) (null when it cannot be looked at, with
               C(error)); existing ones also with C(type) (C(directory), C(file) or C(other)), C(owner),
               C(group) and C(mode) (octal).
+          type: list
+          elements: dict
+        sockets:
+          description:
+            - Each declared Unix socket (at most 8) - C(path), C(exists), C(socket) (the file is a socket),
+              C(bound) (a process of the host's network namespace has it bound), C(stale) (a socket file nothing
+              has bound) and C(lock), its lock file C(PATH.lock) as for O(services[].pidfile) plus C(stale).
           type: list
           elements: dict
         installed:

@@ -87,6 +87,9 @@ class PolicyContext:
     service_pids: frozenset[int] = frozenset()
     ports: frozenset[int] = frozenset()
     stale_pidfile: str | None = None
+    # declared Unix sockets nothing has bound, and their lock files naming a pid that is not the service's
+    stale_sockets: tuple[str, ...] = ()
+    stale_locks: tuple[str, ...] = ()
     log_files: tuple[str, ...] = ()
     service_dirs: tuple[str, ...] = ()
     log_dirs: tuple[str, ...] = ()
@@ -109,6 +112,7 @@ class PolicyContext:
         process = str(spec.get("process") or failure.init_service)
         names = dict.fromkeys((failure.service, failure.init_service))
         logs = [str(p) for p in spec.get("logs") or ()]
+        sockets = [info for info in evidence.get("sockets") or () if isinstance(info, Mapping)]
         return cls(
             service=failure.service,
             init_service=failure.init_service,
@@ -117,6 +121,8 @@ class PolicyContext:
             service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)),
             ports=frozenset(int(port) for port in spec.get("ports") or []),
             stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
+            stale_sockets=tuple(str(info["path"]) for info in sockets if info.get("stale")),
+            stale_locks=tuple(str(info["lock"]["path"]) for info in sockets if (info.get("lock") or {}).get("stale")),
             log_files=tuple(logs),
             service_dirs=service_dirs(failure),
             log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
@@ -721,6 +727,8 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "port": lambda arg, letters, context, policy: _is_canonical_int(arg) and int(arg) in context.ports,
     "stale_pidfile": _path_placeholder(lambda path, context, policy: context.stale_pidfile is not None
                                        and path == policy.paths.canonical(context.stale_pidfile)),
+    "stale_socket": _path_placeholder(lambda path, context, policy: path in {policy.paths.canonical(p) for p in context.stale_sockets}),
+    "stale_lock": _path_placeholder(lambda path, context, policy: path in {policy.paths.canonical(p) for p in context.stale_locks}),
     "log_file": _path_placeholder(lambda path, context, policy: path in {policy.paths.canonical(log) for log in context.log_files}),
     "service_dir": _path_placeholder(_service_dir),
     "service_file": _path_placeholder(_service_file),

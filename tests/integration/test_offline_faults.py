@@ -1,4 +1,4 @@
-"""Three more realistic faults, healed by the offline planner (memory + runbooks, no LLM) through
+"""More realistic faults, healed by the offline planner (memory + runbooks, no LLM) through
 `ansible-playbook playbooks/heal.yml` with the default policy: the plan from the fault's own runbook,
 every step ALLOWed (or, where it removes logs, approved by a person with playbooks/approve.yml), the
 recovery checked on the host independently of sentinel.heal, and the fault undone afterwards."""
@@ -127,4 +127,32 @@ def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any
     assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")
     assert sh(lab, "node1", "find", "/var/lib/postgresql", "!", "-user", "postgres") == ""
     assert re.search(r"\bonline\s+postgres\s+/var/lib/postgresql/15/main\b", sh(lab, "node1", "pg_lsclusters"))
+    undo_and_check_clean(lab, faults, "node1")
+
+
+def test_a_socket_lock_naming_a_reused_pid_is_removed_and_postgres_started(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """The socket directory survived a restart (persistent storage) with the dead postmaster's socket and its lock
+    file, and the pid in the lock now belongs to another process of the postgres account (a sleeping job): postgres
+    refuses to start until a person removes the lock."""
+    socket, lock = "/run/postgresql/.s.PGSQL.5432", "/run/postgresql/.s.PGSQL.5432.lock"
+    faults.inject("node1", "postgres-socket-lock-stale")
+    reused = sh(lab, "node1", "head", "-n", "1", lock).strip()
+    # what an operator sees: the cluster is down and its log says another postmaster holds the socket
+    assert sh(lab, "node1", "ps", "-o", "user=,comm=", "-p", reused).split() == ["postgres", "sleep"]
+    assert re.search(r"\bdown\s+postgres\s+/var/lib/postgresql/15/main\b", sh(lab, "node1", "pg_lsclusters"))
+    assert f'lock file "/var{lock}" already exists' in sh(lab, "node1", "tail", "-n", "5", "/var/log/postgresql/postgresql-15-main.log")
+
+    episode = heal_with_runbook("node1", "stale-socket", tmp_path)
+    assert f"socket {socket} is left over: no process has it bound" in episode["error_text"]
+    assert f"lock file {lock} names pid {reused}, which is sleep, not the service" in episode["error_text"]
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [
+        ["rm", "-f", lock], ["rm", "-f", socket], ["systemctl", "start", "postgresql@15-main"],
+    ]
+    assert [v["rule"] for v in episode["verdicts"]] == ["remove-stale-socket", "remove-stale-socket", "systemctl-control"]
+
+    # checked on the host: postgres accepts connections on its socket, whose lock names the postmaster; the job lives on
+    assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")
+    postmaster = sh(lab, "node1", "head", "-n", "1", "/var/lib/postgresql/15/main/postmaster.pid").strip()
+    assert sh(lab, "node1", "head", "-n", "1", lock).strip() == postmaster != reused
+    assert sh(lab, "node1", "ps", "-o", "comm=", "-p", reused).strip() == "sleep"
     undo_and_check_clean(lab, faults, "node1")

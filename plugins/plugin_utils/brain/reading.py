@@ -50,6 +50,10 @@ KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile
 CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed",
                                 re.IGNORECASE)
 KINDS = tuple(kind for kind, _pattern in KIND_PATTERNS)
+# Lines that say what a failed start left behind, never why it failed: systemd looks for the PID file of a unit whose
+# start command failed before the service could write it ("Can't open PID file /run/postgresql/15-main.pid (yet?)
+# after start: No such file or directory"); read as a missing path, it would hide the service's own line.
+AFTERMATH = re.compile(r"can't open pid file \S+ \(yet\?\) after start", re.IGNORECASE)
 # The kinds no restart or retry can fix: each start fails the same way until a person acts.
 NO_RETRY_HELPS = frozenset({"not_installed", "invalid_config", "missing_dependency"})
 _QUOTED_PATH = re.compile(r"[\"'`\u2018\u201c](/[^\"'`\u2019\u201d]+)[\"'`\u2019\u201d]")
@@ -227,6 +231,8 @@ def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
             continue
         context = tuple(before[-2:])
         before.append(line)
+        if AFTERMATH.search(line):
+            continue
         kind = next((kind for kind, pattern in KIND_PATTERNS if pattern.search(line)), None)
         if kind is None:
             if CONFIG_TEST_FAILED.search(line):

@@ -29,7 +29,8 @@
 Evidence names usable in ``match.evidence``: ``summary``, ``status``, ``log``, ``journal`` (the
 unit's journal since its last start, on systemd hosts), ``port_owner``, or any command of the
 runbook's ``evidence`` list (its output). Placeholders in steps and ``escalate``: {service}
-{init_service} {unit} {pidfile} {stale_pidfile} {port} {port_owner_pid} {port_owner_process}, and
+{init_service} {unit} {pidfile} {stale_pidfile} {stale_socket} {stale_lock} {port} {port_owner_pid}
+{port_owner_process}, and
 in ``escalate`` also {cause} (the journal's line that names what went wrong) and {output:COMMAND}.
 
 From the reading of the failure (reading.py): {missing_dir} {missing_dir_owner} {missing_dir_group}
@@ -60,6 +61,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
@@ -71,8 +73,8 @@ _MATCH_KEYS = frozenset({"failure_class", "evidence", "reading"})
 _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
 READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
                                        "package_dir", "package_dir_owner", "package_dir_group", "package_dir_mode"})
-STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "port", "port_owner_pid",
-                               "port_owner_process"}) | READING_STEP_PLACEHOLDERS
+STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "stale_socket", "stale_lock", "port",
+                               "port_owner_pid", "port_owner_process"}) | READING_STEP_PLACEHOLDERS
 # what `service NAME VERB` and `systemctl VERB UNIT` both do
 SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
 # A value filled into an argument must stay one plain argument.
@@ -191,6 +193,11 @@ def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dic
         values["pidfile"] = str(failure.spec["pidfile"])
     if pidfile.get("exists") and not pidfile.get("alive"):
         values["stale_pidfile"] = str(pidfile["path"])
+    context = PolicyContext.from_failure(failure)
+    if context.stale_sockets:
+        values["stale_socket"] = context.stale_sockets[0]
+    if context.stale_locks:
+        values["stale_lock"] = context.stale_locks[0]
     ports = failure.spec.get("ports") or []
     if ports:
         values["port"] = str(ports[0])

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -103,6 +104,58 @@ def test_an_empty_pid_file_is_stale_and_says_so(tmp_path: Path) -> None:
     failure = _check(_spec(name="svc", process="definitely-not-running", pidfile=str(pidfile)))["failures"][0]
     assert failure["failure_class"] == "stale_pidfile"
     assert f"pid file {pidfile} holds no pid" in failure["summary"] and "None" not in failure["summary"]
+
+
+@pytest.fixture
+def sockets_dir() -> Iterator[Path]:
+    """A short directory: a Unix socket's path has at most 107 bytes, less than a test's tmp_path may take."""
+    with tempfile.TemporaryDirectory(prefix="sock") as directory:
+        yield Path(directory)
+
+
+def _bound_then_abandoned(path: Path) -> None:
+    """A socket file as a killed daemon leaves it: bound by a process that exits without unlinking it."""
+    subprocess.run([sys.executable, "-c", "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])", str(path)], check=True)
+
+
+def test_a_socket_nothing_has_bound_and_a_lock_naming_another_program_are_a_stale_socket(sockets_dir: Path) -> None:
+    left_over, lock = sockets_dir / "svc.sock", sockets_dir / "svc.sock.lock"
+    _bound_then_abandoned(left_over)
+    lock.write_text(f"{os.getpid()}\n/var/lib/svc\n")  # the pid was reused: it is this test's python now
+    failure = _check(_spec(name="svc", process="definitely-not-running", sockets=[str(left_over)]))["failures"][0]
+    assert failure["failure_class"] == "stale_socket"
+    [info] = failure["evidence"]["sockets"]
+    assert (info["exists"], info["socket"], info["bound"], info["stale"]) == (True, True, False, True)
+    assert (info["lock"]["pid"], info["lock"]["alive"], info["lock"]["stale"]) == (os.getpid(), False, True)
+    comm = Path("/proc/self/comm").read_text().strip()
+    assert f"socket {left_over} is left over: no process has it bound" in failure["summary"]
+    assert f"lock file {lock} names pid {os.getpid()}, which is {comm}, not the service" in failure["summary"]
+
+
+def test_a_socket_a_live_process_has_bound_and_the_services_own_lock_are_not_stale(sockets_dir: Path) -> None:
+    path = sockets_dir / "svc.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    try:
+        comm = Path("/proc/self/comm").read_text().strip()
+        Path(f"{path}.lock").write_text(f"{os.getpid()}\n")
+        failure = _check(_spec(name="svc", ports=[_free_port()], process=comm, sockets=[str(path), str(sockets_dir / "absent.sock")]))["failures"][0]
+    finally:
+        listener.close()
+    assert failure["failure_class"] != "stale_socket"
+    bound, absent = failure["evidence"]["sockets"]
+    assert (bound["bound"], bound["stale"], bound["lock"]["alive"], bound["lock"]["stale"]) == (True, False, True, False)
+    assert (absent["exists"], absent["stale"], absent["lock"]["exists"], absent["lock"]["stale"]) == (False, False, False, False)
+    assert "left over" not in failure["summary"] and "lock file" not in failure["summary"]
+
+
+def test_a_regular_file_where_a_socket_is_declared_is_not_removable_as_stale(sockets_dir: Path) -> None:
+    path = sockets_dir / "svc.sock"
+    path.write_text("not a socket")
+    failure = _check(_spec(name="svc", process="definitely-not-running", sockets=[str(path)]))["failures"][0]
+    assert failure["failure_class"] == "not_running"
+    assert failure["evidence"]["sockets"][0]["stale"] is False
 
 
 def test_a_port_held_by_another_process_is_a_port_conflict_naming_the_squatter(web: dict[str, Any]) -> None:

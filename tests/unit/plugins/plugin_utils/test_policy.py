@@ -394,3 +394,30 @@ REDIS = PolicyContext(service="redis", init_service="redis-server", process="red
 def test_a_service_client_runs_only_listed_reads_on_this_host(context: PolicyContext, command: str, decision: Decision, rule: str) -> None:
     verdict = evaluate(command, context)
     assert (verdict.decision, verdict.rule) == (decision, rule), verdict.reason
+
+
+POSTGRES_SOCKET = "/run/postgresql/.s.PGSQL.5432"
+
+
+@pytest.mark.parametrize(("stale_sockets", "stale_locks", "allowed"), [
+    ((POSTGRES_SOCKET,), (f"{POSTGRES_SOCKET}.lock",), {POSTGRES_SOCKET, f"{POSTGRES_SOCKET}.lock"}),
+    ((), (f"{POSTGRES_SOCKET}.lock",), {f"{POSTGRES_SOCKET}.lock"}),
+    ((POSTGRES_SOCKET,), (), {POSTGRES_SOCKET}),
+    ((), (), set()),
+])
+def test_only_the_sockets_and_locks_service_check_saw_left_over_may_be_removed(
+        stale_sockets: tuple[str, ...], stale_locks: tuple[str, ...], allowed: set[str]) -> None:
+    """A socket a live process has bound, or the lock of the running server, never matches: removing it would let a
+    second server start beside the first."""
+    context = PolicyContext(service="postgresql", init_service="postgresql", process="postgres", stale_sockets=stale_sockets,
+                            stale_locks=stale_locks, service_dirs=("/run/postgresql",))
+    policy = load_policy()
+    for path in (POSTGRES_SOCKET, f"{POSTGRES_SOCKET}.lock"):
+        verdict = evaluate_argv(["rm", "-f", path], context, policy)
+        assert (verdict.decision is Decision.ALLOW) == (path in allowed), (path, verdict)
+        if path in allowed:
+            assert verdict.rule == "remove-stale-socket"
+            assert evaluate_argv(["rm", "-f", path.replace("/run/", "/var/run/")], context, policy).decision is Decision.ALLOW
+    for argv in (["rm", "-rf", POSTGRES_SOCKET], ["rm", "-f", POSTGRES_SOCKET, "/run/postgresql/other.sock"], ["rm", "-f", "/run/postgresql"],
+                 ["rm", "-f", "/var/lib/postgresql/15/main/postmaster.pid"], ["mv", POSTGRES_SOCKET, "/tmp/x"]):
+        assert evaluate_argv(argv, context, policy).decision is not Decision.ALLOW, argv

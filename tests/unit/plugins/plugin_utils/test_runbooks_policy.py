@@ -18,11 +18,13 @@ SPECS: dict[str, dict[str, Any]] = {
     "nginx": {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid", "logs": ["/var/log/nginx/error.log"]},
     "postgresql": {"name": "postgresql", "ports": [5432], "process": "postgres", "pidfile": "/var/lib/postgresql/15/main/postmaster.pid",
                    "logs": ["/var/log/postgresql/postgresql-15-main.log"], "user": "postgres",
-                   "paths": ["/var/lib/postgresql/15/main", "/run/postgresql"]},
+                   "paths": ["/var/lib/postgresql/15/main", "/run/postgresql"], "sockets": ["/run/postgresql/.s.PGSQL.5432"]},
     "redis": {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "pidfile": "/run/redis/redis-server.pid",
               "logs": ["/var/log/redis/redis-server.log"], "user": "redis", "paths": ["/var/lib/redis", "/run/redis"]},
     "apache2": {"name": "apache2", "ports": [80], "logs": ["/var/log/apache2/error.log"]},
-    "mariadb": {"name": "mariadb", "ports": [3306], "process": "mariadbd", "user": "mysql", "logs": ["/var/log/mysql/error.log"]},
+    "mariadb": {"name": "mariadb", "ports": [3306], "process": "mariadbd", "user": "mysql", "logs": ["/var/log/mysql/error.log"],
+                "sockets": ["/run/mysqld/mysqld.sock"]},
+    "php8.2-fpm": {"name": "php8.2-fpm", "process": "php-fpm8.2", "logs": ["/var/log/php8.2-fpm.log"], "sockets": ["/run/php/php8.2-fpm.sock"]},
     "sshd": {"name": "sshd", "service": "ssh", "ports": [22], "process": "sshd"},
     "cron": {"name": "cron", "process": "cron"},
     "packages": {"name": "packages", "status_check": False, "check_command": "apt-get -qq check"},
@@ -54,6 +56,12 @@ def _reading_of_a_package_path(runbook: Runbook, failure: Failure, context: Poli
     return read_texts([("its journal", line)], functools.partial(package_dir, policy, context))
 
 
+def _left_over(socket: str) -> dict[str, Any]:
+    """A declared socket as service_check reports one a killed daemon left, with its lock naming a reused pid."""
+    lock = {"path": f"{socket}.lock", "exists": True, "pid": 812, "alive": False, "process": "sshd", "stale": True}
+    return {"path": socket, "exists": True, "socket": True, "bound": False, "stale": True, "lock": lock}
+
+
 # The unit that runs each service on a systemd host, as service_check resolves it (Debian's postgresql is a wrapper).
 UNITS = {"postgresql": "postgresql@15-main.service", "sshd": "ssh.service", "redis": "redis-server.service"}
 
@@ -74,6 +82,7 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
             failure = Failure(host="h", service=service, failure_class=(runbook.failure_classes or ("not_running",))[0], summary="",
                               evidence={"status": {"output": ""}, "logs": {}, "port_owners": owners, "processes": [4343],
                                         "pidfile": {"path": spec.get("pidfile", "/run/x.pid"), "exists": True, "pid": 812, "alive": False},
+                                        "sockets": [_left_over(path) for path in spec.get("sockets", [])],
                                         "unit": {"Id": UNITS.get(service, f"{service}.service")} if service_manager == "systemd" else None},
                               spec=spec, facts={"service_manager": service_manager})
             context = PolicyContext.from_failure(failure)

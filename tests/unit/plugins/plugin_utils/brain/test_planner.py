@@ -292,3 +292,25 @@ def test_any_service_that_left_a_stale_pid_file_gets_it_removed_and_is_started(l
     plan = _plan(Planner(library, None), cron)
     assert plan.reference == "stale-pidfile"
     assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/crond.pid"), ("service", "cron", "start")]
+
+
+def _php_fpm_with_sockets(*sockets: dict[str, object]) -> Failure:
+    return Failure(host="h", service="php8.2-fpm", failure_class="stale_socket", summary="php8.2-fpm: rc=3",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "sockets": list(sockets)},
+                   spec={"name": "php8.2-fpm", "process": "php-fpm8.2", "sockets": [str(info["path"]) for info in sockets]})
+
+
+def _socket(path: str, stale: bool, lock_stale: bool) -> dict[str, object]:
+    return {"path": path, "exists": True, "socket": True, "bound": not stale, "stale": stale,
+            "lock": {"path": f"{path}.lock", "exists": lock_stale, "pid": 812 if lock_stale else None, "alive": False, "stale": lock_stale}}
+
+
+def test_a_left_over_socket_and_its_lock_are_removed_before_the_start_and_only_what_is_left_over(library: RunbookLibrary) -> None:
+    both = _plan(Planner(library, None), _php_fpm_with_sockets(_socket("/run/php/www.sock", stale=True, lock_stale=True)))
+    assert both.reference == "stale-socket"
+    assert [step.argv for step in both.steps] == [("rm", "-f", "/run/php/www.sock.lock"), ("rm", "-f", "/run/php/www.sock"),
+                                                  ("service", "php8.2-fpm", "start")]
+    # the first socket is bound (a live pool has it); the second is left over, without a lock file
+    one = _plan(Planner(library, None), _php_fpm_with_sockets(_socket("/run/php/live.sock", stale=False, lock_stale=False),
+                                                              _socket("/run/php/dead.sock", stale=True, lock_stale=False)))
+    assert [step.argv for step in one.steps] == [("rm", "-f", "/run/php/dead.sock"), ("service", "php8.2-fpm", "start")]

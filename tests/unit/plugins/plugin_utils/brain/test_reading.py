@@ -40,6 +40,18 @@ def test_each_kind_is_read_from_the_services_own_words(said: str, kind: str, pat
     assert path is None or reading.decisive.path == path
 
 
+def test_the_pid_file_systemd_looks_for_after_a_failed_start_is_not_a_missing_path() -> None:
+    """As the journal of postgresql@15-main reads when postgres refused to start on a lock file: the PID file is missing
+    because the start failed, not the other way round."""
+    journal = ("postgresql@15-main.service: Can't open PID file /run/postgresql/15-main.pid (yet?) after start: No such file or directory\n"
+               'FATAL:  lock file "/var/run/postgresql/.s.PGSQL.5432.lock" already exists\n'
+               "pg_ctl: could not start server")
+    assert read_texts([("systemd's journal of postgresql@15-main.service", journal)]).findings == ()
+    # a line the service itself writes about a missing file is still read
+    missing = 'FATAL:  could not open file "/etc/postgresql/15/main/x.conf": No such file or directory'
+    assert read_texts([("its journal", f"{journal}\n{missing}")]).kinds == {"missing_path"}
+
+
 def test_a_config_test_failing_for_another_reason_is_not_a_config_error() -> None:
     assert read_texts([("output of nginx -t", NGINX_LOG_GONE)]).kinds == {"missing_path"}
 
