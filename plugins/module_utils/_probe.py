@@ -207,7 +207,7 @@ def _classify(checks, evidence, process_name, managed):
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:
         return "stale_pidfile"
-    if any(socket_info["stale"] or socket_info["lock"]["stale"] for socket_info in evidence["sockets"]):
+    if any(_keeps_from_starting(socket_info) for socket_info in evidence["sockets"]):
         return "stale_socket"
     if any(not check["ok"] for check in checks if check["kind"] in ("service", "process")):
         return "not_running"
@@ -418,6 +418,17 @@ def _bound_unix_sockets():
     except OSError:
         pass
     return paths
+
+
+def _keeps_from_starting(info):
+    """Whether what a dead daemon left of a socket keeps its next start from binding it. A lock file is its owner's
+    business: a daemon that writes one takes a lock naming a dead pid for its own remnant and cleans both up (PostgreSQL
+    does); only a lock naming no pid, or a pid a live program of another name took over, stops it. A socket without a
+    lock file is in the way of a daemon that will not unlink what it finds (clamd: "Socket file ... exists")."""
+    lock = info["lock"]
+    if lock["exists"]:
+        return lock["stale"] and (lock["pid"] is None or lock["process"] is not None)
+    return info["stale"]
 
 
 def _socket_notes(info):

@@ -127,8 +127,11 @@ options:
           - Unix sockets the service listens on (for example C(/run/postgresql/.s.PGSQL.5432)). When the service
             fails, each (at most 8) is looked at - a socket file no process of the host's network namespace has
             bound is left over from a killed daemon, and so is its lock file (C(PATH.lock), as PostgreSQL writes
-            one) when the pid it names is dead or belongs to another program (the pid was reused). Either makes
-            the failure C(stale_socket); the command policy lets remediation remove exactly those files.
+            one) when the pid it names is dead or belongs to another program (the pid was reused). Both are named
+            in the summary, and the command policy lets remediation remove exactly those files.
+          - The failure is C(stale_socket) when they keep the service from starting - a lock file naming no pid or
+            a live program of another name, or a left-over socket without a lock file. A lock naming a dead pid is
+            its owner's to clean up at its next start (PostgreSQL does), so it alone does not make the class.
         type: list
         elements: path
         default: []
@@ -216,8 +219,8 @@ failures:
           person masked the unit), C(port_conflict), C(auto_restart) (systemd
           restarts the unit by itself, its C(Restart=)), C(start_limit_hit) (the unit was started too often and
           its last run ended cleanly), C(restart_loop) (the unit kept failing until its start limit stopped
-          it), C(stale_pidfile), C(stale_socket) (a declared Unix socket or its lock file left over by a
-          daemon that died), C(not_running) or C(unhealthy).
+          it), C(stale_pidfile), C(stale_socket) (a declared Unix socket or its lock file, left over by a
+          daemon that died, keeps it from starting; see O(services[].sockets)), C(not_running) or C(unhealthy).
         - On a systemd host the summary also says what systemd reports - the unit that failed, its result,
           the step that failed and how, its drop-ins, failed requirements, and the journal's line that
           names the cause.

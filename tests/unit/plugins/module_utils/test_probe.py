@@ -150,6 +150,24 @@ def test_a_socket_a_live_process_has_bound_and_the_services_own_lock_are_not_sta
     assert "left over" not in failure["summary"] and "lock file" not in failure["summary"]
 
 
+def test_a_lock_naming_a_dead_pid_is_left_to_its_owner_and_a_socket_without_a_lock_is_in_the_way(sockets_dir: Path) -> None:
+    """PostgreSQL killed: its lock names the dead postmaster, which its next start takes for its own remnant."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    locked, unlocked = sockets_dir / "locked.sock", sockets_dir / "unlocked.sock"
+    _bound_then_abandoned(locked)
+    Path(f"{locked}.lock").write_text(f"{dead.pid}\n")
+    failure = _check(_spec(name="svc", process="definitely-not-running", sockets=[str(locked)]))["failures"][0]
+    assert failure["failure_class"] == "not_running"
+    [info] = failure["evidence"]["sockets"]
+    assert (info["stale"], info["lock"]["stale"]) == (True, True)  # both named, and removable, should a plan want it
+    assert f"lock file {locked}.lock names pid {dead.pid}, which is not running" in failure["summary"]
+    Path(f"{locked}.lock").write_text("")  # a lock naming no pid: postgres will not start on it
+    assert _check(_spec(name="svc", process="definitely-not-running", sockets=[str(locked)]))["failures"][0]["failure_class"] == "stale_socket"
+    _bound_then_abandoned(unlocked)
+    assert _check(_spec(name="svc", process="definitely-not-running", sockets=[str(unlocked)]))["failures"][0]["failure_class"] == "stale_socket"
+
+
 def test_a_regular_file_where_a_socket_is_declared_is_not_removable_as_stale(sockets_dir: Path) -> None:
     path = sockets_dir / "svc.sock"
     path.write_text("not a socket")
