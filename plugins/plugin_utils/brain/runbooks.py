@@ -61,7 +61,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import YAML_LOADER, PolicyContext
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
@@ -280,7 +280,7 @@ def parse_runbook(text: str, path: str) -> Runbook:
             f"{path}: no YAML front matter", field="front matter", value=text[:40], hint="start the file with --- and a YAML block, then ---",
         )
     try:
-        meta = yaml.safe_load(found.group(1))
+        meta = yaml.load(found.group(1), Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         raise RunbookError(f"{path}: front matter is not valid YAML", field="front matter", value=path, hint=str(exc)) from exc
     if not isinstance(meta, dict):
