@@ -36,7 +36,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, MODES, Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import (
+    LIMIT_OPTION_RANGES,
+    MODES,
+    Toolkit,
+    evidence_ahead,
+    flapping_reason,
+    heal_incident,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
@@ -106,6 +113,7 @@ class ActionModule(ActionBase):
     _requires_connection = True
     argument_spec: dict[str, Any] = ARGUMENT_SPEC
     _windows: tuple[MaintenanceWindow, ...] = ()
+    _runbooks: RunbookLibrary | None = None
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -167,7 +175,7 @@ class ActionModule(ActionBase):
 
     def _toolkit(self, args: Mapping[str, Any], task_vars: dict[str, Any], host: str, secrets: Sequence[str],
                  llm_settings: LLMSettings | None, memory: Memory | None, writes: bool) -> Toolkit:
-        library = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
+        library = self._library(args)
         knowledge = None
         store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
         # retrieval grounds the LLM's prompt, and nothing else reads it; without writes only an existing store is read
@@ -202,9 +210,30 @@ class ActionModule(ActionBase):
             silence=functools.partial(_silence_of, memory, tuple(task_vars.get("group_names") or ()), self._windows),
         )
 
+    def _held(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], service: str) -> str | None:
+        """Why the loop would not diagnose the service now, as far as the controller knows before the check: the kill
+        switch, a silence or a declared window, the flapping limit (the host's maintenance marker, a masked unit and
+        systemd's own restart the check itself knows)."""
+        now = time.time()
+        if not (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists():
+            return hands_off(None, None, self._windows, service, now)
+        with Memory(args["state_dir"]) as memory:
+            silenced = memory.silenced_because(host, tuple(task_vars.get("group_names") or ()), service, at=now)
+            return memory.suspended_because() or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
+                memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
+
+    def _library(self, args: Mapping[str, Any]) -> RunbookLibrary:
+        if self._runbooks is None:
+            self._runbooks = RunbookLibrary.load(args["runbooks"], builtin=args["builtin_runbooks"])
+        return self._runbooks
+
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
-            checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"])
+            # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
+            ahead = evidence_ahead(args["services"], Planner(self._library(args), None), load_policy(args["policy"]), host,
+                                   functools.partial(self._held, host, args, task_vars)) if self._writes() else []
+            checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"], ahead,
+                                    args.get("step_privilege", "become"), args.get("step_timeout", 120))
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]

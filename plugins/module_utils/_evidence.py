@@ -23,11 +23,7 @@ class EvidenceConfigError(ValueError):
 def read_evidence(commands, privilege, timeout):
     """Run each command ({argv, become}) in order, each within ``timeout`` seconds; one result per command with its
     ``argv`` as given, ``rc`` (None when it could not run), ``output`` and ``duration``."""
-    if not 1 <= timeout <= 3600:
-        raise EvidenceConfigError("timeout: %r is out of range (1-3600)" % (timeout,))
-    for index, command in enumerate(commands):
-        if not command["argv"]:
-            raise EvidenceConfigError("commands[%d].argv: an empty command" % index)
+    validate_evidence(commands, timeout)
     results = []
     for command in commands:
         argv, become = list(command["argv"]), bool(command["become"])
@@ -37,8 +33,18 @@ def read_evidence(commands, privilege, timeout):
             rc, output = None, refused
         else:
             rc, output = run(words, timeout, limit=OUTPUT_LIMIT, keep="middle", demote=demote)
-        results.append(dict(argv=argv, rc=rc, output=output, duration=round(time.monotonic() - began, 3)))
+        results.append(dict(argv=argv, become=become, rc=rc, output=output, duration=round(time.monotonic() - began, 3)))
     return results
+
+
+def validate_evidence(commands, timeout, options=("commands", "timeout")):
+    """Raise EvidenceConfigError, naming the option (``options``: what the caller calls the list and the timeout), for a
+    timeout out of range or an empty command."""
+    if not 1 <= timeout <= 3600:
+        raise EvidenceConfigError("%s: %r is out of range (1-3600)" % (options[1], timeout))
+    for index, command in enumerate(commands):
+        if not command["argv"]:
+            raise EvidenceConfigError("%s[%d].argv: an empty command" % (options[0], index))
 
 
 def _with_privilege(argv, become, privilege):

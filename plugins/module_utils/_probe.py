@@ -25,6 +25,7 @@ import urllib.request
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -61,6 +62,14 @@ ARGUMENT_SPEC = dict(
     services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
     log_lines=dict(type="int", default=20),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    # read-only commands the controller's guard allowed, run for a service only when it fails
+    evidence_commands=dict(type="list", elements="dict", default=[], options=dict(
+        service=dict(type="str", required=True),
+        argv=dict(type="list", elements="str", required=True),
+        become=dict(type="bool", default=False),
+    )),
+    evidence_privilege=dict(type="str", default="become", choices=list(PRIVILEGES)),
+    evidence_timeout=dict(type="int", default=120),
 )
 
 FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",
@@ -85,14 +94,20 @@ def check_services(params):
     """Check every declared service; returns the module result (without 'changed')."""
     services = params["services"]
     _validate(services, params["log_lines"])
+    reads = _evidence_commands(params.get("evidence_commands") or [], services, params.get("evidence_timeout", 120))
     manager = detect_service_manager()
-    results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or ()) for spec in services]
+    marker = read_marker()
+    # a person's maintenance marker, whatever it covers, holds the reads back too: the controller decides what it covers
+    if marker is not None:
+        reads = {}
+    results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
+                          (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120))) for spec in services]
     failures = [r for r in results if not r["healthy"]]
     return dict(
         services=results,
         failures=failures,
         healthy=not failures,
-        facts=dict(service_manager=manager, os=_os_release(), maintenance=read_marker()),
+        facts=dict(service_manager=manager, os=_os_release(), maintenance=marker),
     )
 
 
@@ -132,6 +147,21 @@ def _validate(services, log_lines):
             raise ProbeConfigError("%s: %r declares no check (status_check, ports, http, process or check_command)" % (where, name))
 
 
+def _evidence_commands(commands, services, timeout):
+    """The evidence commands by service, each a declared one."""
+    try:
+        validate_evidence(commands, timeout, ("evidence_commands", "evidence_timeout"))
+    except EvidenceConfigError as exc:
+        raise ProbeConfigError(str(exc)) from None
+    declared = set(spec["name"] for spec in services)
+    by_service = {}
+    for index, command in enumerate(commands):
+        if command["service"] not in declared:
+            raise ProbeConfigError("evidence_commands[%d].service: %r is not one of the declared services" % (index, command["service"]))
+        by_service.setdefault(command["service"], []).append(dict(argv=command["argv"], become=command["become"]))
+    return by_service
+
+
 def detect_service_manager():
     if os.path.isdir("/run/systemd/system"):
         return "systemd"
@@ -140,7 +170,7 @@ def detect_service_manager():
     return "unknown"
 
 
-def _check_one(spec, manager, log_lines, redact_values):
+def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120)):
     name = spec["name"]
     init_service = spec.get("service") or name
     process_name = spec.get("process") or init_service
@@ -170,6 +200,9 @@ def _check_one(spec, manager, log_lines, redact_values):
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
+    # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
+    if reads and failure_class not in ("masked", "auto_restart"):
+        evidence["commands"] = read_evidence(reads, *read_with)
     summary = "; ".join(check["detail"] for check in checks if not check["ok"])
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:

@@ -25,7 +25,9 @@ description:
   - Before planning, read-only evidence commands that the policy allows (such as C(nginx -t),
     C(ss -ltnp), the tail of the service's log) may run on the host, all in one call of
     M(sentinel.heal.evidence) over the play's own connection (with the privilege each rule gives), and are
-    recorded in the episode; steps that change the host always run through ansible-runner.
+    recorded in the episode; steps that change the host always run through ansible-runner. When O(failures) is
+    omitted, the check itself reads them for a service that fails (the ALLOWed evidence commands of its runbooks,
+    O(sentinel.heal.service_check#module:evidence_commands)), so most incidents need no second call.
   - The planner may look before it plans (the think loop, C(plan -investigate-> observe -> plan) in the graph) -
     instead of a plan, a runbook's follow-up reads (its C(investigate) list, keyed on what its first evidence showed)
     or the LLM (O(llm.reads)) ask for up to 4 read-only commands, each with why, at most O(think_rounds) rounds per

@@ -155,6 +155,44 @@ options:
     type: list
     elements: str
     default: []
+  evidence_commands:
+    description:
+      - Read-only commands to run for a service only when it fails, in the same call (never through a shell), their
+        output gathered as evidence (C(evidence.commands)). M(sentinel.heal.heal) passes the ones its command policy
+        allows for each service (its runbooks' C(evidence)), so a failing service's evidence needs no second call.
+      - None runs while a maintenance marker is on the host, nor for a unit that is masked or that systemd restarts
+        by itself (failure classes C(masked), C(auto_restart)).
+      - The policy is the guard - this module runs what it is given. Give only commands that read.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      service:
+        description: The O(services[].name) the command is for.
+        type: str
+        required: true
+      argv:
+        description: The command, one argument per element.
+        type: list
+        elements: str
+        required: true
+      become:
+        description:
+          - Run it as root (the policy's rule says so); otherwise as the user who logged in, even when the task
+            runs with C(become).
+        type: bool
+        default: false
+  evidence_privilege:
+    description:
+      - How a command with O(evidence_commands[].become) gets root - the task's C(become), or C(sudo -n --) for a
+        host whose sudo rule allows exactly what the policy can allow.
+    type: str
+    default: become
+    choices: [become, sudo]
+  evidence_timeout:
+    description: Seconds each of O(evidence_commands) may take (1-3600).
+    type: int
+    default: 120
 seealso:
   - module: sentinel.heal.heal
 """
@@ -263,6 +301,13 @@ failures:
               has bound) and C(lock), its lock file C(PATH.lock) as for O(services[].pidfile) plus C(stale).
           type: list
           elements: dict
+        commands:
+          description:
+            - What O(evidence_commands) for the service printed, when any were given - C(argv), C(rc) (null when it
+              could not run), C(output) (stdout and stderr, capped, redacted) and C(duration).
+          type: list
+          elements: dict
+          returned: when O(evidence_commands) names the service
         installed:
           description:
             - Whether the service is installed - C(unit) (systemd knows a unit of its name), C(init_script)

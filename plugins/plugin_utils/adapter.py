@@ -118,10 +118,15 @@ def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
-                  log_lines: int = 20) -> Mapping[str, Any]:
+                  log_lines: int = 20, evidence: Sequence[Mapping[str, Any]] = (), privilege: str = "become",
+                  timeout: int = 120) -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
-    not answer raises HostUnreachable."""
-    return _module(action, SERVICE_CHECK, {"services": [_declared(s) for s in services], "log_lines": log_lines}, task_vars, secrets)
+    not answer raises HostUnreachable. ``evidence``: the guard's allowed evidence commands, read for a service that
+    fails (with ``privilege``, each within ``timeout`` seconds)."""
+    args: dict[str, Any] = {"services": [_declared(s) for s in services], "log_lines": log_lines}
+    if evidence:
+        args.update(evidence_commands=list(evidence), evidence_privilege=privilege, evidence_timeout=timeout)
+    return _module(action, SERVICE_CHECK, args, task_vars, secrets)
 
 
 def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> Mapping[str, Any]:

@@ -324,10 +324,19 @@ class DiagnoseNode(_ToolNode):
         run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
         if not allowed or not run_evidence:
             return Evidence()
-        steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in allowed.values()]
-        reader = self.tools.evidence_executor or self.tools.executor
-        report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
-        return Evidence(dict(zip(allowed, report.results, strict=True)), report.artifacts)
+        # what the check already read for the service (evidence_ahead), with the privilege the guard gives it now
+        read = {(tuple(answer["argv"]), bool(answer.get("become"))): answer for answer in failure.evidence.get("commands") or []}
+        results = {command: _read_result(verdict.argv, read[(verdict.argv, verdict.become)]) for command, verdict in allowed.items()
+                   if (verdict.argv, verdict.become) in read}
+        unread = {command: verdict for command, verdict in allowed.items() if command not in results}
+        artifacts = ""
+        if unread:
+            steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in unread.values()]
+            reader = self.tools.evidence_executor or self.tools.executor
+            report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
+            results.update(zip(unread, report.results, strict=True))
+            artifacts = report.artifacts
+        return Evidence({command: results[command] for command in allowed}, artifacts)
 
     def exec_fallback(self, prep_res: Diagnosing, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
@@ -972,6 +981,32 @@ EDGES: Mapping[str, Mapping[str, str]] = {
 def _diagnosis_text(failure: Failure, reading: Reading) -> str:
     decisive = reading.decisive
     return failure.summary if decisive is None else f"{failure.summary}; read as {decisive.kind}: {reading.describe()}"
+
+
+def evidence_ahead(services: Sequence[Mapping[str, Any]], planner: Planner, policy: Policy, host: str,
+                   held: Callable[[str], str | None] = lambda service: None) -> list[dict[str, Any]]:
+    """The evidence commands of each declared service's runbooks that the policy ALLOWs for it, for service_check to
+    run in the check itself when the service fails (``evidence_commands``): a failing service's evidence then costs
+    no second call. Diagnosis judges them again in the incident's context and reads again what it does not find.
+    None for a service ``held`` says why the loop would not diagnose now (the kill switch, a silence, a window, the
+    flapping limit): what it reads is read only once the loop may act (a configuration test is not free of effects:
+    ``nginx -t`` leaves an empty pid file where none was)."""
+    ahead = []
+    for spec in services:
+        if held(str(spec["name"])) is not None:
+            continue
+        service = Failure(host=host, service=str(spec["name"]), failure_class="", summary="", evidence={}, spec=spec)
+        context = PolicyContext.from_failure(service)
+        for command in planner.evidence_commands_ahead(service):
+            verdict = evaluate(command, context, policy)
+            if verdict.decision is Decision.ALLOW:
+                ahead.append({"service": service.service, "argv": list(verdict.argv), "become": verdict.become})
+    return ahead
+
+
+def _read_result(argv: tuple[str, ...], answer: Mapping[str, Any]) -> StepResult:
+    return StepResult(argv=argv, status="ok" if answer.get("rc") == 0 else "failed", rc=answer.get("rc"), stdout=str(answer.get("output", "")),
+                      duration_s=float(answer.get("duration") or 0.0))
 
 
 def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir | None:

@@ -136,7 +136,7 @@ def test_a_new_plan_runs_on_one_host_first_and_on_the_others_only_once_it_verifi
             run = run_playbook(HEAL, "--limit", ",".join(three), "-f", "3", *_rollout(tmp_path, twenty, llm, autoheal_serial=2),
                                state_dir=state)
         assert run.rc == 0, run.output
-        assert run.output.count("TASK [sentinel.heal.autoheal : Heal the failed services]") == 2  # two batches
+        assert run.output.count("TASK [sentinel.heal.autoheal : Check the declared services and heal the failed ones]") == 2  # two batches
         assert {row["host"]: row["outcome"] for row in episodes(state)} == dict.fromkeys(three, "healed")
         windows = {host: (min(map(epoch, events)), max(map(epoch, events))) for (_run, host), events in remediation_events(state).items()}
         first = min(windows, key=lambda name: windows[name][0])

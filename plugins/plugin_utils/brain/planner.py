@@ -98,6 +98,12 @@ class Planner:
                 commands[f"journalctl -u {shlex.quote(failure.unit or failure.init_service)} -n 30 --no-pager"] = None
         return list(commands)[:4]
 
+    def evidence_commands_ahead(self, service: Failure) -> list[str]:
+        """The evidence commands the service's runbooks may want, whatever its failure turns out to be (``service``:
+        the declared service, before any check), each once."""
+        return list(dict.fromkeys(command for runbook in self.runbooks.runbooks if runbook.serves(service)
+                                  for command in runbook.evidence_commands))
+
     def plan(self, failure: Failure, diagnosis: Diagnosis, excluded: AbstractSet[tuple[str, ...]], llm_use: LLMUse | None = None,
              thinking: Thinking = NO_THINKING, time_left: float | None = None) -> Plan | Investigation:
         """A plan, or the reads wanted first. ``time_left``: seconds the incident has left (an LLM call gets no more)."""

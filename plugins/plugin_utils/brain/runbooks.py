@@ -120,11 +120,13 @@ class Runbook:
     body: str
     follow_ups: tuple[FollowUp, ...] = ()
 
+    def serves(self, failure: Failure) -> bool:
+        """Whether it is written for the failure's service."""
+        return "*" in self.services or failure.service in self.services or failure.init_service in self.services
+
     def applies_to(self, failure: Failure) -> bool:
         """Whether the service and failure class fit (evidence is matched later, once gathered)."""
-        service_fits = "*" in self.services or failure.service in self.services or failure.init_service in self.services
-        class_fits = not self.failure_classes or failure.failure_class in self.failure_classes
-        return service_fits and class_fits
+        return self.serves(failure) and (not self.failure_classes or failure.failure_class in self.failure_classes)
 
     def matches(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> bool:
         decisive = reading.decisive

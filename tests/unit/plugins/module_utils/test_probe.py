@@ -56,7 +56,9 @@ def _spec(**overrides: Any) -> dict[str, Any]:
 
 
 def _check(*specs: dict[str, Any], **params: Any) -> dict[str, Any]:
-    return check_services(dict(services=list(specs), log_lines=params.get("log_lines", 20), redact_values=params.get("redact_values", [])))
+    return check_services(dict(services=list(specs), log_lines=params.get("log_lines", 20), redact_values=params.get("redact_values", []),
+                               evidence_commands=params.get("evidence_commands", []), evidence_privilege="become",
+                               evidence_timeout=params.get("evidence_timeout", 120)))
 
 
 def test_a_healthy_service_passes_every_kind_of_check(web: dict[str, Any]) -> None:
@@ -389,3 +391,34 @@ def test_a_process_in_another_pid_namespace_does_not_count_as_the_hosts_service(
         contained.kill()
         contained.wait()
         subprocess.run(["pkill", "-f", str(daemon)], check=False)
+
+
+def test_evidence_commands_are_read_for_a_failing_service_only_in_the_same_call(web: dict[str, Any], tmp_path: Path) -> None:
+    marker = tmp_path / "read"
+    commands = [{"service": "down", "argv": ["sh", "-c", f"echo read >> {marker}; echo the config is fine"], "become": False},
+                {"service": "up", "argv": ["sh", "-c", f"echo up >> {marker}"], "become": False}]
+    result = _check(_spec(name="up", ports=[web["port"]]), _spec(name="down", ports=[_free_port()]), evidence_commands=commands)
+    [down] = result["failures"]
+    [read] = down["evidence"]["commands"]
+    assert (read["argv"][0], read["become"], read["rc"], read["output"].strip()) == ("sh", False, 0, "the config is fine")
+    assert marker.read_text() == "read\n"  # the healthy service's command never ran
+    assert "commands" not in result["services"][0].get("evidence", {})
+
+
+@pytest.mark.parametrize(("commands", "timeout", "message"), [
+    ([{"service": "nobody", "argv": ["true"], "become": False}], 120, "evidence_commands[0].service: 'nobody' is not one of the declared services"),
+    ([{"service": "svc", "argv": [], "become": False}], 120, "evidence_commands[0].argv: an empty command"),
+    ([], 0, "evidence_timeout: 0 is out of range (1-3600)"),
+])
+def test_evidence_commands_that_cannot_run_are_refused_before_any_check(commands: list[dict[str, Any]], timeout: int, message: str) -> None:
+    with pytest.raises(ProbeConfigError, match=re.escape(message)):
+        _check(_spec(name="svc", ports=[_free_port()]), evidence_commands=commands, evidence_timeout=timeout)
+
+
+def test_nothing_is_read_ahead_while_a_maintenance_marker_is_on_the_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker says hands off; which services it covers is the controller's to decide, so no service is read. (Where
+    the marker lies and how it is read: test_maintenance.py; here it is the one a person left.)"""
+    monkeypatch.setattr(_probe, "read_marker", lambda: {"reason": "disk swap", "services": ["nginx"]})
+    commands = [{"service": "down", "argv": ["sh", "-c", f"echo read >> {tmp_path / 'read'}"], "become": False}]
+    [down] = _check(_spec(name="down", ports=[_free_port()]), evidence_commands=commands)["failures"]
+    assert "commands" not in down["evidence"] and not (tmp_path / "read").exists()

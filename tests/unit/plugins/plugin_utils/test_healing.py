@@ -7,6 +7,8 @@ scripted here because these tests are about routing. The real executor runs in t
 from __future__ import annotations
 
 import dataclasses
+import json
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,7 +18,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, evidence_ahead, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
@@ -508,3 +510,52 @@ def test_a_run_past_its_error_threshold_halts_and_nothing_more_runs_in_it(tmp_pa
     # another run starts afresh
     other = _on(tools, "web3", blast_radius=BlastRadius(run_id="run-2", max_fail_percentage=25, run_hosts=4))
     assert heal_incident(nginx_failure(host="web3"), other).state.status == "healed"
+
+
+def _read_ahead(failure: Failure, *answers: dict[str, Any]) -> Failure:
+    """The failure as service_check reports it when it read the evidence commands itself (evidence_commands)."""
+    return dataclasses.replace(failure, evidence=dict(failure.evidence, commands=list(answers)))
+
+
+def test_evidence_the_check_already_read_is_not_read_again(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    said = 'nginx: [emerg] unknown directive "bogus" in /etc/nginx/sites-enabled/default:3'
+    failure = _read_ahead(nginx_failure("not_running"), {"argv": ["nginx", "-t"], "become": True, "rc": 1, "output": said, "duration": 0.1})
+    outcome = heal_incident(failure, _tools(tmp_path, executor, []))
+    assert executor.runs == []  # neither an evidence run nor a remediation
+    assert outcome.trace.path == ["diagnose", "plan", "record", "escalate"]
+    assert 'unknown directive "bogus"' in outcome.state.reason
+    # the episode keeps what was read, as when diagnosis reads it
+    with sqlite3.connect(tmp_path / "memory.sqlite3") as conn:
+        [(results,)] = conn.execute("SELECT results_json FROM episodes").fetchall()
+    assert [read["argv"] for read in json.loads(results)["evidence"].values()] == [["nginx", "-t"]]
+
+
+def test_evidence_read_with_another_privilege_than_the_guard_gives_is_read_again(tmp_path: Path) -> None:
+    executor = ScriptedExecutor({"nginx -t": "nginx: [emerg] unknown directive \"bogus\" in /etc/nginx/sites-enabled/default:3"})
+    as_user = {"argv": ["nginx", "-t"], "become": False, "rc": 0, "output": "syntax is ok", "duration": 0.1}
+    failure = _read_ahead(nginx_failure("not_running"), as_user)
+    outcome = heal_incident(failure, _tools(tmp_path, executor, []))
+    assert [purpose for purpose, _argvs in executor.runs] == ["evidence"]
+    assert 'unknown directive "bogus"' in outcome.state.reason
+
+
+def test_the_check_is_told_only_the_evidence_commands_the_policy_allows_for_each_service(tmp_path: Path) -> None:
+    services = [{"name": "nginx", "ports": [80]}, {"name": "postgresql", "process": "postgres"}, {"name": "cron"}]
+    planner = Planner(RunbookLibrary.load(), None)
+    ahead = evidence_ahead(services, planner, load_policy(), "web1")
+    assert {"service": "nginx", "argv": ["nginx", "-t"], "become": True} in ahead
+    assert {"service": "postgresql", "argv": ["pg_lsclusters"], "become": False} in ahead
+    assert {entry["service"] for entry in ahead} == {"nginx", "postgresql"}  # cron's runbooks read nothing first
+    # a runbook's evidence command the policy does not allow is never handed to the check
+    policy_file = tmp_path / "strict.yml"
+    policy_file.write_text("version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: approve, become: true}\n")
+    assert evidence_ahead(services, planner, load_policy(policy_file), "web1") == []
+
+
+def test_a_service_the_loop_would_not_diagnose_now_is_not_read_ahead() -> None:
+    """Silenced, suspended, flapping: its evidence is read once the loop may act, not at every check."""
+    services = [{"name": "nginx", "ports": [80]}, {"name": "postgresql", "process": "postgres"}]
+    ahead = evidence_ahead(services, Planner(RunbookLibrary.load(), None), load_policy(), "web1",
+                           held=lambda service: "silenced by alice" if service == "nginx" else None)
+    assert {entry["service"] for entry in ahead} == {"postgresql"}
