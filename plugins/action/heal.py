@@ -210,17 +210,24 @@ class ActionModule(ActionBase):
             silence=functools.partial(_silence_of, memory, tuple(task_vars.get("group_names") or ()), self._windows),
         )
 
-    def _held(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], service: str) -> str | None:
-        """Why the loop would not diagnose the service now, as far as the controller knows before the check: the kill
-        switch, a silence or a declared window, the flapping limit (the host's maintenance marker, a masked unit and
-        systemd's own restart the check itself knows)."""
+    def _evidence_ahead(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any]) -> list[dict[str, Any]]:
+        """The evidence commands for the check to read, none for a service the controller already knows the loop would
+        not diagnose now: the kill switch, a silence or a declared window, the flapping limit (the host's maintenance
+        marker, a masked unit and systemd's own restart the check itself knows)."""
         now = time.time()
+        groups = tuple(task_vars.get("group_names") or ())
+        planner, policy = Planner(self._library(args), None), load_policy(args["policy"])
         if not (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists():
-            return hands_off(None, None, self._windows, service, now)
+            return evidence_ahead(args["services"], planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
         with Memory(args["state_dir"]) as memory:
-            silenced = memory.silenced_because(host, tuple(task_vars.get("group_names") or ()), service, at=now)
-            return memory.suspended_because() or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
-                memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
+            suspended = memory.suspended_because()
+
+            def held(service: str) -> str | None:
+                silenced = memory.silenced_because(host, groups, service, at=now)
+                return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
+                    memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
+
+            return evidence_ahead(args["services"], planner, policy, host, held)
 
     def _library(self, args: Mapping[str, Any]) -> RunbookLibrary:
         if self._runbooks is None:
@@ -230,8 +237,7 @@ class ActionModule(ActionBase):
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
             # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
-            ahead = evidence_ahead(args["services"], Planner(self._library(args), None), load_policy(args["policy"]), host,
-                                   functools.partial(self._held, host, args, task_vars)) if self._writes() else []
+            ahead = self._evidence_ahead(host, args, task_vars) if self._writes() else []
             checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"], ahead,
                                     args.get("step_privilege", "become"), args.get("step_timeout", 120))
             raw_failures, facts = checked["failures"], checked.get("facts") or {}

@@ -168,9 +168,5 @@ class HostEvidence:
         except AnsibleActionFail as exc:
             raise ExecutorError("the evidence commands could not run", field="evidence", value=[step.argv for step in steps],
                                 hint=str(exc)) from exc
-        results = tuple(
-            StepResult(argv=step.argv, status="ok" if answer["rc"] == 0 else "failed", rc=answer["rc"], stdout=answer["output"],
-                       duration_s=float(answer.get("duration") or 0.0))
-            for step, answer in zip(steps, read["results"], strict=True)
-        )
+        results = tuple(StepResult.from_evidence(step.argv, answer) for step, answer in zip(steps, read["results"], strict=True))
         return RunReport(results=results, artifacts="", duration_s=time.monotonic() - began)

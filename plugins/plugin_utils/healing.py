@@ -326,8 +326,8 @@ class DiagnoseNode(_ToolNode):
             return Evidence()
         # what the check already read for the service (evidence_ahead), with the privilege the guard gives it now
         read = {(tuple(answer["argv"]), bool(answer.get("become"))): answer for answer in failure.evidence.get("commands") or []}
-        results = {command: _read_result(verdict.argv, read[(verdict.argv, verdict.become)]) for command, verdict in allowed.items()
-                   if (verdict.argv, verdict.become) in read}
+        results = {command: StepResult.from_evidence(verdict.argv, read[(verdict.argv, verdict.become)])
+                   for command, verdict in allowed.items() if (verdict.argv, verdict.become) in read}
         unread = {command: verdict for command, verdict in allowed.items() if command not in results}
         artifacts = ""
         if unread:
@@ -1002,11 +1002,6 @@ def evidence_ahead(services: Sequence[Mapping[str, Any]], planner: Planner, poli
             if verdict.decision is Decision.ALLOW:
                 ahead.append({"service": service.service, "argv": list(verdict.argv), "become": verdict.become})
     return ahead
-
-
-def _read_result(argv: tuple[str, ...], answer: Mapping[str, Any]) -> StepResult:
-    return StepResult(argv=argv, status="ok" if answer.get("rc") == 0 else "failed", rc=answer.get("rc"), stdout=str(answer.get("output", "")),
-                      duration_s=float(answer.get("duration") or 0.0))
 
 
 def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir | None:

@@ -253,6 +253,12 @@ class StepResult:
     stderr: str = ""
     duration_s: float = 0.0
 
+    @classmethod
+    def from_evidence(cls, argv: tuple[str, ...], answer: Mapping[str, Any]) -> StepResult:
+        """One answer of the evidence module (or of service_check's ``evidence.commands``): argv, rc, output, duration."""
+        return cls(argv=argv, status="ok" if answer.get("rc") == 0 else "failed", rc=answer.get("rc"), stdout=str(answer.get("output", "")),
+                   duration_s=float(answer.get("duration") or 0.0))
+
     @property
     def output(self) -> str:
         return "\n".join(part for part in (self.stdout, self.stderr) if part)

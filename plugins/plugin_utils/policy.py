@@ -115,7 +115,7 @@ class PolicyContext:
         process = str(spec.get("process") or failure.init_service)
         names = dict.fromkeys((failure.service, failure.init_service))
         logs = [str(p) for p in spec.get("logs") or ()]
-        sockets = [info for info in evidence.get("sockets") or () if isinstance(info, Mapping)]
+        stale_sockets, stale_locks = left_over_sockets(evidence)
         return cls(
             service=failure.service,
             init_service=failure.init_service,
@@ -124,8 +124,8 @@ class PolicyContext:
             service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)),
             ports=frozenset(int(port) for port in spec.get("ports") or []),
             stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
-            stale_sockets=tuple(str(info["path"]) for info in sockets if info.get("stale")),
-            stale_locks=tuple(str(info["lock"]["path"]) for info in sockets if (info.get("lock") or {}).get("stale")),
+            stale_sockets=stale_sockets,
+            stale_locks=stale_locks,
             log_files=tuple(logs),
             service_dirs=service_dirs(failure),
             log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
@@ -133,6 +133,14 @@ class PolicyContext:
             probe_hosts=frozenset(probe_hosts),
             pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
         )
+
+
+def left_over_sockets(evidence: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The declared Unix sockets service_check saw nothing bound to, and the lock files it saw naming a pid that is not
+    the service's (its ``evidence.sockets``)."""
+    sockets = [info for info in evidence.get("sockets") or () if isinstance(info, Mapping)]
+    return (tuple(str(info["path"]) for info in sockets if info.get("stale")),
+            tuple(str(info["lock"]["path"]) for info in sockets if (info.get("lock") or {}).get("stale")))
 
 
 def _pg_clusters(paths: Iterable[str]) -> frozenset[tuple[str, str]]:

@@ -61,7 +61,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import YAML_LOADER, PolicyContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import YAML_LOADER, left_over_sockets
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
@@ -195,11 +195,11 @@ def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dic
         values["pidfile"] = str(failure.spec["pidfile"])
     if pidfile.get("exists") and not pidfile.get("alive"):
         values["stale_pidfile"] = str(pidfile["path"])
-    context = PolicyContext.from_failure(failure)
-    if context.stale_sockets:
-        values["stale_socket"] = context.stale_sockets[0]
-    if context.stale_locks:
-        values["stale_lock"] = context.stale_locks[0]
+    stale_sockets, stale_locks = left_over_sockets(failure.evidence)
+    if stale_sockets:
+        values["stale_socket"] = stale_sockets[0]
+    if stale_locks:
+        values["stale_lock"] = stale_locks[0]
     ports = failure.spec.get("ports") or []
     if ports:
         values["port"] = str(ports[0])

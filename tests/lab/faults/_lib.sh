@@ -48,6 +48,21 @@ postgres_answers() {
     runuser -u postgres -- pg_isready -q
 }
 
+postgres_gone() {
+    [ ! -e /var/lib/postgresql/15/main/postmaster.pid ] && [ ! -e /run/postgresql/.s.PGSQL.5432.lock ]
+}
+
+# Stop the PostgreSQL cluster, which must answer (otherwise fail: nothing to break), and wait until it removed its pid
+# file and its socket's lock: on systemd hosts the stop of the wrapper returns while the cluster is still at it.
+stop_answering_postgres() {
+    if ! postgres_answers; then
+        echo "postgresql is not running" >&2
+        return 1
+    fi
+    service postgresql stop
+    wait_until postgres_gone
+}
+
 redis_answers() {
     [ "$(redis-cli ping 2>/dev/null)" = PONG ]
 }

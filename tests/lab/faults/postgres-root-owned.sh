@@ -5,23 +5,13 @@ set -eu
 
 datadir=/var/lib/postgresql/15/main
 
-no_postmaster() {
-    [ ! -e "$datadir/postmaster.pid" ]
-}
-
 not_all_postgres() {
     [ -n "$(find "$datadir" ! -user postgres -print -quit)" ] || [ -n "$(find "$datadir" ! -group postgres -print -quit)" ]
 }
 
 case "${1:-}" in
 break)
-    if ! postgres_answers; then
-        echo "postgresql is not running" >&2
-        exit 1
-    fi
-    service postgresql stop
-    # on systemd hosts the stop of the wrapper returns while the cluster may still be removing its pid file
-    wait_until no_postmaster
+    stop_answering_postgres
     chown -R root:root "$datadir"
     # on systemd hosts the start of Debian's postgresql wrapper succeeds while its cluster's unit fails
     service postgresql start || true

@@ -13,18 +13,9 @@ socket=/run/postgresql/.s.PGSQL.5432
 lock=$socket.lock
 reused_pidfile=/run/lab-pg-reused.pid
 
-no_postmaster() {
-    [ ! -e "$datadir/postmaster.pid" ] && [ ! -e "$lock" ]
-}
-
 case "${1:-}" in
 break)
-    if ! postgres_answers; then
-        echo "postgresql is not running" >&2
-        exit 1
-    fi
-    service postgresql stop
-    wait_until no_postmaster
+    stop_answering_postgres
     # setpriv execs, so $! is the sleeper itself
     setpriv --reuid postgres --regid postgres --init-groups sleep 86400 </dev/null >/dev/null 2>&1 &
     reused=$!
