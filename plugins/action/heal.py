@@ -219,15 +219,20 @@ class ActionModule(ActionBase):
         planner, policy = Planner(self._library(args), None), load_policy(args["policy"])
         if not (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists():
             return evidence_ahead(args["services"], planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
-        with Memory(args["state_dir"]) as memory:
-            suspended = memory.suspended_because()
+        try:
+            with Memory(args["state_dir"]) as memory:
+                suspended = memory.suspended_because()
 
-            def held(service: str) -> str | None:
-                silenced = memory.silenced_because(host, groups, service, at=now)
-                return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
-                    memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
+                def held(service: str) -> str | None:
+                    silenced = memory.silenced_because(host, groups, service, at=now)
+                    return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
+                        memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
 
-            return evidence_ahead(args["services"], planner, policy, host, held)
+                return evidence_ahead(args["services"], planner, policy, host, held)
+        except MemoryStoreError:
+            # what memory says is not known: nothing is read ahead (a healthy host stays healthy; a failing one meets the
+            # same error where the loop opens memory, with what to do)
+            return []
 
     def _library(self, args: Mapping[str, Any]) -> RunbookLibrary:
         if self._runbooks is None:
