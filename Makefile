@@ -81,6 +81,9 @@ $(HOME)/.ansible/test/cache/get_pip_24_2.py: tests/sanity/get_pip_shim.py
 	mkdir -p $(dir $@)
 	cp $< $@
 
+# The demo's memory, of this clone alone: a fresh clone shows the runbook path, a second demo the fix from memory.
+DEMO_STATE := $(CURDIR)/.demo-state
+
 ## demo: build the lab fleet, break nginx on node1, heal it with playbooks/heal.yml (KEEP_LAB=1 keeps the fleet)
 demo: setup
 	$(LAB) up
@@ -88,8 +91,8 @@ demo: setup
 	echo "== node1: kill -9 nginx (its systemd unit does not restart it)"; \
 	$(LAB) fault node1 nginx-killed; \
 	curl -sS -m 2 -o /dev/null http://10.77.0.11/ || true; \
-	echo "== ansible-playbook playbooks/heal.yml -i inventories/lab"; \
-	ansible-playbook playbooks/heal.yml -i inventories/lab; \
+	echo "== ansible-playbook playbooks/heal.yml -i inventories/lab -e autoheal_state_dir=$(DEMO_STATE)"; \
+	ansible-playbook playbooks/heal.yml -i inventories/lab -e autoheal_state_dir=$(DEMO_STATE); \
 	echo "== node1 answers again:"; \
 	curl -sS -m 5 -o /dev/null -w "http://10.77.0.11/ -> HTTP %{http_code}\n" http://10.77.0.11/
 
@@ -99,7 +102,7 @@ test: setup lint sanity unit integration molecule
 lint:
 	ruff check plugins tests bench
 	mypy
-	ansible-lint roles playbooks extensions
+	ansible-lint
 
 sanity: $(HOME)/.ansible/test/cache/get_pip_24_2.py
 	rm -rf $(SANITY_BASE) && mkdir -p $(SANITY_ROOT)
@@ -147,4 +150,4 @@ llm-down:
 	$(LOCAL_LLM) down
 
 clean:
-	rm -rf build .collections
+	rm -rf build .collections .demo-state

@@ -45,7 +45,7 @@ description:
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
     understand runs unattended.
   - The kill switch holds on every path - while healing is suspended (M(sentinel.heal.memory)
-    C(operation=suspend), C(playbooks/suspend.yml)) no remediation starts, one running is cancelled
+    C(operation=suspend), C(sentinel.heal.suspend)) no remediation starts, one running is cancelled
     before its next step, and the incident ends C(suspended) (the job does not fail). Checks, evidence
     reads and check mode still run.
   - A unit a person masked (systemd hosts) is left alone - no attempt, nothing run - and the incident
@@ -65,7 +65,7 @@ description:
   - A plan that needs approval is shown at the terminal (its argv, escaped, with each step's
     verdict) when one is attached and O(interactive_approval) is on, and runs at once when the
     operator types C(yes). Otherwise it is stored, bound by a hash to its exact steps, host,
-    service and policy version, with an expiry (O(approval_ttl)); C(playbooks/approve.yml) runs or
+    service and policy version, with an expiry (O(approval_ttl)); C(sentinel.heal.approve) runs or
     denies it later, and C(pending_plans) carries it to the next job of an AWX workflow.
   - Only a recovery that M(sentinel.heal.service_check) verifies counts as healed.
   - Every attempt is written to the SQLite memory in O(state_dir) as one episode, in one transaction.
@@ -98,7 +98,7 @@ options:
       - How far the loop acts on its own (the role's C(autoheal_mode), per host or group; a service's own C(mode) wins).
       - C(observe) - check, diagnose and plan; nothing runs on the host and nothing waits for approval; the incident
         ends C(observed) with the plan it would have run and the guard's verdict. A good start on a new fleet.
-      - C(review) - every plan waits for a person (see C(playbooks/approve.yml)), even one the policy allows.
+      - C(review) - every plan waits for a person (see C(sentinel.heal.approve)), even one the policy allows.
       - C(autonomous) - what the policy allows runs unattended.
     type: str
     choices: [observe, review, autonomous]

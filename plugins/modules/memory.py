@@ -24,13 +24,13 @@ description:
   - Plans - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows
     one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
     as a raw command string.
-  - To approve (run) a plan use M(sentinel.heal.execute), or C(playbooks/approve.yml).
+  - To approve (run) a plan use M(sentinel.heal.execute), or C(sentinel.heal.approve).
   - The kill switch - C(suspend) stops every autonomous remediation of every job that shares O(state_dir),
     jobs already running included - a remediation not yet started does not start, one running is
     cancelled before its next step, and the incident ends C(suspended); approved plans do not run
     either (they stay pending). Checks, evidence reads and check mode still run. The switch records
     O(decided_by), when, and O(note) (why); C(resume) releases it (recording who), C(suspension) shows
-    it. Also C(playbooks/suspend.yml).
+    it. Also C(sentinel.heal.suspend).
   - The flapping limit - C(reset_flapping) says that the past remediations of O(service) on O(host) no longer count
     against its limit (recording O(decided_by); nothing is forgotten). See O(sentinel.heal.heal#module:flap_limit).
   - Silences - C(silence) says "hands off" O(host) (an inventory host or group name, or a shell-style pattern of
@@ -38,7 +38,7 @@ description:
     O(note) (why). While it holds, M(sentinel.heal.heal) still checks the service and reports it C(silenced) with
     who, why and until when; nothing is planned, approved or executed. A pattern that matches no host or group of the
     inventory is kept, with a warning. C(unsilence) lifts the silences of O(silence_id), or of O(host) (and
-    O(service)); C(silences) lists those in force. Also C(playbooks/silence.yml).
+    O(service)); C(silences) lists those in force. Also C(sentinel.heal.silence).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:

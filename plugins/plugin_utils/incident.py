@@ -203,10 +203,16 @@ class Plan:
     rationale: str
     steps: tuple[Step, ...] = ()
     escalation: str | None = None
+    # where a remembered plan was first planned ("runbook nginx-stale-pid"), kept through every replay
+    origin: str = ""
 
     @property
     def templates(self) -> tuple[str, ...]:
         return tuple(step.template for step in self.steps)
+
+    @property
+    def first_planned_by(self) -> str:
+        return self.origin or f"{self.source.value} {self.reference}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -215,6 +221,7 @@ class Plan:
             "rationale": self.rationale,
             "steps": [step.to_dict() for step in self.steps],
             "escalation": self.escalation,
+            "origin": self.first_planned_by,
         }
 
 

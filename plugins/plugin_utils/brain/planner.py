@@ -114,7 +114,8 @@ class Planner:
             except NotApplicable:
                 pass
             else:
-                return Plan(source=PlanSource.MEMORY, reference=remembered.reference, rationale=remembered.rationale, steps=steps)
+                return Plan(source=PlanSource.MEMORY, reference=remembered.reference, rationale=remembered.rationale, steps=steps,
+                            origin=remembered.origin)
         matching = sorted(
             (rb for rb in self.runbooks.candidates(failure)
              if rb.matches(failure, diagnosis.outputs, diagnosis.reading) and rb.templates not in excluded),

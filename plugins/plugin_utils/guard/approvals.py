@@ -59,6 +59,7 @@ class StoredPlan:
         plan = Plan(
             source=PlanSource(stored["source"]), reference=stored["reference"], rationale=stored["rationale"],
             steps=tuple(Step.from_dict(step) for step in stored["steps"]), escalation=stored.get("escalation"),
+            origin=stored.get("origin", ""),
         )
         return cls(
             plan_id=row["plan_id"], incident_id=row["incident_id"], attempt=int(row.get("attempt") or 1), host=row["host"],
@@ -113,7 +114,7 @@ def pending_plan(plan: Plan, failure: Failure, policy: Policy, *, ttl_s: float, 
 def load(memory: Memory, plan_id: str) -> StoredPlan:
     row = memory.plan(plan_id)
     if row is None:
-        raise ApprovalRefused("no such plan", field="plan_id", value=plan_id, hint="list the pending plans with playbooks/approve.yml")
+        raise ApprovalRefused("no such plan", field="plan_id", value=plan_id, hint="list the pending plans with sentinel.heal.approve")
     return StoredPlan.from_row(row)
 
 

@@ -132,16 +132,19 @@ squat_port_80() {
     wait_until port_80_taken
 }
 
+# The squatter's PID while it still runs (a healed host killed it, and its PID may be reused by now).
+running_squatter() {
+    squatter=$(head -n 1 "$squatter_pidfile" 2>/dev/null || true)
+    [ -n "$squatter" ] && grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null && echo "$squatter"
+}
+
 # Stop the squatter, if it still runs, and forget it.
 unsquat_port_80() {
-    if [ -s "$squatter_pidfile" ]; then
-        squatter=$(cat "$squatter_pidfile")
-        if grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null; then
-            kill "$squatter"
-            wait_until port_80_free
-        fi
-        rm -f "$squatter_pidfile"
+    if squatter=$(running_squatter); then
+        kill "$squatter"
+        wait_until port_80_free
     fi
+    rm -f "$squatter_pidfile"
 }
 
 postgres_conf=/etc/postgresql/15/main/postgresql.conf

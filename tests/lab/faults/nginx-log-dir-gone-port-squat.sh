@@ -2,6 +2,7 @@
 # Two faults at once: nginx stopped, its log directory removed, and port 80 taken by a stray
 # `python3 -m http.server 80` (PID in /run/lab-squatter.pid). Each fix alone leaves nginx down.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 case "${1:-}" in

@@ -2,14 +2,16 @@
 # nginx stopped and port 80 taken by another process, so `service nginx start` fails.
 # The squatter is `python3 -m http.server 80`, PID in /run/lab-squatter.pid.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 case "${1:-}" in
 break)
-    if [ -s "$squatter_pidfile" ]; then
-        echo "port 80 is already squatted by PID $(cat "$squatter_pidfile")" >&2
+    if squatter=$(running_squatter); then
+        echo "port 80 is already squatted by PID $squatter" >&2
         exit 1
     fi
+    rm -f "$squatter_pidfile"
     service nginx stop
     wait_until port_80_free
     squat_port_80

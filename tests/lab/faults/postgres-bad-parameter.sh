@@ -2,6 +2,7 @@
 # A configuration change with an invalid value (shared_buffers = 'lots') and a restart: postgres refuses to start
 # and says which file, which parameter and which value; every restart fails the same way.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 marker="# lab fault postgres-bad-parameter"

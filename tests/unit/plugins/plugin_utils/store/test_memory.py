@@ -74,6 +74,21 @@ def test_only_a_verified_recovery_is_a_remembered_fix(tmp_path: Path) -> None:
         assert memory.verified_fix(nginx_failure("port_conflict", owner={"pid": 5, "process": "python3"}).fingerprint) is None
 
 
+def test_a_fix_replayed_from_memory_keeps_naming_the_plan_it_came_from(tmp_path: Path) -> None:
+    failure = nginx_failure()
+    with Memory(tmp_path) as memory:
+        first, _plan_id = memory.record_attempt(incident_id="i1", failure=failure,
+                                                attempt=_attempt("healed", "service {init_service} start", verified=True))
+        for replay in ("i2", "i3"):
+            fix = memory.verified_fix(failure.fingerprint)
+            assert fix is not None and fix.plan.rationale.endswith("(originally from runbook rb)")
+            memory.record_attempt(incident_id=replay, failure=failure, attempt=dataclasses.replace(
+                _attempt("healed", verified=True), plan=fix.plan))
+        fix = memory.verified_fix(failure.fingerprint)
+        assert fix is not None and fix.episode_id > first + 1
+        assert fix.plan.rationale == f"verified fix from episode {fix.episode_id} (originally from runbook rb)"
+
+
 def test_the_same_failure_with_another_pid_has_the_same_fingerprint() -> None:
     assert nginx_failure(pid=812).fingerprint == nginx_failure(pid=31337).fingerprint
     assert nginx_failure(pid=812).fingerprint != nginx_failure("not_running").fingerprint
