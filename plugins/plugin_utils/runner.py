@@ -73,6 +73,10 @@ TIMED_OUT_RC = 124
 SSH_KEEPALIVE = "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
 # The runs' ssh masters live apart from the play's (beside them, suffixed), so the keepalive above holds on them.
 DEFAULT_CONTROL_PATH_DIR = "~/.ansible/cp"
+OWN_CONTROL_PATH_SUFFIX = "-sentinel-heal"
+# A unix socket's path holds at most 107 bytes; ssh's ControlPath under Ansible is DIR/ plus a 10-character hash, and ssh
+# first binds it with a 17-character temporary suffix.
+MAX_CONTROL_PATH_DIR = 107 - 1 - 10 - 17
 
 
 class RunnerExecutor:
@@ -357,7 +361,10 @@ def _with_keepalive(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     said = " ".join(str(merged.get(name, "")) for name in ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"))
     if "ServerAlive" not in said:
         merged["ansible_ssh_extra_args"] = f"{merged.get('ansible_ssh_extra_args', '')} {SSH_KEEPALIVE}".strip()
-    merged["ansible_control_path_dir"] = f"{merged.get('ansible_control_path_dir') or DEFAULT_CONTROL_PATH_DIR}-sentinel-heal"
+    play_dir = merged.get("ansible_control_path_dir") or DEFAULT_CONTROL_PATH_DIR
+    own_dir = f"{play_dir}{OWN_CONTROL_PATH_SUFFIX}"
+    # under a long home the suffix would not fit in a socket's path: the play's own masters are shared then
+    merged["ansible_control_path_dir"] = own_dir if len(os.path.expanduser(own_dir)) <= MAX_CONTROL_PATH_DIR else play_dir
     return merged
 
 

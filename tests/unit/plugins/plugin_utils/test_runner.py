@@ -99,6 +99,9 @@ def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
     own = _with_keepalive({**play, "ansible_ssh_common_args": "-o ServerAliveInterval=30", "ansible_control_path_dir": "/run/cp"})
     assert "ansible_ssh_extra_args" not in own and own["ansible_control_path_dir"] == "/run/cp-sentinel-heal"
     assert _with_keepalive({"ansible_connection": "local"}) == {"ansible_connection": "local"}
+    # where the suffix would make ssh's socket path too long (a long home), the play's own masters are used
+    deep = "/srv/" + "x" * 64
+    assert _with_keepalive({**play, "ansible_control_path_dir": deep})["ansible_control_path_dir"] == deep
 
 
 def test_a_run_past_its_time_limit_is_killed_whole(tmp_path: Path) -> None:
