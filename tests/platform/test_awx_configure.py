@@ -238,3 +238,19 @@ def test_the_heal_jobs_set_stats_feed_the_approve_job() -> None:
 
     plan = pending_plan("node1", {"plan_id": "p1", "service": "nginx", "reason": "r", "verdicts": []})
     assert {"plan_id", "host", "service", "steps", "reason"} <= set(plan)
+
+
+def test_a_project_of_ones_own_imports_the_collections_playbooks(tmp_path: Path, awx_collections: Path) -> None:
+    """The two project files docs/awx.md gives, syntax-checked against the collection's own playbooks."""
+    text = (ROOT / "docs" / "awx.md").read_text(encoding="utf-8")
+    blocks = [block.split("```", 1)[0] for block in text.split("```yaml\n")[1:]]
+    files = {block.splitlines()[0].removeprefix("  ").removeprefix("# "): block for block in blocks if "import_playbook" in block}
+    assert set(files) == {"playbooks/heal.yml", "playbooks/approve.yml"}
+    for name, block in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(line.removeprefix("  ") for line in block.splitlines()) + "\n", encoding="utf-8")
+        (imported,) = [play["ansible.builtin.import_playbook"] for play in yaml.safe_load(path.read_text(encoding="utf-8"))]
+        assert imported == f"sentinel.heal.{Path(name).stem}"
+        subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", name], check=True, capture_output=True, text=True,
+                       env=awx_env(awx_collections), cwd=tmp_path)
