@@ -198,3 +198,36 @@ def test_introspection_reads_the_collections_requirements(tmp_path: Path, instal
         # on a Debian controller the dpkg names are real packages, and installed: bindep -b lists the missing ones
         missing = subprocess.run([str(BIN / "bindep"), "-f", str(bindep), "-b"], check=False, capture_output=True, text=True)
         assert missing.stdout.strip() == "", f"not installed here: {missing.stdout}"
+
+
+def shell_commands(markdown: str) -> list[str]:
+    """The commands of a page's ```sh blocks, continuation lines joined, comments dropped."""
+    commands = []
+    for block in markdown.split("```sh\n")[1:]:
+        text = block.split("```", 1)[0].replace("\\\n", " ")
+        commands += [line.split("  #", 1)[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return commands
+
+
+def test_the_documented_commands_run_in_a_clone(tmp_path: Path) -> None:
+    """docs/execution-environment.md's commands, in a copy of the checkout, except those that need a container engine."""
+    commands = shell_commands((ROOT / "docs" / "execution-environment.md").read_text(encoding="utf-8"))
+    engine = [command for command in commands if command.split()[0] in ("podman", "ansible-navigator")]
+    runnable = [command for command in commands if command not in engine]
+    assert len(engine) == 2 and [command.split()[:2] for command in runnable] == [
+        ["ansible-galaxy", "collection"], ["ansible-builder", "create"], ["ansible-galaxy", "collection"], ["ansible-builder", "introspect"]]
+    clone = tmp_path / "clone"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], check=True, capture_output=True, cwd=ROOT).stdout
+    for name in filter(None, files.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    outputs = []
+    for command in runnable:
+        argv = [arg.replace("/tmp/ee-collections", str(tmp_path / "ee-collections")) for arg in shlex.split(command)]
+        outputs.append(subprocess.run(argv, check=True, capture_output=True, text=True, cwd=clone, env=env).stdout)
+    assert (clone / "build" / "ee" / "Containerfile").is_file()
+    assert (clone / "build" / "ee" / "_build" / "collections" / f"sentinel-heal-{version()}.tar.gz").is_file()
+    assert "chromadb>=1.5,<2  # from collection sentinel.heal" in outputs[-1]
+    assert "openssh-clients [platform:rpm]  # from collection sentinel.heal" in outputs[-1]
