@@ -71,8 +71,8 @@ def _fill(memory: Memory, rng: random.Random) -> list[Failure]:
             "healed" if healed else "failed", int(healed), time.time() - number, time.time() - number + 3, "debian", "sysv",
             failure.normalized_error,
         ))
-    with memory._transaction() as conn:
-        conn.executemany(
+    with memory._transaction():  # one write transaction; the rows go in through sqlite3's own executemany
+        memory._conn.executemany(
             """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text, evidence_json,
                diagnosis, plan_source, plan_reference, plan_json, verdicts_json, policy_version, results_json, outcome, verified,
                started_at, finished_at, os_family, service_manager, normalized_error)

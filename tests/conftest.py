@@ -1,4 +1,5 @@
-"""Make the checkout importable as ansible_collections.sentinel.heal (via the .collections link); the local LLM fixture."""
+"""Make the checkout importable as ansible_collections.sentinel.heal (via the .collections link); the local LLM, the
+PostgreSQL server and the memory of each backend as fixtures."""
 
 import sys
 from pathlib import Path
@@ -12,9 +13,11 @@ COLLECTIONS = ROOT / ".collections"
 if not (COLLECTIONS / "ansible_collections" / "sentinel" / "heal").exists():
     raise SystemExit(f"{COLLECTIONS}/ansible_collections/sentinel/heal is missing: run `make setup` first")
 sys.path.insert(0, str(COLLECTIONS))
-sys.path.insert(0, str(ROOT / "tests"))  # llm_server, local_llm
+sys.path.insert(0, str(ROOT / "tests"))  # llm_server, local_llm, postgres_server, memory_places
 
 from local_llm import LocalLLM, free_port  # noqa: E402  (tests/ is on the path from here on)
+from memory_places import BACKENDS, MemoryPlace, drop, postgres_place, sqlite_place  # noqa: E402
+from postgres_server import PostgresServer, new_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +30,38 @@ def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalLLM]:
         yield server
     finally:
         server.down()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server (tests/postgres_server.py: Debian's binaries, a cluster in a temporary directory owned by
+    the postgres user, on a free local port, a role with a password and its database), stopped and removed after the
+    session."""
+    server = new_server()
+    try:
+        server.up()
+    except BaseException:
+        server.down()
+        raise
+    try:
+        yield server
+    finally:
+        server.down()
+
+
+@pytest.fixture(params=BACKENDS)
+def memory_place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryPlace]:
+    """A fresh, empty memory on each backend in turn: the SQLite file in a state dir, and a PostgreSQL database (a schema
+    of its own on the test server) with a state dir of its own for the rest."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    if request.param == "sqlite":
+        place = sqlite_place(state_dir)
+        yield place
+        drop(place)
+        return
+    place = postgres_place(request.getfixturevalue("postgres"), state_dir)
+    try:
+        yield place
+    finally:
+        drop(place)

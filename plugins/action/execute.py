@@ -21,13 +21,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Stat
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows
 
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),
     approved_by=dict(type="str", required=True),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    **MEMORY_OPTIONS,
     policy=dict(type="path"),
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
@@ -57,10 +58,10 @@ class ActionModule(ActionBase):
         if not args["approved_by"].strip():
             raise AnsibleActionFail("approved_by: name who approves (it is recorded with the plan and the episode)")
         host = task_vars.get("inventory_hostname", "localhost")
-        secrets = known_secrets(task_vars, args["redact_values"])
+        secrets = known_secrets(task_vars, [*args["redact_values"], *memory_secrets(args)])
         try:
             windows = maintenance_windows(args["maintenance_windows"], "maintenance_windows")
-            with Memory(args["state_dir"]) as memory:
+            with Memory.from_options(args) as memory:
                 stored_plans = [approvals.load(memory, plan_id) for plan_id in args["plan_ids"]]
                 policies = {stored.plan_id: load_policy(args["policy"] or stored.policy_file or None) for stored in stored_plans}
                 # Every plan is checked before any runs: one refusal and nothing runs.

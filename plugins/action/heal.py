@@ -48,7 +48,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_exists, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
 
 display = Display()
@@ -59,6 +59,7 @@ PLANNING_SPEC: dict[str, Any] = dict(
     failures=dict(type="list", elements="dict"),
     facts=dict(type="dict", default={}),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    **MEMORY_OPTIONS,
     runbooks=dict(type="list", elements="path", default=[]),
     builtin_runbooks=dict(type="bool", default=True),
     policy=dict(type="path"),
@@ -124,15 +125,16 @@ class ActionModule(ActionBase):
         try:
             llm_settings = llm_settings_from(args.get("llm"))
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
-            secrets = known_secrets(task_vars, [*args["redact_values"], *api_key])
+            secrets = known_secrets(task_vars, [*args["redact_values"], *api_key, *memory_secrets(args)])
             # checked on every host, healthy ones too: a window that cannot be read is found before it is needed
             self._windows = maintenance_windows(args.get("maintenance_windows"), "maintenance_windows")
             failures = self._failures(host, args, task_vars, secrets)
             writes = self._writes()
             if not failures:
-                result.update(redact(self._healthy(host, args["state_dir"], writes), secrets))
+                result.update(redact(self._healthy(host, args, writes), secrets))
                 return result
-            memory = Memory(args["state_dir"]) if writes else Memory.for_check_mode(args["state_dir"])
+            memory = Memory.from_options(args) if writes else Memory.for_check_mode(
+                args["state_dir"], url=args["memory_url"] or None, password=args["memory_password"])
             try:
                 # a remediation of this host whose job died is recorded before anything else happens here
                 interrupted = memory.reap_interrupted(at=time.time(), host=host) if writes and memory is not None else []
@@ -144,17 +146,17 @@ class ActionModule(ActionBase):
         except HostUnreachable as exc:
             result.update(unreachable=True, status=Status.UNREACHABLE.value, msg=str(exc))
         except SentinelError as exc:
-            raise AnsibleActionFail(str(exc)) from exc
+            raise AnsibleActionFail(redact(str(exc), memory_secrets(args))) from exc
         return result
 
-    def _healthy(self, host: str, state_dir: str, writes: bool) -> dict[str, Any]:
+    def _healthy(self, host: str, args: Mapping[str, Any], writes: bool) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
         interrupted here; a memory that cannot be opened then is a warning, not a failure of a healthy host."""
         handled = self._handle(host, [], None)
-        if not writes or not (Path(state_dir).expanduser() / MEMORY_FILE).exists():
+        if not writes or not memory_exists(args["state_dir"], args["memory_url"]):
             return handled
         try:
-            with Memory(state_dir) as memory:
+            with Memory.from_options(args) as memory:
                 interrupted = memory.reap_interrupted(at=time.time(), host=host)
         except MemoryStoreError as exc:
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
@@ -217,10 +219,10 @@ class ActionModule(ActionBase):
         now = time.time()
         groups = tuple(task_vars.get("group_names") or ())
         planner, policy = Planner(self._library(args), None), load_policy(args["policy"])
-        if not (Path(args["state_dir"]).expanduser() / MEMORY_FILE).exists():
+        if not memory_exists(args["state_dir"], args["memory_url"]):
             return evidence_ahead(args["services"], planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
         try:
-            with Memory(args["state_dir"]) as memory:
+            with Memory.from_options(args) as memory:
                 suspended = memory.suspended_because()
 
                 def held(service: str) -> str | None:

@@ -17,8 +17,9 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import OUTCOMES, PLAN_STATUSES, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, OUTCOMES, PLAN_STATUSES, Memory, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
 
 OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny",
@@ -28,6 +29,7 @@ _JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 ARGUMENT_SPEC = dict(
     operation=dict(type="str", required=True, choices=OPERATIONS),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    **MEMORY_OPTIONS,
     episode_id=dict(type="int"),
     host=dict(type="str"),
     service=dict(type="str"),
@@ -72,10 +74,10 @@ class ActionModule(ActionBase):
         if args["older_than_days"] is not None and args["older_than_days"] < 0:
             raise AnsibleActionFail(f"older_than_days: {args['older_than_days']!r} must not be negative")
         try:
-            with Memory(args["state_dir"]) as memory:
+            with Memory.from_options(args) as memory:
                 result.update(self._operate(memory, args, task_vars or {}))
         except SentinelError as exc:
-            raise AnsibleActionFail(str(exc)) from exc
+            raise AnsibleActionFail(redact(str(exc), memory_secrets(args))) from exc
         return result
 
     def _operate(self, memory: Memory, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +89,7 @@ class ActionModule(ActionBase):
         if operation == "episode":
             row = memory.episode(args["episode_id"])
             if row is None:
-                raise AnsibleActionFail(f"episode_id: no episode {args['episode_id']} in {memory.path}")
+                raise AnsibleActionFail(f"episode_id: no episode {args['episode_id']} in {memory.where}")
             return {"changed": False, "episode": _full(row)}
         if operation == "search":
             return {"changed": False, "episodes": [_brief(row) for row in memory.search(args["text"], limit=args["limit"])]}
@@ -157,7 +159,7 @@ class ActionModule(ActionBase):
         dest = Path(args["dest"])
         # Written completely or not at all: a temporary file renamed over the destination.
         with tempfile.NamedTemporaryFile("w", dir=dest.parent, prefix=f".{dest.name}.", delete=False, encoding="utf-8") as handle:
-            json.dump({"exported_at": time.time(), "memory": str(memory.path), "episodes": episodes}, handle, indent=1, sort_keys=True)
+            json.dump({"exported_at": time.time(), "memory": memory.where, "episodes": episodes}, handle, indent=1, sort_keys=True)
         os.replace(handle.name, dest)
         return {"changed": True, "dest": str(dest), "count": len(episodes)}
 

@@ -11,9 +11,39 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 options:
   state_dir:
-    description: Directory on the controller of the memory (C(memory.sqlite3)), the run artifacts and the knowledge base.
+    description:
+      - Directory on the controller of the memory (C(memory.sqlite3), unless the memory is on PostgreSQL with
+        C(memory_url)), the run artifacts and the knowledge base.
+      - SQLite's locking is unsafe on a network filesystem - a memory in a state dir on NFS, CIFS/SMB, sshfs or another
+        network or FUSE-remote filesystem is refused, naming the filesystem. Keep it on a local disk, or the memory on
+        PostgreSQL.
     type: path
     default: ~/.local/state/sentinel-heal
+"""
+
+    # Where the memory is when it is not the SQLite file in state_dir (sentinel.heal.controller.memory).
+    MEMORY = r"""
+options:
+  memory_url:
+    description:
+      - The memory on a PostgreSQL server instead of SQLite in O(state_dir) - C(postgresql://USER@HOST:PORT/DATABASE)
+        (libpq's URL; parameters such as C(?sslmode=require) or C(?options=-csearch_path%3Dheal) are passed on). Set it
+        when several controllers or AWX execution nodes share one memory - episodes, plans awaiting approval, leases,
+        the kill switch, silences, flapping resets and canaries; every job that names the same database sees the same
+        memory. The role's C(autoheal_memory_url).
+      - The tables are made, and migrated, when the memory is opened; the role needs the right to create tables in the
+        database (its owner, say). Give the memory a database of its own.
+      - Empty (the default) is the SQLite memory in O(state_dir).
+      - Errors name this option with the password masked, and say what to do (the server does not answer, the login
+        was refused, the database does not exist).
+    type: str
+    default: ""
+  memory_password:
+    description:
+      - The password of the role O(memory_url) logs in as. Never shown, stored or logged.
+      - When omitted, the password written in O(memory_url), else libpq's own - C(PGPASSWORD) in the controller's
+        environment (what an AWX credential of a custom type can inject) or C(~/.pgpass).
+    type: str
 """
 
     # The limits every remediation obeys, unattended or approved (sentinel.heal.controller.limits).

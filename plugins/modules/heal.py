@@ -68,7 +68,8 @@ description:
     service and policy version, with an expiry (O(approval_ttl)); C(sentinel.heal.approve) runs or
     denies it later, and C(pending_plans) carries it to the next job of an AWX workflow.
   - Only a recovery that M(sentinel.heal.service_check) verifies counts as healed.
-  - Every attempt is written to the SQLite memory in O(state_dir) as one episode, in one transaction.
+  - Every attempt is written to the memory as one episode, in one transaction - the SQLite file in O(state_dir), or
+    the PostgreSQL database of O(memory_url), which several controllers or AWX execution nodes share.
   - Secrets are masked on the controller in everything kept or shown (memory, run artifacts, the
     result) - vault-encrypted variables, connection and become passwords, variables named like
     secrets, C(OPENAI_API_KEY), O(redact_values) - besides the patterns service_check masks on the host.
@@ -80,6 +81,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
+  - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
   - sentinel.heal.controller.limits

@@ -13,10 +13,11 @@ module: memory
 short_description: Read, export, prune and decide what sentinel.heal's memory holds on the controller
 version_added: 0.1.0
 description:
-  - Works on the SQLite memory in O(state_dir) on the controller, whatever host the task runs for.
+  - Works on the memory on the controller, whatever host the task runs for - the SQLite file in O(state_dir), or the
+    PostgreSQL database of O(memory_url).
   - Episodes (one per attempt at healing an incident) - C(episodes) lists them (filter by O(host),
     O(service), O(outcome), O(fingerprint)), C(episode) shows one whole, C(search) ranks them by how
-    alike their error reads to O(text) (SQLite FTS5), C(export) writes them as JSON to O(dest) (or
+    alike their error reads to O(text) (full-text search - SQLite FTS5, or PostgreSQL's own), C(export) writes them as JSON to O(dest) (or
     returns them), C(prune) forgets those older than O(older_than_days) (not those a stored plan
     refers to) and deletes the ansible-runner run directories under O(state_dir)/runs older than that
     which no remaining episode points to (in check mode it counts them and removes nothing), C(forget)
@@ -45,6 +46,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
+  - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
 options:
   operation:

@@ -24,6 +24,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
+  - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
   - sentinel.heal.planning
   - sentinel.heal.planning.llm

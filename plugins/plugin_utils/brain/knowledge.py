@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, ca
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import Embedder
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import KnowledgeError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.filesystems import network_filesystem
 
 if TYPE_CHECKING:
     from chromadb.api.client import Client
@@ -187,6 +188,13 @@ class Knowledge:
     def __init__(self, directory: str | Path, embedder: Embedder) -> None:
         self.directory = Path(directory).expanduser()
         self.embedder = embedder
+        remote = network_filesystem(self.directory)
+        if remote is not None:
+            raise KnowledgeError(
+                f"the knowledge store is on a network filesystem ({remote.fstype}: {remote.source} on {remote.mount_point}), where the "
+                "locking of its SQLite files is unsafe", field="state_dir", value=str(self.directory),
+                hint="point autoheal_state_dir (state_dir) at a local disk: each controller keeps a knowledge base of its own (the "
+                     "runbooks, and the documents ingested there); the memory is shared on PostgreSQL (autoheal_memory_url)")
         try:
             import chromadb
             from chromadb.config import Settings

@@ -1,26 +1,22 @@
-"""Episodic memory: one SQLite file on the controller.
+"""Episodic memory: one SQLite file on the controller, or one PostgreSQL database for a cluster of them.
 
 Every attempt at healing an incident is an episode, written in one transaction. Only an attempt
 whose recovery was verified counts as a fix that a later incident with the same fingerprint may
 reuse; plans that failed for a fingerprint are remembered so they are not tried again. Plans that
-wait for a human are stored beside the episodes.
+wait for a human are stored beside the episodes. The logic is written once; what differs between the databases is in
+their backends (store/sqlite.py, store/postgres.py, chosen in store/database.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
-import getpass
 import json
 import re
-import shutil
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -34,13 +30,25 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     host_family,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database, open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import Canary, CanaryKey, claim_canary, settle_canary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.sqlite import MEMORY_FILE
 
-MEMORY_FILE = "memory.sqlite3"
+__all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Memory", "memory_exists", "memory_secrets"]
+
 BUSY_TIMEOUT_MS = 30_000
+
+# The options of every action that opens the memory (heal, plan, diagnose, execute, memory), besides state_dir; their
+# documentation is the sentinel.heal.controller.memory fragment.
+MEMORY_OPTIONS: dict[str, Any] = dict(
+    memory_url=dict(type="str", default=""),
+    memory_password=dict(type="str", no_log=True),
+)
+# the role's variable for each option that names where the memory is
+_SETTING = {"state_dir": "autoheal_state_dir", "memory_url": "autoheal_memory_url"}
 
 # Episodes a prune forgets: finished before the time (the one parameter), and no plan refers to them.
 _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_id FROM plans)
@@ -80,47 +88,60 @@ class RememberedFix:
 class Memory:
     """The episode store. Open one per process; every write is its own short transaction."""
 
-    def __init__(self, state_dir: str | Path, *, read_only: bool = False, busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
-        """Open (and create or migrate) the memory; ``read_only`` (check mode) changes nothing at all and
-        needs an existing memory of the current schema. A write waits up to ``busy_timeout_s`` for another writer."""
-        self.path = Path(state_dir).expanduser() / MEMORY_FILE
+    def __init__(self, state_dir: str | Path, *, url: str | None = None, password: str | None = None, read_only: bool = False,
+                 busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000) -> None:
+        """Open (and create or migrate) the memory: the SQLite file in ``state_dir``, or the PostgreSQL server of ``url``
+        (``password``: its password, when neither the URL nor libpq's PGPASSWORD or ~/.pgpass gives it). ``read_only``
+        (check mode) changes nothing at all and needs an existing memory of the current schema. A write waits up to
+        ``busy_timeout_s`` for another writer."""
+        self._db = open_database(state_dir, url=url, password=password, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        self.where = self._db.where
+        self.path = self._db.path  # the SQLite file; None on PostgreSQL
         self.busy_timeout_s = busy_timeout_s
         try:
             if read_only:
-                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=busy_timeout_s, isolation_level=None)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            if read_only:
-                if self.schema_version != len(MIGRATIONS):
-                    raise MemoryStoreError("the memory is of another schema and check mode does not migrate it", field="state_dir",
-                                           value=str(self.path), hint="run once without --check")
+                if self.schema_version != len(self._db.migrations):
+                    raise MemoryStoreError("the memory is of another schema and check mode does not migrate it", field=self._db.field,
+                                           value=self.where, hint="run once without --check")
                 return
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            # Switching to WAL and migrating take locks SQLite's busy timeout does not wait for when
-            # several forks open a new memory at once: one process at a time does it.
-            with open(self.path.with_name(MEMORY_FILE + ".lock"), "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                self._conn.execute("PRAGMA journal_mode = WAL")
+            with self._db.setting_up():
                 self._migrate()
-        except (sqlite3.Error, OSError) as exc:
-            raise MemoryStoreError(f"cannot open the memory database ({exc})", field="state_dir", value=str(self.path),
-                                   hint=explain(exc, self.path, busy_timeout_s)) from exc
+        except self._db.errors as exc:
+            self._db.close()
+            raise MemoryStoreError(f"cannot open the memory database ({self._db.redact(exc)})", field=self._db.field, value=self.where,
+                                   hint=self._db.explain(exc)) from exc
+        except MemoryStoreError:
+            self._db.close()
+            raise
 
     @classmethod
-    def for_check_mode(cls, state_dir: str | Path) -> Memory | None:
+    def from_options(cls, options: Mapping[str, Any], *, read_only: bool = False) -> Memory:
+        """The memory a task's options name: ``state_dir``, ``memory_url`` and ``memory_password`` (MEMORY_OPTIONS)."""
+        return cls(options["state_dir"], url=options.get("memory_url") or None, password=options.get("memory_password") or None,
+                   read_only=read_only)
+
+    @classmethod
+    def for_check_mode(cls, state_dir: str | Path, *, url: str | None = None, password: str | None = None) -> Memory | None:
         """The memory to read in check mode, if there is a usable one; check mode never creates or migrates it."""
-        if not (Path(state_dir).expanduser() / MEMORY_FILE).exists():
+        if not memory_exists(state_dir, url):
             return None
         try:
-            return cls(state_dir, read_only=True)
+            return cls(state_dir, url=url, password=password, read_only=True)
         except MemoryStoreError:
             return None
 
+    @property
+    def _conn(self) -> Any:
+        """The database driver's own connection (sqlite3 or psycopg): for tests and benchmarks, never for the logic."""
+        return self._db.raw
+
+    @property
+    def backend(self) -> str:
+        """Which database holds the memory: sqlite or postgresql."""
+        return self._db.name
+
     def close(self) -> None:
-        self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -130,26 +151,28 @@ class Memory:
 
     @property
     def schema_version(self) -> int:
-        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        return self._db.schema_version()
 
     def _migrate(self) -> None:
+        migrations = self._db.migrations
         current = self.schema_version
-        if current > len(MIGRATIONS):
+        if current > len(migrations):
             raise MemoryStoreError(
-                f"the memory file was written by a newer sentinel.heal (schema {current}, this one knows {len(MIGRATIONS)})",
-                field="state_dir", value=str(self.path), hint="upgrade the collection or point autoheal_state_dir elsewhere",
+                f"the memory was written by a newer sentinel.heal (schema {current}, this one knows {len(migrations)})",
+                field=self._db.field, value=self.where,
+                hint=f"upgrade the collection or point {_SETTING[self._db.field]} elsewhere",
             )
-        for version in range(current + 1, len(MIGRATIONS) + 1):
-            with self._transaction() as conn:
+        for version in range(current + 1, len(migrations) + 1):
+            with self._transaction() as db:
                 # Re-read inside the write lock: a concurrent process may have migrated meanwhile.
-                if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
+                if db.schema_version() >= version:
                     continue
-                for statement in statements(MIGRATIONS[version - 1]):
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version}")
+                for statement in statements(migrations[version - 1]):
+                    db.execute(statement)
+                db.set_schema_version(version)
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self._conn, self.path, self.busy_timeout_s)
+        return _Transaction(self._db)
 
     def record_attempt(
         self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
@@ -161,14 +184,14 @@ class Memory:
         if attempt.outcome not in OUTCOMES:
             raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
         plan = attempt.plan
-        with self._transaction() as conn:
-            episode_id = _insert_episode(conn, _episode_row(incident_id, failure, attempt, run_id))
+        with self._transaction() as db:
+            episode_id = _insert_episode(db, _episode_row(incident_id, failure, attempt, run_id))
             if canary is not None:
-                settle_canary(conn, canary, host=failure.host, outcome=attempt.outcome, episode_id=episode_id)
+                settle_canary(db, canary, host=failure.host, outcome=attempt.outcome, episode_id=episode_id)
             plan_id = None
             if pending is not None and plan is not None:
                 plan_id = uuid.uuid4().hex
-                conn.execute(
+                db.execute(
                     """INSERT INTO plans (plan_id, episode_id, incident_id, host, service, fingerprint, plan_json, verdicts_json,
                            policy_version, policy_file, plan_hash, failure_json, created_at, expires_at)
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
@@ -179,7 +202,7 @@ class Memory:
             if executed_plan_id is not None:
                 held = attempt.outcome in HELD_OUTCOMES and all(result.status == "skipped" for result in attempt.results)
                 # a limit held the approved plan back before any step ran: it waits again, to be approved once more
-                updated = conn.execute(
+                updated = db.execute(
                     "UPDATE plans SET status = 'pending', decided_by = NULL, decided_at = NULL WHERE plan_id = ? AND status = 'running'"
                     if held else
                     "UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
@@ -191,7 +214,7 @@ class Memory:
 
     def verified_fix(self, fingerprint: str) -> RememberedFix | None:
         """The most recent plan that healed this fingerprint and was verified."""
-        row = self._conn.execute(
+        row = self._db.execute(
             """SELECT id, plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1
                ORDER BY finished_at DESC, id DESC LIMIT 1""",
             (fingerprint,),
@@ -211,24 +234,24 @@ class Memory:
 
     def failed_plans(self, fingerprint: str, since: float) -> set[tuple[str, ...]]:
         """Step templates of plans that ran for this fingerprint and did not heal it."""
-        rows = self._conn.execute(
+        rows = self._db.execute(
             "SELECT DISTINCT plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ?",
             (fingerprint, since),
         )
         return {tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]) for row in rows}
 
     def similar_fixes(self, failure: Failure, *, limit: int = 4) -> list[dict[str, Any]]:
-        """Verified fixes of other fingerprints of the same service whose error reads most alike (FTS5 bm25)."""
+        """Verified fixes of other fingerprints of the same service whose error reads most alike (full-text search: FTS5
+        with bm25 on SQLite, a tsvector ranked by ts_rank on PostgreSQL)."""
         words = _distinctive_words(failure.normalized_error)
         if not words:
             return []
-        query = f'service : "{_fts_quote(failure.service)}" AND ({" OR ".join(f"{chr(34)}{_fts_quote(w)}{chr(34)}" for w in words)})'
-        rows = self._conn.execute(
-            """SELECT episodes.id, episodes.error_text, episodes.plan_json FROM episodes_fts
-               JOIN episodes ON episodes.id = episodes_fts.rowid
-               WHERE episodes_fts MATCH ? AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.fingerprint != ?
-               ORDER BY episodes_fts.rank LIMIT ?""",
-            (query, failure.fingerprint, limit),
+        search = self._db.text_search(words, service=failure.service)
+        rows = self._db.execute(
+            f"""SELECT episodes.id, episodes.error_text, episodes.plan_json FROM {search.source}
+                WHERE {search.condition} AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.fingerprint != ?
+                ORDER BY {search.order} LIMIT ?""",
+            (*search.params, failure.fingerprint, limit),
         )
         return [{"episode": row["id"], "error": row["error_text"],
                  "steps": [" ".join(step["argv"]) for step in json.loads(row["plan_json"])["steps"]]} for row in rows]
@@ -238,50 +261,48 @@ class Memory:
         filters = {"host": host, "service": service, "outcome": outcome, "fingerprint": fingerprint}
         clauses = [f"{column} = ?" for column, value in filters.items() if value is not None]
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
-        rows = self._conn.execute(f"SELECT * FROM episodes{where} ORDER BY id DESC LIMIT ?",
-                                  (*[v for v in filters.values() if v is not None], limit))
+        rows = self._db.execute(f"SELECT * FROM episodes{where} ORDER BY id DESC LIMIT ?",
+                                (*[v for v in filters.values() if v is not None], limit))
         return [dict(row) for row in rows]
 
     def episode(self, episode_id: int) -> dict[str, Any] | None:
-        row = self._conn.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
+        row = self._db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
         return dict(row) if row else None
 
     def search(self, text: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        """Episodes whose error reads like the text, best first (FTS5 bm25 over the abstracted errors)."""
+        """Episodes whose error reads like the text, best first (full-text search over the abstracted errors)."""
         words = _distinctive_words(text.lower())
         if not words:
             return []
-        query = " OR ".join(f'"{_fts_quote(word)}"' for word in words)
-        rows = self._conn.execute(
-            """SELECT episodes.* FROM episodes_fts JOIN episodes ON episodes.id = episodes_fts.rowid
-               WHERE episodes_fts MATCH ? ORDER BY episodes_fts.rank LIMIT ?""",
-            (query, limit),
-        )
+        search = self._db.text_search(words)
+        rows = self._db.execute(f"SELECT episodes.* FROM {search.source} WHERE {search.condition} ORDER BY {search.order} LIMIT ?",
+                                (*search.params, limit))
         return [dict(row) for row in rows]
 
     def prune(self, *, before: float, dry_run: bool = False) -> int:
         """Forget episodes that finished before the time, except those a plan still refers to; with
         ``dry_run`` only count them."""
         if dry_run:
-            return int(self._conn.execute(f"SELECT count(*) FROM episodes WHERE {_PRUNABLE}", (before,)).fetchone()[0])
-        with self._transaction() as conn:
-            return conn.execute(f"DELETE FROM episodes WHERE {_PRUNABLE}", (before,)).rowcount
+            return int(self._db.execute(f"SELECT count(*) FROM episodes WHERE {_PRUNABLE}", (before,)).fetchone()[0])
+        with self._transaction() as db:
+            return db.execute(f"DELETE FROM episodes WHERE {_PRUNABLE}", (before,)).rowcount
 
     def artifacts_kept_by_prune(self, *, before: float) -> set[str]:
         """The ansible-runner run directories of the episodes a prune at that time keeps."""
-        rows = self._conn.execute(
-            f"SELECT DISTINCT value FROM episodes, json_each(episodes.results_json, '$.artifacts') WHERE NOT ({_PRUNABLE})", (before,),
+        rows = self._db.execute(
+            f"SELECT DISTINCT value FROM episodes, {self._db.json_items('episodes.results_json', 'artifacts')} WHERE NOT ({_PRUNABLE})",
+            (before,),
         )
         return {str(row[0]) for row in rows}
 
     def forget(self, fingerprint: str) -> int:
         """Forget every episode (and stored plan) of one failure fingerprint."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM plans WHERE fingerprint = ?", (fingerprint,))
-            return conn.execute("DELETE FROM episodes WHERE fingerprint = ?", (fingerprint,)).rowcount
+        with self._transaction() as db:
+            db.execute("DELETE FROM plans WHERE fingerprint = ?", (fingerprint,))
+            return db.execute("DELETE FROM episodes WHERE fingerprint = ?", (fingerprint,)).rowcount
 
     def plan(self, plan_id: str) -> dict[str, Any] | None:
-        row = self._conn.execute(
+        row = self._db.execute(
             "SELECT plans.*, episodes.attempt AS attempt FROM plans JOIN episodes ON episodes.id = plans.episode_id WHERE plan_id = ?",
             (plan_id,),
         ).fetchone()
@@ -289,20 +310,20 @@ class Memory:
 
     def plans(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         query = "SELECT * FROM plans" + (" WHERE status = ?" if status else "") + " ORDER BY created_at DESC LIMIT ?"
-        rows = self._conn.execute(query, (status, limit) if status else (limit,))
+        rows = self._db.execute(query, (status, limit) if status else (limit,))
         return [dict(row) for row in rows]
 
     def claim_plan(self, plan_id: str, *, by: str, at: float) -> bool:
         """pending -> running, atomically: of two approvals racing for one plan, only one runs it."""
-        with self._transaction() as conn:
-            return conn.execute(
+        with self._transaction() as db:
+            return db.execute(
                 "UPDATE plans SET status = 'running', decided_by = ?, decided_at = ? WHERE plan_id = ? AND status = 'pending'",
                 (by, at, plan_id),
             ).rowcount == 1
 
     def deny_plan(self, plan_id: str, *, by: str, at: float, note: str) -> bool:
-        with self._transaction() as conn:
-            return conn.execute(
+        with self._transaction() as db:
+            return db.execute(
                 "UPDATE plans SET status = 'denied', decided_by = ?, decided_at = ?, decision_note = ? WHERE plan_id = ? AND status = 'pending'",
                 (by, at, note, plan_id),
             ).rowcount == 1
@@ -310,8 +331,8 @@ class Memory:
     def remediations(self, host: str, service: str, *, since: float) -> list[dict[str, Any]]:
         """The attempts that ran a remediation of the service on the host since then (and since a person last reset
         its flapping count), oldest first: what the flapping limit counts."""
-        reset = self._conn.execute("SELECT max(reset_at) FROM flapping_resets WHERE host = ? AND service = ?", (host, service)).fetchone()[0]
-        rows = self._conn.execute(
+        reset = self._db.execute("SELECT max(reset_at) FROM flapping_resets WHERE host = ? AND service = ?", (host, service)).fetchone()[0]
+        rows = self._db.execute(
             """SELECT id, outcome, started_at FROM episodes WHERE host = ? AND service = ? AND started_at >= ?
                AND outcome IN ('healed', 'failed', 'interrupted') ORDER BY started_at, id""",
             (host, service, max(since, reset or since)),
@@ -320,8 +341,8 @@ class Memory:
 
     def reset_flapping(self, host: str, service: str, *, by: str, at: float) -> None:
         """A person says the service's past remediations no longer count against its flapping limit."""
-        with self._transaction() as conn:
-            conn.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
+        with self._transaction() as db:
+            db.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
 
     def acquire_lease(self, request: LeaseRequest) -> int | LeaseRefusal:
         """A lease for one remediation, within the caps of the blast radius (0: no cap): its id, or why it must wait.
@@ -331,79 +352,79 @@ class Memory:
         radius, at, host = request.radius, request.at, request.failure.host
         carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt, radius.run_id),
                          "executed_plan_id": request.executed_plan_id})
-        with self._transaction() as conn:
-            _reap(conn, at=at, host=None)
-            busy = conn.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
+        with self._transaction() as db:
+            _reap(db, at=at, host=None)
+            busy = db.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
             if busy is not None:
                 return LeaseRefusal(f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running",
                                     elsewhere=True)
-            running = conn.execute("SELECT count(*) FROM leases").fetchone()[0]
+            running = db.execute("SELECT count(*) FROM leases").fetchone()[0]
             if radius.max_running and running >= radius.max_running:
                 return LeaseRefusal(f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})")
-            hosts = {row[0] for row in conn.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
+            hosts = {row[0] for row in db.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
             if radius.max_hosts_per_run and host not in hosts and len(hosts) >= radius.max_hosts_per_run:
                 return LeaseRefusal(f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})")
-            spent = conn.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0]
+            spent = int(db.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0])
             if radius.max_attempts_per_run and spent >= radius.max_attempts_per_run:
                 return LeaseRefusal(f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})")
-            conn.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
-                            ON CONFLICT (run_id, host) DO UPDATE SET attempts = attempts + 1""", (radius.run_id, host, at))
-            lease = conn.execute(
+            db.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
+                          ON CONFLICT (run_id, host) DO UPDATE SET attempts = run_hosts.attempts + 1""", (radius.run_id, host, at))
+            lease = db.execute(
                 """INSERT INTO leases (run_id, host, service, acquired_at, expires_at, incident_id, owner, episode_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                 (radius.run_id, host, request.failure.service, at, at + request.ttl, request.incident_id, request.owner, carried),
-            ).lastrowid
-        return int(lease or 0)
+            ).fetchone()[0]
+        return int(lease)
 
     def lease_run(self, lease_id: int, run_dir: str) -> None:
         """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""
-        with self._transaction() as conn:
-            conn.execute("UPDATE leases SET run_dir = ? WHERE id = ?", (run_dir, lease_id))
+        with self._transaction() as db:
+            db.execute("UPDATE leases SET run_dir = ? WHERE id = ?", (run_dir, lease_id))
 
     def release_lease(self, lease_id: int) -> None:
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
+        with self._transaction() as db:
+            db.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
 
     def claim_canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
         """The host that tries a new plan first in its run: this one, unless another host of the run has it."""
-        with self._transaction() as conn:
-            return claim_canary(conn, key, host=host, owner=owner, at=at)
+        with self._transaction() as db:
+            return claim_canary(db, key, host=host, owner=owner, at=at)
 
     def failed_hosts(self, run_id: str) -> list[str]:
         """The hosts on which a remediation of the run failed verification: what its error threshold counts."""
-        rows = self._conn.execute("SELECT DISTINCT host FROM episodes WHERE run_id = ? AND outcome = 'failed' ORDER BY host", (run_id,))
+        rows = self._db.execute("SELECT DISTINCT host FROM episodes WHERE run_id = ? AND outcome = 'failed' ORDER BY host", (run_id,))
         return [row[0] for row in rows]
 
     def reap_interrupted(self, *, at: float, host: str | None = None) -> list[dict[str, Any]]:
         """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
         what each had started; of one host, or of all. Each lease becomes its episode in the same transaction."""
         query = "SELECT owner, expires_at FROM leases" + (" WHERE host = ?" if host is not None else "")
-        rows = self._conn.execute(query, (host,) if host is not None else ()).fetchall()
+        rows = self._db.execute(query, (host,) if host is not None else ()).fetchall()
         if not any(_ended(row, at) for row in rows):
             return []
-        with self._transaction() as conn:
-            return _reap(conn, at=at, host=host)
+        with self._transaction() as db:
+            return _reap(db, at=at, host=host)
 
     def silence(self, *, hosts: str, service: str, until: float, reason: str, by: str, at: float) -> Silence:
         """Hands off ``hosts`` (a name or pattern of hosts or groups) and ``service`` (``*``: all) until then."""
-        with self._transaction() as conn:
-            silence_id = conn.execute("INSERT INTO silences (hosts, service, reason, set_by, set_at, until) VALUES (?, ?, ?, ?, ?, ?)",
-                                      (hosts, service, reason, by, at, until)).lastrowid
-        return Silence(id=int(silence_id or 0), hosts=hosts, service=service, reason=reason, set_by=by, set_at=at, until=until)
+        with self._transaction() as db:
+            silence_id = db.execute("""INSERT INTO silences (hosts, service, reason, set_by, set_at, until) VALUES (?, ?, ?, ?, ?, ?)
+                                       RETURNING id""", (hosts, service, reason, by, at, until)).fetchone()[0]
+        return Silence(id=int(silence_id), hosts=hosts, service=service, reason=reason, set_by=by, set_at=at, until=until)
 
     def unsilence(self, *, by: str, at: float, silence_id: int | None = None, hosts: str | None = None,
                   service: str | None = None) -> list[Silence]:
         """Lift the silences in force with that id, or for those hosts (and service); the ones lifted."""
         lifted = [silence for silence in self.silences(at=at) if silence.id == silence_id or (
             silence_id is None and silence.hosts == hosts and (service is None or silence.service == service))]
-        with self._transaction() as conn:
+        with self._transaction() as db:
             for silence in lifted:
-                conn.execute("UPDATE silences SET lifted_at = ?, lifted_by = ? WHERE id = ? AND lifted_at IS NULL", (at, by, silence.id))
+                db.execute("UPDATE silences SET lifted_at = ?, lifted_by = ? WHERE id = ? AND lifted_at IS NULL", (at, by, silence.id))
         return [dataclasses.replace(silence, lifted_at=at, lifted_by=by) for silence in lifted]
 
     def silences(self, *, at: float) -> list[Silence]:
         """The silences in force at that time, the one that ends last first."""
-        rows = self._conn.execute("SELECT * FROM silences WHERE lifted_at IS NULL AND until > ? ORDER BY until DESC, id DESC", (at,))
+        rows = self._db.execute("SELECT * FROM silences WHERE lifted_at IS NULL AND until > ? ORDER BY until DESC, id DESC", (at,))
         return [Silence(**dict(row)) for row in rows]
 
     def silenced_because(self, host: str, groups: Iterable[str], service: str, *, at: float) -> str | None:
@@ -414,7 +435,7 @@ class Memory:
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""
-        return _suspension(self._conn.execute(_SUSPENSION_IN_FORCE).fetchone())
+        return _suspension(self._db.execute(_SUSPENSION_IN_FORCE).fetchone())
 
     def suspended_because(self) -> str | None:
         """What the kill switch in force says (who, when, why), or None: what the heal loop polls."""
@@ -423,21 +444,33 @@ class Memory:
 
     def suspend(self, *, by: str, reason: str, at: float) -> tuple[Suspension, bool]:
         """Throw the kill switch; (the suspension in force, whether this call threw it). A second suspend keeps the first."""
-        with self._transaction() as conn:
-            in_force = _suspension(conn.execute(_SUSPENSION_IN_FORCE).fetchone())
+        with self._transaction() as db:
+            in_force = _suspension(db.execute(_SUSPENSION_IN_FORCE).fetchone())
             if in_force is not None:
                 return in_force, False
-            conn.execute("INSERT INTO suspensions (suspended_at, suspended_by, reason) VALUES (?, ?, ?)", (at, by, reason))
+            db.execute("INSERT INTO suspensions (suspended_at, suspended_by, reason) VALUES (?, ?, ?)", (at, by, reason))
         return Suspension(suspended_at=at, suspended_by=by, reason=reason), True
 
     def resume(self, *, by: str, at: float) -> Suspension | None:
         """Release the kill switch; the suspension it ends, or None when none was in force."""
-        with self._transaction() as conn:
-            in_force = _suspension(conn.execute(_SUSPENSION_IN_FORCE).fetchone())
+        with self._transaction() as db:
+            in_force = _suspension(db.execute(_SUSPENSION_IN_FORCE).fetchone())
             if in_force is None:
                 return None
-            conn.execute("UPDATE suspensions SET resumed_at = ?, resumed_by = ? WHERE resumed_at IS NULL", (at, by))
+            db.execute("UPDATE suspensions SET resumed_at = ?, resumed_by = ? WHERE resumed_at IS NULL", (at, by))
         return dataclasses.replace(in_force, resumed_at=at, resumed_by=by)
+
+
+def memory_exists(state_dir: str | Path, url: str | None = None) -> bool:
+    """Whether there is a memory to open without creating one: the SQLite file exists (a server is always there)."""
+    return bool(url) or (Path(state_dir).expanduser() / MEMORY_FILE).exists()
+
+
+def memory_secrets(options: Mapping[str, Any]) -> list[str]:
+    """The memory's password from a task's options (memory_password, or written in memory_url), to redact."""
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.store.postgres import url_password
+
+    return [secret for secret in (options.get("memory_password"), url_password(options.get("memory_url") or "")) if secret]
 
 
 def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
@@ -463,24 +496,24 @@ def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: s
     }
 
 
-def _insert_episode(conn: sqlite3.Connection, row: dict[str, Any]) -> int:
+def _insert_episode(db: Database, row: dict[str, Any]) -> int:
     columns = ", ".join(row)
-    cursor = conn.execute(f"INSERT INTO episodes ({columns}) VALUES ({', '.join('?' for _column in row)})", tuple(row.values()))
-    return int(cursor.lastrowid or 0)
+    cursor = db.execute(f"INSERT INTO episodes ({columns}) VALUES ({', '.join('?' for _column in row)}) RETURNING id", tuple(row.values()))
+    return int(cursor.fetchone()[0])
 
 
-def _ended(lease: sqlite3.Row, at: float) -> bool:
+def _ended(lease: Any, at: float) -> bool:
     return bool(lease["expires_at"] < at or owner_is_gone(lease["owner"]))
 
 
-def _reap(conn: sqlite3.Connection, *, at: float, host: str | None) -> list[dict[str, Any]]:
+def _reap(db: Database, *, at: float, host: str | None) -> list[dict[str, Any]]:
     """Inside a write transaction: every lease that ended without its owner releasing it becomes an interrupted episode."""
     query = "SELECT * FROM leases" + (" WHERE host = ?" if host is not None else "")
     reaped = []
-    for lease in conn.execute(query, (host,) if host is not None else ()).fetchall():
+    for lease in db.execute(query, (host,) if host is not None else ()).fetchall():
         if not _ended(lease, at):
             continue
-        conn.execute("DELETE FROM leases WHERE id = ?", (lease["id"],))
+        db.execute("DELETE FROM leases WHERE id = ?", (lease["id"],))
         carried = json.loads(lease["episode_json"])
         if not carried:
             continue  # a lease taken before leases carried their episode
@@ -495,11 +528,11 @@ def _reap(conn: sqlite3.Connection, *, at: float, host: str | None) -> list[dict
         results.update(steps=[step.to_dict() for step in steps], verification={"healthy": False, "summary": summary},
                        artifacts=[*results["artifacts"], *([lease["run_dir"]] if lease["run_dir"] else [])])
         row.update(outcome="interrupted", verified=0, finished_at=at, results_json=_json(results))
-        episode_id = _insert_episode(conn, row)
+        episode_id = _insert_episode(db, row)
         if carried.get("executed_plan_id"):
             # an approved plan that began to run never runs again by itself: a person approves it anew, or not
-            conn.execute("UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
-                         (episode_id, carried["executed_plan_id"]))
+            db.execute("UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",
+                       (episode_id, carried["executed_plan_id"]))
         reaped.append({"episode": episode_id, "host": row["host"], "service": row["service"], "incident_id": row["incident_id"],
                        "started": started, "summary": summary, "run_dir": lease["run_dir"]})
     return reaped
@@ -509,7 +542,7 @@ _SUSPENSION_IN_FORCE = """SELECT suspended_at, suspended_by, reason, resumed_at,
     WHERE resumed_at IS NULL ORDER BY id DESC LIMIT 1"""
 
 
-def _suspension(row: sqlite3.Row | None) -> Suspension | None:
+def _suspension(row: Any) -> Suspension | None:
     return None if row is None else Suspension(**dict(row))
 
 
@@ -524,63 +557,38 @@ def _distinctive_words(text: str) -> list[str]:
     return [w for w in dict.fromkeys(_FTS_WORD.findall(text)) if w not in _COMMON_WORDS][:_MAX_WORDS]
 
 
-def _fts_quote(word: str) -> str:
-    return word.replace('"', '""')
-
-
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any error: all of an episode or none of it.
+    """A write transaction (SQLite's BEGIN IMMEDIATE; PostgreSQL's BEGIN and the memory's writer lock) ... COMMIT, or
+    ROLLBACK on any error: all of an episode or none of it.
 
-    A database error becomes a MemoryStoreError that names the file and what to do."""
+    A database error becomes a MemoryStoreError that names the memory (its file, or its URL with the password masked)
+    and what to do."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
-        self._conn = conn
-        self._path = path
-        self._busy_timeout_s = busy_timeout_s
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> Database:
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise MemoryStoreError(f"cannot write to the memory ({exc}); nothing was written", field="state_dir", value=str(self._path),
-                                   hint=explain(exc, self._path, self._busy_timeout_s)) from exc
-        return self._conn
+            self._db.begin()
+        except self._db.errors as exc:
+            if self._db.in_transaction:
+                self._db.rollback()
+            raise MemoryStoreError(f"cannot write to the memory ({self._db.redact(exc)}); nothing was written", field=self._db.field,
+                                   value=self._db.where, hint=self._db.explain(exc)) from exc
+        return self._db
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
             try:
-                self._conn.execute("COMMIT")
+                self._db.commit()
                 return
-            except sqlite3.Error as commit_error:
+            except self._db.errors as commit_error:
                 exc = commit_error
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise MemoryStoreError(f"the memory refused a write ({exc}); nothing of it was kept", field="state_dir", value=str(self._path),
-                                   hint=explain(exc, self._path, self._busy_timeout_s)) from exc
-
-
-def explain(exc: BaseException, path: Path, busy_timeout_s: float) -> str:
-    """What an operator does about a database or filesystem error of the memory at ``path``."""
-    text = str(exc).lower()
-    code = getattr(exc, "errno", None)
-    where = path.parent
-    if "locked" in text or "busy" in text:
-        return (f"another process held the memory's write lock for more than {busy_timeout_s:g} s: find it (fuser {path}), let it "
-                "finish or stop it, then run again")
-    if code == errno.EROFS or "readonly" in text or "read-only" in text:
-        return (f"{where} is read-only here: remount it read-write or make it writable by {getpass.getuser()}, or point "
-                "autoheal_state_dir (state_dir) at a writable directory")
-    if code in (errno.ENOSPC, errno.EDQUOT) or "full" in text or "disk i/o" in text:
-        try:
-            free = f"{shutil.disk_usage(where).free // 1024} KiB free"
-        except OSError:
-            free = "free space unknown"
-        return (f"the filesystem of {where} is full or failing ({free}): free space on it (or check it for I/O errors), or point "
-                "autoheal_state_dir (state_dir) at another filesystem")
-    if code in (errno.EACCES, errno.EPERM) or "unable to open" in text:
-        return f"{getpass.getuser()} cannot create or open {path}: give it {where}, or point autoheal_state_dir (state_dir) elsewhere"
-    return f"check {path} (sqlite3 {path} 'PRAGMA integrity_check') and the filesystem under it"
+        if self._db.in_transaction:
+            self._db.rollback()
+        if isinstance(exc, self._db.errors):
+            raise MemoryStoreError(f"the memory refused a write ({self._db.redact(exc)}); nothing of it was kept", field=self._db.field,
+                                   value=self._db.where, hint=self._db.explain(exc)) from exc
 
 
 def _json(value: Any) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import owner_is_gone
 
 # Plans from these sources were never verified anywhere: a human wrote the runbooks, memory holds what healed before.
@@ -48,26 +48,29 @@ class Canary:
     outcome: str
 
 
-def claim_canary(conn: sqlite3.Connection, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+def claim_canary(db: Database, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
     """Inside a write transaction: the plan's canary, this host when no other host has it (or the one that had it died
     before it settled)."""
-    row = conn.execute("SELECT host, owner, outcome FROM canaries WHERE run_id = ? AND fingerprint = ? AND plan_key = ?",
-                       (key.run_id, key.fingerprint, key.plan_key)).fetchone()
+    row = db.execute("SELECT host, owner, outcome FROM canaries WHERE run_id = ? AND fingerprint = ? AND plan_key = ?",
+                     (key.run_id, key.fingerprint, key.plan_key)).fetchone()
     if row is not None and not (row["outcome"] == "running" and row["host"] != host and owner_is_gone(row["owner"])):
         return Canary(host=row["host"], outcome=row["outcome"])
-    conn.execute("""INSERT OR REPLACE INTO canaries (run_id, fingerprint, plan_key, host, owner, claimed_at, outcome)
-                    VALUES (?, ?, ?, ?, ?, ?, 'running')""", (key.run_id, key.fingerprint, key.plan_key, host, owner, at))
+    # a new claim, or the claim of a canary that died: anew, as if the row had never been
+    db.execute("""INSERT INTO canaries (run_id, fingerprint, plan_key, host, owner, claimed_at, outcome) VALUES (?, ?, ?, ?, ?, ?, 'running')
+                  ON CONFLICT (run_id, fingerprint, plan_key) DO UPDATE SET host = excluded.host, owner = excluded.owner,
+                  claimed_at = excluded.claimed_at, outcome = excluded.outcome, episode_id = NULL""",
+               (key.run_id, key.fingerprint, key.plan_key, host, owner, at))
     return Canary(host=host, outcome="running")
 
 
-def settle_canary(conn: sqlite3.Connection, key: CanaryKey, *, host: str, outcome: str, episode_id: int) -> None:
+def settle_canary(db: Database, key: CanaryKey, *, host: str, outcome: str, episode_id: int) -> None:
     """Inside the write transaction of the canary's episode: what the waiting hosts learn from it."""
     where = "run_id = ? AND fingerprint = ? AND plan_key = ? AND host = ? AND outcome = 'running'"
     params = (key.run_id, key.fingerprint, key.plan_key, host)
     if outcome in SETTLED:
-        conn.execute(f"UPDATE canaries SET outcome = ?, episode_id = ? WHERE {where}", (SETTLED[outcome], episode_id, *params))
+        db.execute(f"UPDATE canaries SET outcome = ?, episode_id = ? WHERE {where}", (SETTLED[outcome], episode_id, *params))
     else:
-        conn.execute(f"DELETE FROM canaries WHERE {where}", params)
+        db.execute(f"DELETE FROM canaries WHERE {where}", params)
 
 
 def halted_because(failed_hosts: list[str], *, run_hosts: int, max_fail_percentage: int | None) -> str | None:

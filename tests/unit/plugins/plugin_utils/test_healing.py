@@ -33,7 +33,7 @@ STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
 
 
 def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:
-    memory = Memory(tmp_path)
+    memory = overrides.pop("memory", None) or Memory(tmp_path)
     answers = iter(verdicts)
     defaults: dict[str, Any] = dict(
         planner=Planner(RunbookLibrary.load(), memory),

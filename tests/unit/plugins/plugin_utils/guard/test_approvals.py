@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_places import MemoryPlace
 from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
@@ -17,7 +16,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolk
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
 
 STRICT = (
@@ -27,21 +25,22 @@ STRICT = (
 )
 
 
-def _waiting(tmp_path: Path, **overrides: Any) -> tuple[Toolkit, ScriptedExecutor, approvals.StoredPlan]:
-    """heal an nginx incident under a policy that allows none of its steps: the plan waits."""
+def _waiting(place: MemoryPlace, **overrides: Any) -> tuple[Toolkit, ScriptedExecutor, approvals.StoredPlan]:
+    """heal an nginx incident under a policy that allows none of its steps: the plan waits (in the memory of the place)."""
+    tmp_path = place.state_dir
     policy_file = tmp_path / "strict.yml"
     if not policy_file.exists():
         policy_file.write_text(STRICT)
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], policy=load_policy(policy_file), **overrides)
+    tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], policy=load_policy(policy_file), memory=place.open(), **overrides)
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.state.status == "awaiting_approval" and executor.remediations == []
     assert tools.memory is not None and outcome.state.plan_id is not None
     return tools, executor, approvals.load(tools.memory, outcome.state.plan_id)
 
 
-def test_an_approved_plan_runs_exactly_once_and_is_verified(tmp_path: Path) -> None:
-    tools, executor, stored = _waiting(tmp_path)
+def test_an_approved_plan_runs_exactly_once_and_is_verified(memory_place: MemoryPlace) -> None:
+    tools, executor, stored = _waiting(memory_place)
     assert tools.memory is not None
     verdicts = approvals.authorize(stored, host="web1", policy=tools.policy)
     assert [v.decision.value for v in verdicts] == ["approve", "approve"]
@@ -57,15 +56,15 @@ def test_an_approved_plan_runs_exactly_once_and_is_verified(tmp_path: Path) -> N
         approvals.authorize(approvals.load(tools.memory, stored.plan_id), host="web1", policy=tools.policy)
 
 
-def test_only_one_of_two_racing_approvals_claims_the_plan(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path)
+def test_only_one_of_two_racing_approvals_claims_the_plan(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place)
     assert tools.memory is not None
     assert tools.memory.claim_plan(stored.plan_id, by="alice", at=1.0)
     assert not tools.memory.claim_plan(stored.plan_id, by="bob", at=2.0)
 
 
-def test_a_failed_approved_plan_escalates_instead_of_trying_something_else(tmp_path: Path) -> None:
-    tools, executor, stored = _waiting(tmp_path)
+def test_a_failed_approved_plan_escalates_instead_of_trying_something_else(memory_place: MemoryPlace) -> None:
+    tools, executor, stored = _waiting(memory_place)
     tools.verify = lambda spec: {"healthy": False, "summary": "still down"}
     assert tools.memory is not None and tools.memory.claim_plan(stored.plan_id, by="alice", at=time.time())
     outcome = run_approved_plan(stored, approvals.authorize(stored, host="web1", policy=tools.policy), "alice", tools)
@@ -73,8 +72,8 @@ def test_a_failed_approved_plan_escalates_instead_of_trying_something_else(tmp_p
     assert len(executor.remediations) == 1
 
 
-def test_an_approved_plan_in_a_run_past_its_error_threshold_does_not_run_and_waits_again(tmp_path: Path) -> None:
-    tools, executor, stored = _waiting(tmp_path)
+def test_an_approved_plan_in_a_run_past_its_error_threshold_does_not_run_and_waits_again(memory_place: MemoryPlace) -> None:
+    tools, executor, stored = _waiting(memory_place)
     assert tools.memory is not None
     tools.memory.record_attempt(incident_id="other", failure=nginx_failure(host="web9"), attempt=Attempt(number=1, outcome="failed"),
                                 run_id="approvals-1")
@@ -86,34 +85,32 @@ def test_an_approved_plan_in_a_run_past_its_error_threshold_does_not_run_and_wai
     assert row is not None and row["status"] == "pending"  # held back before it ran: approved again, it runs
 
 
-def test_an_approval_for_another_host_is_refused(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path)
+def test_an_approval_for_another_host_is_refused(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place)
     with pytest.raises(ApprovalRefused, match="made for host web1, not web2") as caught:
         approvals.authorize(stored, host="web2", policy=tools.policy)
     assert caught.value.field == "host"
 
 
-def test_an_expired_approval_is_refused(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path, approval_ttl=60)
+def test_an_expired_approval_is_refused(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place, approval_ttl=60)
     with pytest.raises(ApprovalRefused, match="expired at") as caught:
         approvals.authorize(stored, host="web1", policy=tools.policy, now=stored.created_at + 61)
     assert caught.value.field == "expires_at"
     assert approvals.authorize(stored, host="web1", policy=tools.policy, now=stored.created_at + 59)
 
 
-def test_a_changed_policy_is_refused(tmp_path: Path) -> None:
-    _toolkit, _executor, stored = _waiting(tmp_path)
-    (tmp_path / "strict.yml").write_text(STRICT + "# reviewed\n")
+def test_a_changed_policy_is_refused(memory_place: MemoryPlace) -> None:
+    _toolkit, _executor, stored = _waiting(memory_place)
+    (memory_place.state_dir / "strict.yml").write_text(STRICT + "# reviewed\n")
     with pytest.raises(ApprovalRefused, match="the policy is now") as caught:
-        approvals.authorize(stored, host="web1", policy=load_policy(tmp_path / "strict.yml"))
+        approvals.authorize(stored, host="web1", policy=load_policy(memory_place.state_dir / "strict.yml"))
     assert caught.value.field == "policy_version"
 
 
-def test_a_plan_edited_in_the_database_is_refused(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path)
-    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    conn.execute("UPDATE plans SET plan_json = replace(plan_json, '/run/nginx.pid', '/etc/passwd') WHERE plan_id = ?", (stored.plan_id,))
-    conn.commit()
+def test_a_plan_edited_in_the_database_is_refused(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place)
+    memory_place.sql("UPDATE plans SET plan_json = replace(plan_json, '/run/nginx.pid', '/etc/passwd') WHERE plan_id = ?", (stored.plan_id,))
     assert tools.memory is not None
     tampered = approvals.load(tools.memory, stored.plan_id)
     assert "/etc/passwd" in tampered.plan.steps[0].argv
@@ -122,8 +119,8 @@ def test_a_plan_edited_in_the_database_is_refused(tmp_path: Path) -> None:
     assert caught.value.field == "plan_hash"
 
 
-def test_a_step_the_policy_blocks_today_is_refused_even_with_a_matching_hash(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path)
+def test_a_step_the_policy_blocks_today_is_refused_even_with_a_matching_hash(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place)
     evil = replace(stored.plan, steps=(Step(template="reboot", argv=("reboot",)),))
     forged = replace(stored, plan=evil, plan_hash=approvals.binding_hash(
         evil, host=stored.host, service=stored.service, fingerprint=stored.fingerprint, policy_version=stored.policy_version))
@@ -131,8 +128,8 @@ def test_a_step_the_policy_blocks_today_is_refused_even_with_a_matching_hash(tmp
         approvals.authorize(forged, host="web1", policy=tools.policy)
 
 
-def test_a_denied_plan_cannot_be_approved(tmp_path: Path) -> None:
-    tools, _executor, stored = _waiting(tmp_path)
+def test_a_denied_plan_cannot_be_approved(memory_place: MemoryPlace) -> None:
+    tools, _executor, stored = _waiting(memory_place)
     assert tools.memory is not None
     assert tools.memory.deny_plan(stored.plan_id, by="carol", at=time.time(), note="not during business hours")
     assert not tools.memory.deny_plan(stored.plan_id, by="dave", at=time.time(), note="again")
@@ -140,15 +137,16 @@ def test_a_denied_plan_cannot_be_approved(tmp_path: Path) -> None:
         approvals.authorize(approvals.load(tools.memory, stored.plan_id), host="web1", policy=tools.policy)
 
 
-def test_an_unknown_plan_id_is_a_clear_error(tmp_path: Path) -> None:
-    tools, _executor, _stored = _waiting(tmp_path)
+def test_an_unknown_plan_id_is_a_clear_error(memory_place: MemoryPlace) -> None:
+    tools, _executor, _stored = _waiting(memory_place)
     assert tools.memory is not None
     with pytest.raises(ApprovalRefused) as caught:
         approvals.load(tools.memory, "nope")
     assert (caught.value.field, caught.value.value) == ("plan_id", "nope")
 
 
-def test_interactive_approval_runs_the_plan_at_once(tmp_path: Path) -> None:
+def test_interactive_approval_runs_the_plan_at_once(memory_place: MemoryPlace) -> None:
+    tmp_path = memory_place.state_dir
     asked: list[list[str]] = []
 
     def operator(failure: Any, plan: Any, verdicts: Any) -> tuple[str, str]:
@@ -157,7 +155,7 @@ def test_interactive_approval_runs_the_plan_at_once(tmp_path: Path) -> None:
 
     (tmp_path / "strict.yml").write_text(STRICT)
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [HEALTHY], policy=load_policy(tmp_path / "strict.yml"), ask_approval=operator)
+    tools = _tools(tmp_path, executor, [HEALTHY], policy=load_policy(tmp_path / "strict.yml"), ask_approval=operator, memory=memory_place.open())
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "rollout", "execute", "verify", "record", "healed"]
     assert asked == [["rm -f /run/nginx.pid", "service nginx start"]]
@@ -165,10 +163,12 @@ def test_interactive_approval_runs_the_plan_at_once(tmp_path: Path) -> None:
     assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]]
 
 
-def test_interactive_denial_escalates_and_nothing_runs(tmp_path: Path) -> None:
+def test_interactive_denial_escalates_and_nothing_runs(memory_place: MemoryPlace) -> None:
+    tmp_path = memory_place.state_dir
     (tmp_path / "strict.yml").write_text(STRICT)
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [], policy=load_policy(tmp_path / "strict.yml"), ask_approval=lambda *a: ("denied", "interactive:bob"))
+    tools = _tools(tmp_path, executor, [], policy=load_policy(tmp_path / "strict.yml"), ask_approval=lambda *a: ("denied", "interactive:bob"),
+                   memory=memory_place.open())
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.trace.path == ["diagnose", "plan", "guard", "ask_human", "record", "escalate"]
     assert "interactive:bob denied the plan" in outcome.state.reason

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import (
     BlastRadius,
     LeaseRefusal,
@@ -22,10 +24,16 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import 
     process_owner,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, statements
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, POSTGRES_MIGRATIONS, VERSION_TABLE, statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
 from helpers import nginx_failure
 
+# How a test breaks the plans table, so that the second insert of a transaction fails (a full disk, say).
+REFUSE_PLANS = {
+    "sqlite": ["CREATE TRIGGER refuse BEFORE INSERT ON plans BEGIN SELECT RAISE(ABORT, 'disk full'); END"],
+    "postgresql": ["CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RAISE EXCEPTION ''disk full''; END'",
+                   "CREATE TRIGGER refuse BEFORE INSERT ON plans FOR EACH ROW EXECUTE FUNCTION refuse()"],
+}
 PENDING = PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0)
 
 
@@ -38,30 +46,48 @@ def _attempt(outcome: str, *templates: str, verified: bool = False, finished_at:
     )
 
 
-def test_migrations_are_applied_once_and_recorded(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory:
+def test_migrations_are_applied_once_and_recorded(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
+        assert memory.schema_version == len(MIGRATIONS) and memory.backend == memory_place.backend
+        memory.record_attempt(incident_id="kept", failure=nginx_failure(), attempt=_attempt("failed", "x"))
+    with memory_place.open() as memory:  # a second open applies nothing and keeps the data
         assert memory.schema_version == len(MIGRATIONS)
-    with Memory(tmp_path) as memory:  # a second open applies nothing and keeps the data
-        assert memory.schema_version == len(MIGRATIONS)
-    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert {"episodes", "plans"} <= {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert [e["incident_id"] for e in memory.episodes()] == ["kept"]
+    if memory_place.backend == "sqlite":
+        conn = sqlite3.connect(memory_place.state_dir / MEMORY_FILE)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert {"episodes", "plans"} <= {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    else:
+        assert memory_place.sql(f"SELECT version FROM {VERSION_TABLE}") == [(len(MIGRATIONS),)]
+        assert not (memory_place.state_dir / MEMORY_FILE).exists()  # the state dir keeps no memory of its own
 
 
-def test_a_database_from_a_newer_version_is_refused_with_both_versions(tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 5}")
-    conn.close()
+def _stamp(memory_place: MemoryPlace, version: int, *statements_run: str) -> None:
+    """The database as another sentinel.heal left it: the statements run in it (through its backend, not Memory,
+    which would migrate it) and its schema version set."""
+    db = open_database(memory_place.state_dir, url=memory_place.url, password=memory_place.password, busy_timeout_s=5)
+    try:
+        db.begin()
+        for statement in statements_run:
+            db.execute(statement)
+        db.set_schema_version(version)
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_database_from_a_newer_version_is_refused_with_both_versions(memory_place: MemoryPlace) -> None:
+    _stamp(memory_place, len(MIGRATIONS) + 5)
     with pytest.raises(MemoryStoreError) as caught:
-        Memory(tmp_path)
+        memory_place.open()
     message = str(caught.value)
-    assert str(tmp_path / MEMORY_FILE) in message
+    assert memory_place.where in message
     assert f"schema {len(MIGRATIONS) + 5}" in message and f"knows {len(MIGRATIONS)}" in message
 
 
-def test_only_a_verified_recovery_is_a_remembered_fix(tmp_path: Path) -> None:
+def test_only_a_verified_recovery_is_a_remembered_fix(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         memory.record_attempt(incident_id="i1", failure=failure, attempt=_attempt("failed", "service {init_service} restart"))
         assert memory.verified_fix(failure.fingerprint) is None
         episode, _plan_id = memory.record_attempt(
@@ -74,9 +100,9 @@ def test_only_a_verified_recovery_is_a_remembered_fix(tmp_path: Path) -> None:
         assert memory.verified_fix(nginx_failure("port_conflict", owner={"pid": 5, "process": "python3"}).fingerprint) is None
 
 
-def test_a_fix_replayed_from_memory_keeps_naming_the_plan_it_came_from(tmp_path: Path) -> None:
+def test_a_fix_replayed_from_memory_keeps_naming_the_plan_it_came_from(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         first, _plan_id = memory.record_attempt(incident_id="i1", failure=failure,
                                                 attempt=_attempt("healed", "service {init_service} start", verified=True))
         for replay in ("i2", "i3"):
@@ -94,76 +120,86 @@ def test_the_same_failure_with_another_pid_has_the_same_fingerprint() -> None:
     assert nginx_failure(pid=812).fingerprint != nginx_failure("not_running").fingerprint
 
 
-def test_failed_plans_are_remembered_per_fingerprint_within_the_window(tmp_path: Path) -> None:
+def test_failed_plans_are_remembered_per_fingerprint_within_the_window(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
     other = nginx_failure("not_running")
     now = time.time()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         memory.record_attempt(incident_id="a", failure=failure, attempt=_attempt("failed", "service {init_service} restart", finished_at=now - 10))
         memory.record_attempt(incident_id="b", failure=failure, attempt=_attempt("failed", "old", finished_at=now - 5000))
         assert memory.failed_plans(failure.fingerprint, since=now - 60) == {("service {init_service} restart",)}
         assert memory.failed_plans(other.fingerprint, since=0) == set()
 
 
-def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(tmp_path: Path) -> None:
+def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         episode, plan_id = memory.record_attempt(
             incident_id="i", failure=failure, attempt=_attempt("awaiting_approval", "apt-get update"), pending=PENDING,
         )
         assert plan_id and memory.plan(plan_id)["episode_id"] == episode  # type: ignore[index]
         # Break the plans table so the second insert of the transaction fails: the episode must roll back too.
-        memory._conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON plans BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+        for statement in REFUSE_PLANS[memory_place.backend]:
+            memory_place.sql(statement)
         with pytest.raises(MemoryStoreError, match="disk full"):
             memory.record_attempt(incident_id="j", failure=failure, attempt=_attempt("awaiting_approval", "x"), pending=PENDING)
         assert [e["incident_id"] for e in memory.episodes()] == ["i"]
 
 
-def test_an_unknown_outcome_is_refused_before_writing(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory, pytest.raises(MemoryStoreError) as caught:
+def test_an_unknown_outcome_is_refused_before_writing(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory, pytest.raises(MemoryStoreError) as caught:
         memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=_attempt("mostly-fine"))
     assert caught.value.field == "outcome" and caught.value.value == "mostly-fine"
 
 
-def _writer(state_dir: str, worker: int, count: int) -> None:
-    with Memory(state_dir) as memory:
+def _writer(place: MemoryPlace, worker: int, count: int) -> None:
+    with place.open() as memory:
         for n in range(count):
             memory.record_attempt(incident_id=f"w{worker}-{n}", failure=nginx_failure(host=f"h{worker}"), attempt=_attempt("failed", "x"))
 
 
-def _open_at_once(state_dir: str, barrier: Any, worker: int) -> None:
+def _open_at_once(place: MemoryPlace, barrier: Any, worker: int) -> None:
     barrier.wait()
-    with Memory(state_dir) as memory:
+    with place.open() as memory:
         memory.record_attempt(incident_id=f"first-{worker}", failure=nginx_failure(host=f"h{worker}"), attempt=_attempt("failed", "x"))
 
 
-def test_many_processes_opening_a_new_memory_at_the_same_moment_all_succeed(tmp_path: Path) -> None:
+def test_many_processes_opening_a_new_memory_at_the_same_moment_all_succeed(memory_place: MemoryPlace, request: pytest.FixtureRequest,
+                                                                            tmp_path: Path) -> None:
     """The forks of one play meet a fresh memory together: creating, switching to WAL and migrating must not fail any."""
     for round_number in range(3):
-        state_dir = tmp_path / f"round-{round_number}"
+        place = _fresh(memory_place, request, tmp_path / f"round-{round_number}")
         context = multiprocessing.get_context("fork")
         barrier = context.Barrier(8)
-        processes = [context.Process(target=_open_at_once, args=(str(state_dir), barrier, w)) for w in range(8)]
+        processes = [context.Process(target=_open_at_once, args=(place, barrier, w)) for w in range(8)]
         for process in processes:
             process.start()
         for process in processes:
             process.join(60)
         assert [process.exitcode for process in processes] == [0] * 8
-        with Memory(state_dir) as memory:
+        with place.open() as memory:
             assert len(memory.episodes()) == 8
 
 
-def test_concurrent_processes_lose_no_episode(tmp_path: Path) -> None:
+def _fresh(memory_place: MemoryPlace, request: pytest.FixtureRequest, state_dir: Path) -> MemoryPlace:
+    """Another new, empty memory of the same backend."""
+    if memory_place.backend == "sqlite":
+        return sqlite_place(state_dir)
+    place = postgres_place(request.getfixturevalue("postgres"), state_dir)
+    request.addfinalizer(lambda: drop(place))
+    return place
+
+
+def test_concurrent_processes_lose_no_episode(memory_place: MemoryPlace) -> None:
     workers, per_worker = 6, 40
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_writer, args=(str(tmp_path), w, per_worker)) for w in range(workers)]
+    processes = [context.Process(target=_writer, args=(memory_place, w, per_worker)) for w in range(workers)]
     for process in processes:
         process.start()
     for process in processes:
         process.join(60)
         assert process.exitcode == 0
-    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    assert conn.execute("SELECT count(*), count(DISTINCT incident_id) FROM episodes").fetchone() == (workers * per_worker,) * 2
+    assert memory_place.sql("SELECT count(*), count(DISTINCT incident_id) FROM episodes") == [(workers * per_worker,) * 2]
 
 
 def _failure_with(summary: str, service: str = "nginx", failure_class: str = "not_running") -> Any:
@@ -171,12 +207,12 @@ def _failure_with(summary: str, service: str = "nginx", failure_class: str = "no
     return type(base)(**{**base.__dict__, "summary": summary, "service": service})
 
 
-def test_similar_errors_are_ranked_by_fts5_and_only_verified_fixes_of_the_same_service_count(tmp_path: Path) -> None:
+def test_similar_errors_are_ranked_by_full_text_search_and_only_verified_fixes_of_the_same_service_count(memory_place: MemoryPlace) -> None:
     bind = _failure_with("nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)")
     bind_v6 = _failure_with("nginx: [emerg] bind() to [::]:8080 failed (98: Address already in use) while starting")
     disk = _failure_with("nginx: [crit] write() to /var/log/nginx/access.log failed (28: No space left on device)")
     other_service = _failure_with("redis: bind() failed Address already in use", service="redis")
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         memory.record_attempt(incident_id="a", failure=bind_v6, attempt=_attempt("healed", "kill -TERM {port_owner_pid}", verified=True))
         memory.record_attempt(incident_id="b", failure=disk, attempt=_attempt("healed", "truncate -s 0 /var/log/nginx/access.log", verified=True))
         memory.record_attempt(incident_id="c", failure=other_service, attempt=_attempt("healed", "service redis-server start", verified=True))
@@ -185,18 +221,18 @@ def test_similar_errors_are_ranked_by_fts5_and_only_verified_fixes_of_the_same_s
     assert [fix["steps"] for fix in similar] == [["kill -TERM {port_owner_pid}"], ["truncate -s 0 /var/log/nginx/access.log"]]
 
 
-def test_search_ranks_episodes_by_their_error(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory:
+def test_search_ranks_episodes_by_their_error(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
         for n, summary in enumerate(["postgres checkpoint too slow", "nginx bind address already in use", "redis oom"]):
             memory.record_attempt(incident_id=str(n), failure=_failure_with(summary), attempt=_attempt("failed", "x"))
         found = memory.search("Address already in use on port 80")
     assert found[0]["error_text"] == "nginx bind address already in use"
 
 
-def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(tmp_path: Path) -> None:
+def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(memory_place: MemoryPlace) -> None:
     old, new = time.time() - 100 * 86400, time.time()
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         memory.record_attempt(incident_id="old", failure=failure, attempt=_attempt("failed", "x", finished_at=old))
         memory.record_attempt(incident_id="old-waiting", failure=failure, attempt=_attempt("awaiting_approval", "y", finished_at=old),
                               pending=PENDING)
@@ -205,48 +241,45 @@ def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(
         assert {e["incident_id"] for e in memory.episodes()} == {"old-waiting", "new"}
         assert memory.forget(failure.fingerprint) == 2
         assert memory.episodes() == [] and memory.plans(status=None) == []
-        assert memory.search("nginx") == []  # the FTS index forgot them too
+        assert memory.search("nginx") == []  # the full-text index forgot them too
 
 
-def test_a_database_of_an_older_schema_is_migrated_in_place(tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / MEMORY_FILE)
-    for statement in statements(MIGRATIONS[0]):
-        conn.execute(statement)
-    conn.execute(
-        """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class, error_text, evidence_json,
-           diagnosis, plan_json, verdicts_json, policy_version, results_json, outcome, verified, started_at, finished_at)
-           VALUES ('i', 1, 'web1', 'nginx', 'fp', 'not_running', 'Address already in use', '{}', '', NULL, '[]', '', '{}',
+def test_a_database_of_an_older_schema_is_migrated_in_place(memory_place: MemoryPlace) -> None:
+    first = (MIGRATIONS if memory_place.backend == "sqlite" else POSTGRES_MIGRATIONS)[0]
+    _stamp(memory_place, 1, *statements(first), """INSERT INTO episodes (incident_id, attempt, host, service, fingerprint, failure_class,
+           error_text, evidence_json, diagnosis, plan_json, verdicts_json, policy_version, results_json, outcome, verified, started_at,
+           finished_at) VALUES ('i', 1, 'web1', 'nginx', 'fp', 'not_running', 'Address already in use', '{}', '', NULL, '[]', '', '{}',
            'failed', 0, 1, 2)""")
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         assert memory.schema_version == len(MIGRATIONS)
         assert [e["incident_id"] for e in memory.search("address already in use")] == ["i"]
 
 
-def test_check_mode_reads_an_existing_memory_and_never_creates_or_writes_one(tmp_path: Path) -> None:
-    assert Memory.for_check_mode(tmp_path / "absent") is None
-    assert not (tmp_path / "absent").exists()
+def test_check_mode_reads_an_existing_memory_and_never_creates_or_writes_one(memory_place: MemoryPlace) -> None:
+    absent = memory_place.state_dir / "absent"
+    assert Memory.for_check_mode(absent, url=memory_place.url, password=memory_place.password) is None  # none yet (or not migrated)
+    assert not absent.exists()
+    if memory_place.url:
+        assert memory_place.sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [(0,)]
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         memory.record_attempt(incident_id="i", failure=failure, attempt=_attempt("healed", "service {init_service} start", verified=True))
-    reader = Memory.for_check_mode(tmp_path)
+    reader = Memory.for_check_mode(memory_place.state_dir, url=memory_place.url, password=memory_place.password)
     assert reader is not None
     with reader:
         assert reader.verified_fix(failure.fingerprint) is not None
-        with pytest.raises(MemoryStoreError, match="readonly"):
+        with pytest.raises(MemoryStoreError, match=r"read-?only"):
             reader.record_attempt(incident_id="j", failure=failure, attempt=_attempt("failed", "x"))
 
 
-def test_the_kill_switch_records_who_when_and_why_and_every_process_sees_it(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory:
+def test_the_kill_switch_records_who_when_and_why_and_every_process_sees_it(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
         assert memory.suspension() is None and memory.suspended_because() is None
         first, thrown = memory.suspend(by="alice", reason="database failover", at=1_000.0)
         assert thrown and (first.suspended_by, first.reason, first.resumed_at) == ("alice", "database failover", None)
         again, thrown = memory.suspend(by="bob", reason="me too", at=2_000.0)
         assert not thrown and again == first  # the switch that holds is the first, with its reason
-        with Memory(tmp_path) as other_job:
+        with memory_place.open() as other_job:
             said = other_job.suspended_because() or ""
             assert said.startswith("suspended by alice at ") and said.endswith(": database failover")
         ended = memory.resume(by="carol", at=3_000.0)
@@ -254,9 +287,9 @@ def test_the_kill_switch_records_who_when_and_why_and_every_process_sees_it(tmp_
         assert memory.suspension() is None and memory.resume(by="carol", at=3_001.0) is None
 
 
-def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the_window_or_a_reset(tmp_path: Path) -> None:
+def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the_window_or_a_reset(memory_place: MemoryPlace) -> None:
     now = time.time()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         for finished, outcome, host in ((now - 7200, "healed", "web1"), (now - 600, "failed", "web1"), (now - 300, "healed", "web1"),
                                         (now - 200, "awaiting_approval", "web1"), (now - 100, "healed", "web2")):
             memory.record_attempt(incident_id=f"i{finished}", failure=nginx_failure(host=host),
@@ -294,8 +327,8 @@ def _gone_owner() -> str:
     return owner
 
 
-def test_leases_cap_remediations_at_once_and_hosts_and_attempts_per_run_and_expire(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory, Memory(tmp_path) as other_job:
+def test_leases_cap_remediations_at_once_and_hosts_and_attempts_per_run_and_expire(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory, memory_place.open() as other_job:
         first, why = _lease(memory, "r1", "web1", at=100.0, max_running=1)
         assert first is not None and why == ""
         refused, why = _lease(other_job, "r2", "web2", at=110.0, max_running=1)
@@ -323,8 +356,8 @@ def test_leases_cap_remediations_at_once_and_hosts_and_attempts_per_run_and_expi
         assert busy is None and why == "a remediation of nginx on web4 by another run (another-run) is running"
 
 
-def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_started(tmp_path: Path) -> None:
-    run_dir = tmp_path / "runs" / "web1" / "run-1"
+def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_started(memory_place: MemoryPlace) -> None:
+    run_dir = memory_place.state_dir / "runs" / "web1" / "run-1"
     events = run_dir / "artifacts" / "run" / "job_events"
     events.mkdir(parents=True)
     # what ansible-runner had written when the job died: step 1 done, step 2 started
@@ -333,7 +366,7 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         data = {"host": "web1", "task": task, **({"res": res} if res else {})}
         (events / f"{number}-x.json").write_text(json.dumps({"event": event, "event_data": data}))
     (events / "4-partial.json").write_text('{"event": "runner_on_ok", "event_da')
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         alive, _why = _lease(memory, "r1", "web2", at=100.0, ttl=3600)
         dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner())
         assert dead is not None and alive is not None
@@ -350,7 +383,14 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         assert memory.reap_interrupted(at=102.0) == []  # once
         # it ran something: it counts against the flapping limit
         assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=0)] == ["interrupted"]
-        assert memory._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert _intact(memory_place)
+
+
+def _intact(memory_place: MemoryPlace) -> bool:
+    """The database's own consistency check (SQLite's integrity_check; PostgreSQL checks every write itself)."""
+    if memory_place.backend == "sqlite":
+        return memory_place.sql("PRAGMA integrity_check") == [("ok",)]
+    return memory_place.sql("SELECT count(*) FROM episodes WHERE id IS NULL") == [(0,)]
 
 
 def _claimed_plan(memory: Memory, failure: Failure) -> str:
@@ -361,9 +401,9 @@ def _claimed_plan(memory: Memory, failure: Failure) -> str:
     return plan_id
 
 
-def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(tmp_path: Path) -> None:
+def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         plan_id = _claimed_plan(memory, failure)
         _lease(memory, "r1", "web1", at=100.0, owner=_gone_owner(), executed_plan_id=plan_id)
         [reaped] = memory.reap_interrupted(at=101.0, host="web1")
@@ -373,9 +413,9 @@ def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(tmp_
         assert not memory.claim_plan(plan_id, by="bob", at=2.0)
 
 
-def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path: Path) -> None:
+def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
-    with Memory(tmp_path) as memory:
+    with memory_place.open() as memory:
         plan_id = _claimed_plan(memory, failure)
         memory.record_attempt(incident_id="i", failure=failure, attempt=_attempt("deferred", "service {init_service} start"),
                               executed_plan_id=plan_id)
@@ -389,20 +429,21 @@ def test_an_approved_plan_a_limit_held_back_before_any_step_waits_again(tmp_path
         assert (memory.plan(plan_id) or {})["status"] == "executed"
 
 
-def test_a_writer_holding_the_memory_past_the_busy_timeout_gets_a_clear_error_and_nothing_is_half_written(tmp_path: Path) -> None:
-    Memory(tmp_path).close()
-    other = sqlite3.connect(tmp_path / MEMORY_FILE, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another job's long write
-    with Memory(tmp_path, busy_timeout_s=0.2) as memory:
+def test_a_writer_holding_the_memory_past_the_busy_timeout_gets_a_clear_error_and_nothing_is_half_written(memory_place: MemoryPlace) -> None:
+    other = memory_place.open()
+    other._db.begin()  # another job's long write
+    with memory_place.open(busy_timeout_s=0.2) as memory:
         with pytest.raises(MemoryStoreError) as refused:
             memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=_attempt("healed", "service {init_service} start"))
         message = str(refused.value)
-        assert "cannot write to the memory (database is locked); nothing was written" in message
-        assert f"another process held the memory's write lock for more than 0.2 s: find it (fuser {tmp_path / MEMORY_FILE})" in message
-        other.execute("COMMIT")
+        said = {"sqlite": "database is locked", "postgresql": "canceling statement due to lock timeout"}[memory_place.backend]
+        assert f"cannot write to the memory ({said}); nothing was written" in message
+        find = {"sqlite": f"fuser {memory_place.where}", "postgresql": "SELECT pid, state, query FROM pg_stat_activity"}[memory_place.backend]
+        assert f"another process held the memory's write lock for more than 0.2 s: find it ({find}" in message
+        other._db.commit()
         assert memory.episodes() == []
         memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=_attempt("healed", "service {init_service} start"))
-        assert len(memory.episodes()) == 1 and memory._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert len(memory.episodes()) == 1 and _intact(memory_place)
     other.close()
 
 
@@ -417,8 +458,8 @@ def test_an_owner_that_ended_is_gone_even_before_it_was_waited_for() -> None:
     assert owner_is_gone(owner) and not owner_is_gone(f"another-controller/{child.pid}/1")
 
 
-def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifted(tmp_path: Path) -> None:
-    with Memory(tmp_path) as memory:
+def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifted(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
         web = memory.silence(hosts="web*", service="nginx", until=200.0, reason="disk swap", by="alice", at=100.0)
         memory.silence(hosts="dbservers", service=ALL_SERVICES, until=150.0, reason="failover", by="bob", at=100.0)
         assert memory.silenced_because("web1", (), "nginx", at=120.0) == web.describe()
