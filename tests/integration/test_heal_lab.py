@@ -90,6 +90,9 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
     assert remediation_run.name.split("-")[1] == "remediation"
     assert ["kill", "-TERM", str(squatter)] in [argv for _purpose, argv in commands_run(tmp_path, "node2")]
     assert (remediation_run / "artifacts" / "run" / "rc").read_text() == "0"
+    # the fault applies again on the healed host: its pid file names a squatter that is gone
+    faults.inject("node2", "nginx-port-squat")
+    assert int(sh(lab, "node2", "cat", "/run/lab-squatter.pid")) != squatter
 
 
 def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_policy(lab: Any, faults: Faults, tmp_path: Path) -> None:
