@@ -25,7 +25,8 @@ BIN = Path(sys.executable).parent
 PLAYBOOK = ROOT / "playbooks" / "awx_configure.yml"
 HELPER = Path(__file__).with_name("playbook_args.py")
 MINIMAL = {"autoheal_awx_inventory": "web"}
-# every optional object too (execution environment, project, credentials), so that every task's arguments are checked
+# every optional object too (execution environment, project, credentials, the memory on PostgreSQL), so that every
+# task's arguments are checked
 FULL = {
     "autoheal_awx_inventory": "web",
     "autoheal_awx_organization": "Operations",
@@ -34,6 +35,8 @@ FULL = {
     "autoheal_awx_project_url": "https://git.example.com/ops.git",
     "autoheal_awx_execution_environment": "sentinel-heal",
     "autoheal_awx_execution_environment_image": "registry.example.com/sentinel-heal-ee:0.1.0",
+    "autoheal_awx_memory_url": "postgresql://sentinel@db.example.com:5432/sentinel_heal",
+    "autoheal_awx_memory_password": "change-me",
 }
 # AWX's rules for a survey spec (awx/api/views: survey spec validation; SURVEY_TYPE_MAPPING)
 SURVEY_TYPES: dict[str, Any] = {"text": str, "textarea": str, "password": str, "multiplechoice": str, "multiselect": str,
@@ -174,9 +177,10 @@ def test_job_templates(configured: dict[str, Any]) -> None:
     assert (ROOT / heal["playbook"]).is_file() and (ROOT / approve["playbook"]).is_file()
     for template in templates.values():
         assert (template["inventory"], template["project"], template["organization"]) == ("web", "ops", "Operations")
-        assert template["credentials"] == ["web ssh"] and template["execution_environment"] == "sentinel-heal"
-        # one memory for both jobs, outside the job's container
-        assert template["extra_vars"] == {"autoheal_state_dir": "/var/lib/sentinel-heal"}
+        assert template["execution_environment"] == "sentinel-heal"
+        # one memory for every job, outside the job's container: on PostgreSQL, the password from the credential
+        assert template["credentials"] == ["web ssh", "sentinel.heal memory"]
+        assert template["extra_vars"] == {"autoheal_memory_url": FULL["autoheal_awx_memory_url"]}
     assert heal["survey_enabled"] and check["survey_enabled"] and heal["survey_spec"] == check["survey_spec"]
     # approve alone takes -e plan_id=ID [-e deny=true -e note=WHY], as playbooks/approve.yml says
     assert approve["ask_variables_on_launch"] is True
@@ -254,3 +258,24 @@ def test_a_project_of_ones_own_imports_the_collections_playbooks(tmp_path: Path,
         assert imported == f"sentinel.heal.{Path(name).stem}"
         subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", name], check=True, capture_output=True, text=True,
                        env=awx_env(awx_collections), cwd=tmp_path)
+
+
+def test_the_memory_of_the_jobs(configured: dict[str, Any], awx_collections: Path) -> None:
+    """Without a database, every job's memory is the state dir the execution node exposes; with one, the password
+    reaches the jobs only through a credential that injects PGPASSWORD (a secret input, never a variable)."""
+    minimal = analysis(PLAYBOOK, MINIMAL, awx_collections)
+    assert [task["action"] for task in minimal["tasks"]].count("awx.awx.job_template") == 3
+    for template in tasks_of(minimal, "awx.awx.job_template"):
+        assert template["extra_vars"] == {"autoheal_state_dir": "/var/lib/sentinel-heal"} and template["credentials"] == []
+        assert "execution_environment" not in template  # omitted: the controller's default
+    (kind,) = tasks_of(configured, "awx.awx.credential_type")
+    (credential,) = tasks_of(configured, "awx.awx.credential")
+    assert kind["injectors"] == {"env": {"PGPASSWORD": "{{ password }}"}}
+    assert kind["inputs"]["fields"][0]["id"] == "password" and kind["inputs"]["fields"][0]["secret"] is True
+    assert (credential["name"], credential["credential_type"]) == ("sentinel.heal memory", kind["name"])
+    assert credential["inputs"] == {"password": FULL["autoheal_awx_memory_password"]}
+    plays = yaml.safe_load(PLAYBOOK.read_text(encoding="utf-8"))
+    (task,) = [task for task in plays[0]["tasks"] if "awx.awx.credential" in task]
+    assert task["no_log"] is True
+    defaults = yaml.safe_load((ROOT / "roles" / "autoheal" / "defaults" / "main.yml").read_text(encoding="utf-8"))
+    assert {"autoheal_state_dir", "autoheal_memory_url"} <= set(defaults)
