@@ -78,8 +78,9 @@ class PostgresServer:
     def url_with_password(self) -> str:
         return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
 
-    def up(self) -> PostgresServer:
-        """initdb, start, create the role and the database; returns once the server takes connections."""
+    def up(self, create: bool = True) -> PostgresServer:
+        """initdb, start and (unless ``create`` is off: a bare server, as a database administrator finds one) create the
+        role and the database; returns once the server takes connections."""
         if os.geteuid() == 0 and _postgres_user() is None:
             raise PostgresServerError("PostgreSQL refuses to run as root and there is no postgres user: apt-get install postgresql")
         self.password = self.password or secrets.token_urlsafe(18)
@@ -100,8 +101,9 @@ class PostgresServer:
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
         self._as_postgres(bin_dir / "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
                           "-t", str(int(READY_TIMEOUT)), "start", timeout=READY_TIMEOUT + 10)
-        self.psql(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{self.password}'")
-        self.psql(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
+        if create:
+            self.psql(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{self.password}'")
+            self.psql(f"CREATE DATABASE {DATABASE} OWNER {ROLE}")
         return self
 
     def psql(self, sql: str, database: str = "postgres") -> str:
