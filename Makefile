@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 BIN := $(VENV)/bin
 COLLECTION_LINK := .collections/ansible_collections/sentinel/heal
+AWX_COLLECTION := .collections/ansible_collections/awx/awx
 # ansible-test needs the collection under ansible_collections/NAMESPACE/NAME and outside this git
 # checkout (inside it, git would hide the copy); one such directory per checkout.
 SANITY_BASE := /tmp/sentinel-heal-sanity-$(shell printf %s "$(CURDIR)" | md5sum | cut -c1-8)
@@ -28,12 +29,12 @@ LOCAL_LLM := $(BIN)/python tests/local_llm.py --port $(LLM_PORT)
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: setup system-packages demo test lint sanity unit integration molecule bench bench-efficacy lab-up lab-down llm-up llm-down build clean
+.PHONY: setup system-packages demo test lint sanity unit platform integration molecule bench bench-efficacy lab-up lab-down llm-up llm-down build clean
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
 ## setup: system packages, the virtualenv with requirements-dev.txt (requirements.txt and the tools) and the local LLM, the collection on Ansible's path
-setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
+setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(AWX_COLLECTION) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
 
 system-packages:
 	@missing=""; \
@@ -71,6 +72,10 @@ $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn ../../.. $@
 
+# awx.awx for playbooks/awx_configure.yml (ansible-lint, tests/platform): from the ansible wheel on PyPI, cached, linked into .collections
+$(AWX_COLLECTION): tests/platform/awx_collection.py | $(VENV)/.installed $(COLLECTION_LINK)
+	$(BIN)/python tests/platform/awx_collection.py --link .collections
+
 $(MINILM_ONNX): | $(VENV)/.installed $(COLLECTION_LINK)
 	$(BIN)/python -c 'import sys; from pathlib import Path; sys.path.insert(0, ".collections"); \
 	  from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import build_minilm_onnx; \
@@ -97,7 +102,7 @@ demo: setup
 	curl -sS -m 5 -o /dev/null -w "http://10.77.0.11/ -> HTTP %{http_code}\n" http://10.77.0.11/
 
 ## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
-test: setup lint sanity unit integration molecule
+test: setup lint sanity unit platform integration molecule
 
 lint:
 	ruff check plugins tests bench
@@ -111,6 +116,10 @@ sanity: $(HOME)/.ansible/test/cache/get_pip_24_2.py
 
 unit:
 	pytest -q tests/unit
+
+# what ships beside the code: the execution environment's build context, the AWX job templates and workflow
+platform:
+	pytest -q tests/platform
 
 integration:
 	trap '$(LAB) down' EXIT; pytest -q tests/integration

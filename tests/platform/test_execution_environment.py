@@ -26,6 +26,9 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 EE_FILE = ROOT / "docs" / "execution-environment" / "execution-environment.yml"
+# What a builder or a reader of the docs has: not this checkout's ansible.cfg (make exports ANSIBLE_CONFIG), whose
+# .collections already holds sentinel.heal, so that an install elsewhere would find it "already installed" and do nothing.
+OUTSIDE_ENV = {name: value for name, value in os.environ.items() if name != "ANSIBLE_CONFIG"}
 COLLECTION_IN_IMAGE = "/usr/share/ansible/collections/ansible_collections/sentinel/heal"
 
 
@@ -79,7 +82,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory, context: Path) -> Path:
     collections = tmp_path_factory.mktemp("ee-collections")
     subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "-r", "requirements.yml", "--collections-path", str(collections)],
                    check=True, capture_output=True, text=True, cwd=context / "_build",
-                   env={**os.environ, "ANSIBLE_GALAXY_DISABLE_GPG_VERIFY": "1"})
+                   env={**OUTSIDE_ENV, "ANSIBLE_GALAXY_DISABLE_GPG_VERIFY": "1"})
     return collections
 
 
@@ -222,7 +225,7 @@ def test_the_documented_commands_run_in_a_clone(tmp_path: Path) -> None:
         if (ROOT / name).is_file():
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, clone / name)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {**OUTSIDE_ENV, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     outputs = []
     for command in runnable:
         argv = [arg.replace("/tmp/ee-collections", str(tmp_path / "ee-collections")) for arg in shlex.split(command)]
