@@ -15,6 +15,10 @@ version_added: 0.1.0
 description:
   - Works on the ChromaDB knowledge base in O(state_dir)C(/knowledge) on the controller, whatever host the
     task runs for. Run it once (C(run_once) or a play on C(localhost)).
+  - The knowledge base stays on each controller, also when the memory is shared on PostgreSQL (the C(memory_url)
+    option of M(sentinel.heal.heal)) - ingest your documents on each controller or AWX execution environment. Its files
+    are SQLite's, whose locking is unsafe on a network filesystem - a store on NFS, CIFS/SMB, sshfs or another network
+    filesystem is refused, naming the filesystem.
   - C(ingest) adds or updates the documents at O(paths) - Markdown (split on headings, then by size), plain
     text and man pages (troff, also C(.gz)); directories are walked for those files. Chunks have stable ids,
     C(DOCUMENT:N), where the document is the file's resolved path or O(name), so ingesting again updates a

@@ -571,8 +571,7 @@ class _Transaction:
         try:
             self._db.begin()
         except self._db.errors as exc:
-            if self._db.in_transaction:
-                self._db.rollback()
+            self._rollback()
             raise MemoryStoreError(f"cannot write to the memory ({self._db.redact(exc)}); nothing was written", field=self._db.field,
                                    value=self._db.where, hint=self._db.explain(exc)) from exc
         return self._db
@@ -584,11 +583,19 @@ class _Transaction:
                 return
             except self._db.errors as commit_error:
                 exc = commit_error
-        if self._db.in_transaction:
-            self._db.rollback()
+        self._rollback()
         if isinstance(exc, self._db.errors):
             raise MemoryStoreError(f"the memory refused a write ({self._db.redact(exc)}); nothing of it was kept", field=self._db.field,
                                    value=self._db.where, hint=self._db.explain(exc)) from exc
+
+    def _rollback(self) -> None:
+        """Undo what the transaction wrote; on a connection that is gone there is nothing left to undo."""
+        gone: tuple[type[BaseException], ...] = (*self._db.errors, MemoryStoreError)
+        try:
+            if self._db.in_transaction:
+                self._db.rollback()
+        except gone:
+            pass
 
 
 def _json(value: Any) -> str:

@@ -73,17 +73,24 @@ class PostgresDatabase:
         return self._conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._conn.execute(_paramstyle(sql), tuple(params))
+        try:
+            return self._conn.execute(_paramstyle(sql), tuple(params))
+        except self.errors as exc:
+            if not self._conn.broken:
+                raise
+            # the server went away (restarted, failed over) in the middle of a job: what to do, not a traceback
+            raise MemoryStoreError(f"lost the connection to the memory database ({self.redact(exc)})", field=self.field, value=self.where,
+                                   hint=self.explain(exc)) from exc
 
     def begin(self) -> None:
-        self._conn.execute("BEGIN")
-        self._conn.execute(_WRITER_LOCK)
+        self.execute("BEGIN")
+        self.execute(_WRITER_LOCK)
 
     def commit(self) -> None:
-        self._conn.execute("COMMIT")
+        self.execute("COMMIT")
 
     def rollback(self) -> None:
-        self._conn.execute("ROLLBACK")
+        self.execute("ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:
@@ -202,7 +209,8 @@ def explain(exc: BaseException, target: dict[str, str], where: str, busy_timeout
                 f"{database}, as a superuser), or fix the database name in memory_url")
     if any(words in text for words in ("connection refused", "could not connect", "timeout expired", "could not translate host name",
                                        "no route to host", "network is unreachable", "server closed the connection",
-                                       "is the server running", "terminating connection", "the database system is")):
+                                       "is the server running", "terminating connection", "the database system is",
+                                       "the connection is closed", "the connection is lost")):
         return (f"no PostgreSQL server answers at {host}:{port}: start it, or fix the host and port in memory_url "
                 f"(pg_isready -h {host} -p {port} says whether one answers there)")
     if state == "42501" or "permission denied" in text:

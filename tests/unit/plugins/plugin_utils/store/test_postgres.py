@@ -179,3 +179,15 @@ def test_a_write_waits_for_another_nodes_write_and_then_goes_through(pg_place: M
         release.join()
         assert waited >= 0.4 and [e["incident_id"] for e in memory.episodes()] == ["after"]
     holder.close()
+
+
+def test_a_server_that_goes_away_during_a_job_is_a_clear_error_not_a_traceback(pg_place: MemoryPlace) -> None:
+    with pg_place.open() as memory:
+        memory.record_attempt(incident_id="before", failure=nginx_failure(), attempt=Attempt(number=1, outcome="failed"))
+        pg_place.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'sentinel.heal' "
+                     "AND datname = current_database() AND pid <> pg_backend_pid()")
+        with pytest.raises(MemoryStoreError, match=r"lost the connection to the memory database \(.*terminating connection") as lost:
+            memory.episodes()
+        assert lost.value.field == "memory_url" and "no PostgreSQL server answers at 127.0.0.1" in str(lost.value)
+        with pytest.raises(MemoryStoreError, match="lost the connection to the memory database"):
+            memory.record_attempt(incident_id="after", failure=nginx_failure(), attempt=Attempt(number=1, outcome="failed"))
