@@ -43,7 +43,12 @@ system-packages:
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v locale-gen >/dev/null || missing="$$missing locales"; \
 	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
+# ansible-test sanity runs in en_US.UTF-8 (in C.UTF-8 it warns that tests may behave unexpectedly)
+	@if ! locale -a | grep -qix 'en_US.utf8'; then \
+	  sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen && locale-gen >/dev/null; \
+	fi
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-model.txt
 	$(PYTHON) -m venv $(VENV)
