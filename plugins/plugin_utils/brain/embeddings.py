@@ -104,6 +104,8 @@ def build_minilm_onnx(destination: Path) -> Path:
             onnx.save_model(model, str(staging / "model.onnx"))
             for name in TOKENIZER_FILES:
                 shutil.copyfile(source / name, staging / name)
+            # mkdtemp makes it private: readable as its parent is, so a model directory shared by several users serves them all
+            staging.chmod(destination.stat().st_mode & 0o777)
             _replace_directory(staging, onnx_dir)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

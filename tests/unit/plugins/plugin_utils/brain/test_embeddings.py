@@ -87,6 +87,7 @@ def test_build_is_idempotent_atomic_and_repairs_an_incomplete_model(tmp_path: Pa
     assert onnx_dir == tmp_path / "model" / "onnx"
     assert sorted(path.name for path in onnx_dir.iterdir()) == sorted(ONNX_FILES)
     assert [path.name for path in (tmp_path / "model").iterdir()] == ["onnx"]  # no temporary directory left behind
+    assert onnx_dir.stat().st_mode & 0o777 == (tmp_path / "model").stat().st_mode & 0o777  # as readable as where it lives
     built = (onnx_dir / "model.onnx").stat().st_mtime_ns
     assert build_minilm_onnx(tmp_path / "model") == onnx_dir
     assert (onnx_dir / "model.onnx").stat().st_mtime_ns == built  # left alone
