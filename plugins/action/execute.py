@@ -19,7 +19,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows

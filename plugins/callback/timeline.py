@@ -35,7 +35,7 @@ from typing import Any
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report import timeline_html, timeline_text
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_html, timeline_text
 
 HEAL_ACTIONS = frozenset({"sentinel.heal.heal", "sentinel.heal.execute"})
 

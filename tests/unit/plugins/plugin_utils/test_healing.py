@@ -157,7 +157,8 @@ def test_attempt_budget_is_respected(tmp_path: Path, max_attempts: int) -> None:
 
 
 def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result, timeline_html, timeline_text
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_html, timeline_text
 
     failure = nginx_failure()
     hostile = type(failure)(**{**failure.__dict__, "summary": "<script>alert('pwned')</script> nginx is not running"})

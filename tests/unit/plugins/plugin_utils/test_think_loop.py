@@ -21,7 +21,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report import host_result, timeline_html
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import ScriptedExecutor, nginx_failure
