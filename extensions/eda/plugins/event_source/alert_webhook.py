@@ -1,0 +1,134 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""ansible-rulebook event source sentinel.heal.alert_webhook: alerts naming a host and a service, checked against the
+inventory at the door."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+DOCUMENTATION = r"""
+---
+short_description: Receive alerts (Prometheus Alertmanager's webhook, or plain JSON) that name a host and a service
+description:
+  - An HTTP server; every C(POST) (any path) carries JSON - Alertmanager's webhook payload (C(alerts), each with its
+    C(labels)), or a plain object C({"host": "web1", "service": "nginx"}), or a list of such objects.
+  - Each firing alert, or object, that names an inventory host (its inventory name, or its C(ansible_host) address,
+    with or without a port as Prometheus' C(instance) label has it) and a service that host declares in
+    C(autoheal_services), becomes one event; the same host and service twice in one body, one event.
+  - Everything else (a host outside the inventory, a group name or a pattern, an undeclared service, a resolved alert)
+    is logged and ignored - never widened to more hosts. Labels and annotations stay out of the event, so text from
+    outside never reaches a rulebook's variables or a playbook.
+  - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager) or C(webhook)), C(reason)) and
+    C(meta.hosts), the one host, so that a C(run_playbook) action is limited to it.
+  - Answers 202 with the accepted requests and why the rest were ignored, 400 for a body that is not JSON, 401 without
+    the O(token).
+  - The inventory is read once, at start; restart the rulebook after changing it.
+options:
+  inventory:
+    description: Path of the inventory (the one given to C(ansible-rulebook -i) too).
+    type: str
+    required: true
+  hosts:
+    description: A host pattern of the inventory; only the hosts it matches can be named by an alert.
+    type: str
+    default: all
+  host:
+    description: Address to listen on.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: TCP port to listen on.
+    type: int
+    default: 5000
+  token:
+    description: When set, requests must carry C(Authorization) C(Bearer) and this token (Alertmanager's
+      C(http_config.authorization.credentials)).
+    type: str
+  host_labels:
+    description: The labels of an Alertmanager alert that name its host, the first present wins.
+    type: list
+    elements: str
+    default: [host, instance]
+  service_labels:
+    description: The labels of an Alertmanager alert that name its service, the first present wins.
+    type: list
+    elements: str
+    default: [service]
+"""
+
+EXAMPLES = r"""
+- name: Heal what Alertmanager reports
+  hosts: all
+  sources:
+    - sentinel.heal.alert_webhook:
+        inventory: inventory/
+        host: 0.0.0.0
+        port: 5000
+        token: "{{ alert_token }}"
+  rules:
+    - name: Heal the alerted service
+      condition: event.sentinel.host is defined
+      action:
+        run_playbook:
+          name: sentinel.heal.heal
+          extra_vars:
+            autoheal_target: "{{ event.sentinel.host }}"
+            autoheal_target_services: ["{{ event.sentinel.service }}"]
+"""
+
+# ansible-rulebook runs a source from its file (runpy), outside Ansible's collection loader: the directory that holds
+# ansible_collections/ (this file is ansible_collections/sentinel/heal/extensions/eda/plugins/event_source/) makes
+# the collection's controller code importable.
+sys.path.append(str(Path(__file__).parents[7]))
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import read_alerts  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import ALERT_WEBHOOK_OPTIONS, source_options  # noqa: E402
+
+logger = logging.getLogger("sentinel.heal.alert_webhook")
+# Alertmanager groups alerts into one body; a body this large is no alert
+MAX_BODY_BYTES = 1024 * 1024
+
+
+async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
+    options = source_options("alert_webhook", ALERT_WEBHOOK_OPTIONS, args)
+    fleet = read_fleet(options["inventory"], options["hosts"])
+
+    async def receive(request: web.Request) -> web.Response:
+        if options["token"] and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {options['token']}"):
+            logger.warning("refused a request from %s: no valid bearer token", request.remote)
+            return web.json_response({"error": "a bearer token is required"}, status=401)
+        try:
+            payload = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            return web.json_response({"error": "the body is not JSON"}, status=400)
+        return web.json_response(await _enqueue(queue, payload, fleet, options), status=202)
+
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.router.add_post("/{path:.*}", receive)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, options["host"], options["port"]).start()
+        logger.info("listening on %s:%d for %d hosts", options["host"], options["port"], len(fleet.services))
+        await asyncio.Future()  # until ansible-rulebook stops the source
+    finally:
+        await runner.cleanup()
+
+
+async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, options: dict[str, Any]) -> dict[str, Any]:
+    requests, ignored = read_alerts(payload, fleet, options["host_labels"], options["service_labels"])
+    for why in ignored:
+        logger.warning("ignored an alert: %s", why)
+    for request in requests:
+        await queue.put(request.event())
+    return {"accepted": [{"host": request.host, "service": request.service} for request in requests], "ignored": ignored}

@@ -1,0 +1,96 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What sentinel.heal's event sources put on an ansible-rulebook queue, and how an alert becomes one.
+
+An alert (Prometheus Alertmanager's webhook payload, or a plain JSON object naming a host and a service) becomes a
+request to heal exactly one declared service on exactly one inventory host. Whatever else it carries (labels,
+annotations, text a monitored process wrote) stays out of the event: rulebooks and playbooks only ever see names
+the inventory holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
+
+# the labels an Alertmanager alert names its host with, the first present wins (node_exporter's target is `instance`)
+HOST_LABELS = ("host", "instance")
+SERVICE_LABELS = ("service",)
+QUOTED_LIMIT = 80
+PROMETHEUS_NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]{0,79}$")
+
+
+@dataclass(frozen=True)
+class HealRequest:
+    """Heal this declared service on this inventory host; ``facts`` carry what the source saw (the watchdog's
+    evidence), never an alert's own labels."""
+
+    host: str
+    service: str
+    source: str
+    reason: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def event(self) -> dict[str, Any]:
+        """The event for ansible-rulebook: ``meta.hosts`` makes a run_playbook action's limit exactly the host."""
+        return {"sentinel": {"host": self.host, "service": self.service, "source": self.source, "reason": self.reason, **self.facts},
+                "meta": {"hosts": self.host}}
+
+
+def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LABELS,
+                service_labels: Iterable[str] = SERVICE_LABELS) -> tuple[list[HealRequest], list[str]]:
+    """The heal requests in a webhook's JSON body, and why each of the rest was ignored.
+
+    Alertmanager's payload (``{"alerts": [{"status": "firing", "labels": {...}}]}``) gives one request per firing
+    alert; a plain object (``{"host": "web1", "service": "nginx"}``, or a list of them) one per object. Only a host
+    the inventory holds, named literally, with a service it declares, is accepted; duplicates in one body count once.
+    """
+    if isinstance(payload, Mapping) and isinstance(payload.get("alerts"), list):
+        items = [(alert, "alertmanager") for alert in payload["alerts"]]
+    elif isinstance(payload, list):
+        items = [(item, "webhook") for item in payload]
+    else:
+        items = [(payload, "webhook")]
+    accepted: dict[tuple[str, str], HealRequest] = {}
+    ignored: list[str] = []
+    for item, kind in items:
+        request, why = _read_one(item, kind, fleet, tuple(host_labels), tuple(service_labels))
+        if request is None:
+            ignored.append(why)
+        else:
+            accepted.setdefault((request.host, request.service), request)
+    return list(accepted.values()), ignored
+
+
+def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...],
+              service_labels: tuple[str, ...]) -> tuple[HealRequest | None, str]:
+    if not isinstance(item, Mapping):
+        return None, f"not an object: {quoted(item)}"
+    if kind == "alertmanager":
+        labels: Mapping[str, Any] = item["labels"] if isinstance(item.get("labels"), Mapping) else {}
+        if item.get("status", "firing") != "firing":
+            return None, f"alert {quoted(labels.get('alertname'))} is {quoted(item.get('status'))}, not firing"
+        host = next((labels[label] for label in host_labels if label in labels), None)
+        service = next((labels[label] for label in service_labels if label in labels), None)
+        alertname = labels.get("alertname")
+        # an alert's name reaches the event only when it is a Prometheus name, never as free text
+        reason = f"alert {alertname}" if isinstance(alertname, str) and PROMETHEUS_NAME.match(alertname) else "alert"
+    else:
+        host, service, reason = item.get("host"), item.get("service"), "webhook"
+    if not isinstance(host, str) or not isinstance(service, str):
+        return None, f"names no host and service (host {quoted(host)}, service {quoted(service)})"
+    inventory_host = fleet.host_named(host)
+    if inventory_host is None:
+        return None, f"host {quoted(host)} is not an inventory host"
+    if not fleet.declares(inventory_host, service):
+        return None, f"service {quoted(service)} is not declared in autoheal_services of {inventory_host}"
+    return HealRequest(host=inventory_host, service=service, source=kind, reason=reason), ""
+
+
+def quoted(value: Any) -> str:
+    """A value from outside, fit for a log line: repr'd (control characters escaped) and clipped."""
+    text = repr(value)
+    return text if len(text) <= QUOTED_LIMIT else text[:QUOTED_LIMIT] + "..."

