@@ -34,6 +34,8 @@ class Watch:
 
     targets: Mapping[str, tuple[str, ...]]
     last_healthy: dict[tuple[str, str], bool] = field(default_factory=dict)
+    # why each host could not be checked at the last round: noted once, not every round while it lasts
+    unchecked: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, fleet: Fleet, services: list[str]) -> Watch:
@@ -60,15 +62,21 @@ class Watch:
 
     def observe(self, output: str) -> tuple[list[HealRequest], list[str]]:
         """Read one round's output: the heal requests of the services that went from healthy to failing, and a note
-        per host whose services could not be read (unreachable, the module failed): these keep their last state."""
+        when a host's services cannot be read (unreachable, the module failed: they keep their last state) and when they
+        can again."""
         results = read_results(output)
         requests: list[HealRequest] = []
         notes: list[str] = []
         for host, names in sorted(self.targets.items()):
             result = results.get(host)
             if result is None or result.get("unreachable") or not isinstance(result.get("services"), list):
-                notes.append(f"{host}: not checked: {_why_unchecked(result)}")
+                why = _why_unchecked(result)
+                if self.unchecked.get(host) != why:
+                    notes.append(f"{host}: not checked: {why}")
+                self.unchecked[host] = why
                 continue
+            if self.unchecked.pop(host, None) is not None:
+                notes.append(f"{host}: checked again")
             checked = {service.get("name"): service for service in result["services"] if isinstance(service, dict)}
             for name in names:
                 service = checked.get(name)

@@ -42,6 +42,8 @@ def test_an_unreachable_host_keeps_its_state_and_is_noted() -> None:
     requests, notes = watch.observe(round_output(nginx_healthy=True, db1_reachable=False))
     assert requests == []
     assert notes == ["db1: not checked: ssh: connect to host db1 port 22: No route to host"]
+    assert watch.observe(round_output(nginx_healthy=True, db1_reachable=False)) == ([], [])  # noted once, not every round
+    assert watch.observe(round_output(nginx_healthy=True)) == ([], ["db1: checked again"])
 
 
 def test_the_round_runs_service_check_with_each_host_s_own_declarations() -> None:
