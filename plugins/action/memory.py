@@ -18,13 +18,22 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records, write_audit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, OUTCOMES, PLAN_STATUSES, Memory, memory_secrets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import (
+    MEMORY_OPTIONS,
+    OUTCOMES,
+    PLAN_STATUSES,
+    Memory,
+    decoded_episode,
+    memory_secrets,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import ALL_SERVICES, silence_seconds
 
-OPERATIONS = ["episodes", "episode", "search", "export", "prune", "forget", "plans", "plan", "deny",
+OPERATIONS = ["episodes", "episode", "search", "export", "report", "prune", "forget", "plans", "plan", "deny",
               "suspend", "resume", "suspension", "reset_flapping", "silence", "unsilence", "silences"]
-_JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
 ARGUMENT_SPEC = dict(
     operation=dict(type="str", required=True, choices=OPERATIONS),
@@ -38,6 +47,8 @@ ARGUMENT_SPEC = dict(
     text=dict(type="str"),
     limit=dict(type="int", default=50),
     dest=dict(type="path"),
+    format=dict(type="str", default="episodes", choices=["episodes", "audit"]),
+    days=dict(type="float"),
     older_than_days=dict(type="float"),
     plan_id=dict(type="str"),
     status=dict(type="str", default="pending", choices=sorted(PLAN_STATUSES | {"all"})),
@@ -47,9 +58,12 @@ ARGUMENT_SPEC = dict(
     silence_id=dict(type="int"),
 )
 
+DEFAULT_REPORT_DAYS = 7.0
+
 REQUIRED_IF = [
     ("operation", "episode", ["episode_id"]),
     ("operation", "search", ["text"]),
+    ("operation", "report", ["dest"]),
     ("operation", "prune", ["older_than_days"]),
     ("operation", "forget", ["fingerprint"]),
     ("operation", "plan", ["plan_id"]),
@@ -73,6 +87,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"limit: {args['limit']!r} is out of range (1-100000)")
         if args["older_than_days"] is not None and args["older_than_days"] < 0:
             raise AnsibleActionFail(f"older_than_days: {args['older_than_days']!r} must not be negative")
+        if args["days"] is not None and not 0 < args["days"] <= 3660:
+            raise AnsibleActionFail(f"days: {args['days']!r} is out of range (more than 0, at most 3660)")
         try:
             with Memory.from_options(args) as memory:
                 result.update(self._operate(memory, args, task_vars or {}))
@@ -90,11 +106,15 @@ class ActionModule(ActionBase):
             row = memory.episode(args["episode_id"])
             if row is None:
                 raise AnsibleActionFail(f"episode_id: no episode {args['episode_id']} in {memory.where}")
-            return {"changed": False, "episode": _full(row)}
+            return {"changed": False, "episode": decoded_episode(row)}
         if operation == "search":
             return {"changed": False, "episodes": [_brief(row) for row in memory.search(args["text"], limit=args["limit"])]}
+        if operation == "export" and args["format"] == "audit":
+            return self._audit(memory, args)
         if operation == "export":
             return self._export(memory, args)
+        if operation == "report":
+            return self._report(memory, args)
         if operation in ("prune", "forget"):
             return self._forget(memory, args)
         if operation in ("suspend", "resume", "suspension"):
@@ -150,8 +170,9 @@ class ActionModule(ActionBase):
         return {"changed": ended is not None, "suspended": False, "suspension": ended.to_dict() if ended else None}
 
     def _export(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
-        episodes = [_full(row) for row in memory.episodes(limit=args["limit"], host=args["host"], service=args["service"],
-                                                          outcome=args["outcome"], fingerprint=args["fingerprint"])]
+        rows = memory.episodes(limit=args["limit"], host=args["host"], service=args["service"], outcome=args["outcome"],
+                               fingerprint=args["fingerprint"])
+        episodes = [decoded_episode(row) for row in rows]
         if not args["dest"]:
             return {"changed": False, "episodes": episodes}
         if self._task.check_mode:
@@ -162,6 +183,30 @@ class ActionModule(ActionBase):
             json.dump({"exported_at": time.time(), "memory": memory.where, "episodes": episodes}, handle, indent=1, sort_keys=True)
         os.replace(handle.name, dest)
         return {"changed": True, "dest": str(dest), "count": len(episodes)}
+
+    def _audit(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        """The audit trail of the window (the last ``days``; everything without it) as JSON Lines (report/audit.py)."""
+        since, until = _window(args["days"])
+        episodes = memory.episodes_between(since, until)
+        if not args["dest"]:
+            return {"changed": False, "records": [record for episode in episodes for record in audit_records(episode)]}
+        if self._task.check_mode:
+            return {"changed": True, "dest": args["dest"], "count": sum(len(audit_records(episode)) for episode in episodes)}
+        return {"changed": True, "dest": args["dest"], "count": write_audit(episodes, args["dest"]), "episode_count": len(episodes)}
+
+    def _report(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
+        """The history of the window (the last ``days``, 7 by default) as one self-contained HTML page (report/history.py)."""
+        since, until = _window(args["days"] or DEFAULT_REPORT_DAYS)
+        episodes = memory.episodes_between(since, until)
+        title = f"sentinel.heal history {utc(since)} to {utc(until)}"
+        if self._task.check_mode:
+            return {"changed": True, "dest": args["dest"], "episode_count": len(episodes)}
+        dest = Path(args["dest"])
+        # Written completely or not at all: a temporary file renamed over the destination.
+        with tempfile.NamedTemporaryFile("w", dir=dest.parent, prefix=f".{dest.name}.", delete=False, encoding="utf-8") as handle:
+            handle.write(history_html(episodes, since=since, until=until, title=title))
+        os.replace(handle.name, dest)
+        return {"changed": True, "dest": str(dest), "episode_count": len(episodes), "incident_count": len({e["incident_id"] for e in episodes})}
 
     def _forget(self, memory: Memory, args: dict[str, Any]) -> dict[str, Any]:
         if args["operation"] == "forget":
@@ -192,14 +237,13 @@ class ActionModule(ActionBase):
         return {"changed": True, "plan": approvals.load(memory, stored.plan_id).summary()}
 
 
+def _window(days: float | None) -> tuple[float, float]:
+    """[since, until) of the last ``days`` up to now; from the beginning when None."""
+    until = time.time()
+    return (0.0 if days is None else until - days * 86400), until
+
+
 def _brief(row: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "incident_id", "attempt", "host", "service", "fingerprint", "failure_class", "error_text", "plan_source",
             "plan_reference", "outcome", "verified", "approved_by", "started_at", "finished_at")
     return {key: row[key] for key in keys}
-
-
-def _full(row: dict[str, Any]) -> dict[str, Any]:
-    episode = {key: value for key, value in row.items() if key not in _JSON_COLUMNS}
-    for column in _JSON_COLUMNS:
-        episode[column.removesuffix("_json")] = json.loads(row[column]) if row[column] else None
-    return episode

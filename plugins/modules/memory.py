@@ -18,10 +18,15 @@ description:
   - Episodes (one per attempt at healing an incident) - C(episodes) lists them (filter by O(host),
     O(service), O(outcome), O(fingerprint)), C(episode) shows one whole, C(search) ranks them by how
     alike their error reads to O(text) (full-text search - SQLite FTS5, or PostgreSQL's own), C(export) writes them as JSON to O(dest) (or
-    returns them), C(prune) forgets those older than O(older_than_days) (not those a stored plan
+    returns them; with O(format=audit), the audit trail of the last O(days) as JSON Lines, one record per decision and action,
+    whose fields C(docs/reports.md) documents), C(prune) forgets those older than O(older_than_days) (not those a stored plan
     refers to) and deletes the ansible-runner run directories under O(state_dir)/runs older than that
     which no remaining episode points to (in check mode it counts them and removes nothing), C(forget)
     forgets every episode and plan of one failure O(fingerprint).
+  - History - C(report) writes to O(dest) one self-contained HTML page (inline CSS and SVG charts, no script) of what
+    happened in the last O(days) (7 by default) - incidents and heal rate per service per day, time to heal, the failures
+    seen most, the plans that failed most, and in full every incident that still needs a person, with the cause in the
+    service's own words and what to do next. Also C(sentinel.heal.report).
   - Plans - C(plans) lists the stored plans (those that wait for approval by default), C(plan) shows
     one, C(deny) refuses one so it can never run. Each plan shows its steps as argv, escaped, never
     as a raw command string.
@@ -53,7 +58,7 @@ options:
     description: What to do.
     type: str
     required: true
-    choices: [episodes, episode, search, export, prune, forget, plans, plan, deny, suspend, resume, suspension, reset_flapping,
+    choices: [episodes, episode, search, export, report, prune, forget, plans, plan, deny, suspend, resume, suspension, reset_flapping,
               silence, unsilence, silences]
   episode_id:
     description: The episode to show.
@@ -84,8 +89,25 @@ options:
     type: int
     default: 50
   dest:
-    description: With C(export), the JSON file to write on the controller (written whole or not at all).
+    description:
+      - With C(export), the file to write on the controller (written whole or not at all) - JSON, or JSON Lines with
+        O(format=audit).
+      - With C(report), the HTML file to write (required).
     type: path
+  format:
+    description:
+      - What C(export) writes - C(episodes), the episodes as one JSON document, or C(audit), the audit trail of the
+        window (O(days)) as JSON Lines - one record per decision and action (incident opened, evidence, plan, verdict,
+        approval, step executed, verification, outcome) with the episode id, the plan hash, the policy version, the
+        approver, the ansible-runner run directories and UTC ISO 8601 times.
+    type: str
+    default: episodes
+    choices: [episodes, audit]
+  days:
+    description:
+      - The window of C(report) and of C(export) with O(format=audit) - the episodes that started in the last this many
+        days. C(report) takes 7 when it is not set; the audit export takes every episode.
+    type: float
   older_than_days:
     description: With C(prune), forget episodes that finished more than this many days ago.
     type: float
@@ -131,6 +153,21 @@ EXAMPLES = r"""
     operation: export
     limit: 100000
     dest: /tmp/sentinel-episodes.json
+  run_once: true
+
+- name: What happened in the last 7 days, as one HTML page
+  sentinel.heal.memory:
+    operation: report
+    days: 7
+    dest: /tmp/sentinel-heal-history.html
+  run_once: true
+
+- name: The audit trail of the last day, for the SIEM
+  sentinel.heal.memory:
+    operation: export
+    format: audit
+    days: 1
+    dest: /var/log/sentinel-heal-audit.jsonl
   run_once: true
 
 - name: Forget what is older than 90 days
@@ -181,12 +218,25 @@ runs_removed:
   returned: when operation is prune
   type: int
 dest:
-  description: With C(export) and O(dest), the file written.
-  returned: when operation is export with dest
+  description: With C(export) and O(dest), and with C(report), the file written.
+  returned: when operation is export with dest, or report
   type: str
 count:
-  description: With C(export) and O(dest), how many episodes were written.
+  description: With C(export) and O(dest), how many episodes were written (audit records with O(format=audit)).
   returned: when operation is export with dest
+  type: int
+records:
+  description: With C(export), O(format=audit) and no O(dest), the audit records of the window, oldest first.
+  returned: when operation is export with format audit and no dest
+  type: list
+  elements: dict
+episode_count:
+  description: With C(report), and C(export) with O(format=audit) and O(dest), how many episodes of the window it read.
+  returned: when operation is report, or export with format audit and dest
+  type: int
+incident_count:
+  description: With C(report), how many incidents the window holds.
+  returned: when operation is report
   type: int
 plans:
   description: With C(plans), the plans found, newest first, each with C(plan_id), C(host), C(service), C(status), C(steps)

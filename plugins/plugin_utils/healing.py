@@ -68,7 +68,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
@@ -165,6 +165,8 @@ class IncidentState:
     status: str = ""
     reason: str = ""
     episodes: list[int] = field(default_factory=list)
+    # each attempt (by number) as the record node saw it, in the form of an episode (with its "id" in memory, or None)
+    attempt_records: dict[int, dict[str, Any]] = field(default_factory=dict)
     plan_id: str | None = None
     approved_plan_id: str | None = None
     awaited_systemd: bool = False
@@ -826,6 +828,9 @@ class RecordNode(_ToolNode):
 
     def prep(self, state: IncidentState) -> tuple[IncidentState, Attempt]:
         state.attempt.finished_at = self.tools.clock()
+        # the failure as this attempt saw it: verification may replace it with what the service says next
+        state.attempt_records[state.attempt.number] = {
+            **episode_record(state.incident_id, state.failure, state.attempt, self.tools.blast_radius.run_id), "id": None}
         return state, state.attempt
 
     def exec(self, prep_res: tuple[IncidentState, Attempt]) -> tuple[int, str | None] | None:
@@ -852,6 +857,7 @@ class RecordNode(_ToolNode):
         elif exec_res is not None:
             episode_id, plan_id = exec_res
             state.episodes.append(episode_id)
+            state.attempt_records[attempt.number]["id"] = episode_id
             state.plan_id = plan_id or state.plan_id
             state.log(self.name, f"episode {episode_id}: {attempt.outcome}")
         if attempt.outcome == "healed":
@@ -1053,12 +1059,16 @@ def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
 class IncidentOutcome:
     state: IncidentState
     trace: FlowTrace
+    # where the plans came from besides memory and runbooks: the LLM's model, or "" when the offline planner planned alone
+    llm_model: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         state = self.state
         last = state.attempts[-1] if state.attempts else None
         return {
             "service": state.failure.service,
+            "host": state.failure.host,
+            "incident_id": state.incident_id,
             "status": state.status,
             "reason": state.reason,
             "fingerprint": state.failure.fingerprint,
@@ -1075,8 +1085,13 @@ class IncidentOutcome:
             "reads": [{"attempt": attempt.number, **round_.to_dict()} for attempt in state.attempts for round_ in attempt.rounds],
             "path": self.trace.path,
             "approved_by": last.approved_by if last else None,
-            "llm": {"calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,
+            "llm": {"model": self.llm_model, "calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,
                     "tokens_spent": state.llm_use.budget.spent} if state.llm_use else None,
+            "started_at": state.started_at,
+            # every attempt as the episode it is in memory (with its id there, None when it was not recorded): what the run's
+            # report and audit trail show
+            "attempt_log": [state.attempt_records.get(attempt.number) or {**episode_record(state.incident_id, state.failure, attempt, ""), "id": None}
+                            for attempt in state.attempts],
             "changed": state.changed,
             "warnings": state.warnings,
         }
@@ -1087,7 +1102,7 @@ def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
     state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
-    return IncidentOutcome(state=state, trace=trace)
+    return IncidentOutcome(state=state, trace=trace, llm_model=llm.settings.model if llm else "")
 
 
 def diagnose_incident(failure: Failure, tools: Toolkit) -> IncidentState:

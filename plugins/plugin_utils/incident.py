@@ -224,6 +224,13 @@ class Plan:
             "origin": self.first_planned_by,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        """A plan as to_dict wrote it (in memory, in a stored plan)."""
+        return cls(source=PlanSource(data["source"]), reference=str(data["reference"]), rationale=str(data["rationale"]),
+                   steps=tuple(Step.from_dict(step) for step in data["steps"]), escalation=data.get("escalation"),
+                   origin=str(data.get("origin") or ""))
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -198,3 +198,23 @@ def test_silences_through_the_playbook_are_set_listed_and_lifted_with_clear_erro
     with memory_place.open() as memory:
         assert [silence.hosts for silence in memory.silences(at=time.time())] == ["web*"]
     assert _only_in_its_place(memory_place)
+
+
+def test_the_report_playbook_writes_the_history_and_the_audit_trail_of_the_window(memory_place: MemoryPlace) -> None:
+    """playbooks/report.yml (sentinel.heal.report) on each backend: the last 7 days only, as a page and as JSON Lines."""
+    import jsonschema
+
+    tmp_path, on = memory_place.state_dir, _on(memory_place)
+    with memory_place.open() as memory:
+        memory.record_attempt(incident_id="this-week", failure=nginx_failure("not_running"), attempt=_attempt(time.time() - 86400))
+        memory.record_attempt(incident_id="last-month", failure=nginx_failure("not_running"), attempt=_attempt(time.time() - 30 * 86400))
+    page, audit = tmp_path / "history.html", tmp_path / "audit.jsonl"
+    run = run_playbook("playbooks/report.yml", *on["extra"], "-e", f"dest={page}", "-e", f"audit={audit}", state_dir=tmp_path, env=on["env"])
+    assert run.rc == 0, run.output
+    assert f"1 incident(s) in the last 7.0 day(s): {page}; audit trail (4 records): {audit}" in one_line(run.output), run.output
+    assert "1 incident(s), 1 attempt(s): 1 healed" in page.read_text()
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    schema = json.loads((ROOT / "docs" / "audit-schema.json").read_text())
+    for record in records:
+        jsonschema.validate(record, schema)
+    assert {record["incident_id"] for record in records} == {"this-week"} and _only_in_its_place(memory_place)

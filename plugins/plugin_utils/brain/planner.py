@@ -234,7 +234,10 @@ def _templated(argv: Sequence[str], failure: Failure) -> str:
     return " ".join(f"{{{by_value[arg]}}}" if arg in by_value else shlex.quote(arg) for arg in argv)
 
 
-_ERROR_LINE = re.compile(r"error|fail|fatal|denied|no such file|cannot|can't|invalid|emerg|crit|refused|not found|no space", re.IGNORECASE)
+# what evidence_digest says when the evidence holds no error line
+NOTHING_SAID = "no error line in its status or log (see its log)"
+# the lines of a service's output that say what went wrong (also what the report quotes of a failed step)
+ERROR_LINE = re.compile(r"error|fail|fatal|denied|no such file|cannot|can't|invalid|emerg|crit|refused|not found|no space", re.IGNORECASE)
 
 
 def evidence_digest(failure: Failure, reading: Reading = NOTHING_READ, *, lines: int = 3) -> str:
@@ -251,10 +254,10 @@ def evidence_digest(failure: Failure, reading: Reading = NOTHING_READ, *, lines:
         said.append(f"{step.get('step')} {step.get('path')} {step.get('code')} with status {step.get('status')}{drop_ins}")
     texts = [str((evidence.get("status") or {}).get("output") or ""), *(str(text) for text in (evidence.get("logs") or {}).values())]
     for text in texts:
-        said += [line.strip() for line in text.splitlines() if _ERROR_LINE.search(line) and line.strip() not in said]
+        said += [line.strip() for line in text.splitlines() if ERROR_LINE.search(line) and line.strip() not in said]
     said = [clip(line, 160) for line in said[:lines]]
     said += [f"port {owner.get('port')} is held by {owner.get('process')} (pid {owner.get('pid')})" for owner in evidence.get("port_owners") or []]
     said += [f"{path.get('path')} is missing" for path in evidence.get("paths") or [] if path.get("exists") is False]
     said += [f"the filesystem of {disk.get('path')} is full" for disk in evidence.get("disk") or []
              if disk.get("full") or disk.get("inodes_exhausted")]
-    return "; ".join(said) or "no error line in its status or log (see its log)"
+    return "; ".join(said) or NOTHING_SAID

@@ -21,8 +21,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Failure,
     PendingPlan,
     Plan,
-    PlanSource,
-    Step,
     Verdict,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate_plan
@@ -55,12 +53,7 @@ class StoredPlan:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> StoredPlan:
-        stored = json.loads(row["plan_json"])
-        plan = Plan(
-            source=PlanSource(stored["source"]), reference=stored["reference"], rationale=stored["rationale"],
-            steps=tuple(Step.from_dict(step) for step in stored["steps"]), escalation=stored.get("escalation"),
-            origin=stored.get("origin", ""),
-        )
+        plan = Plan.from_dict(json.loads(row["plan_json"]))
         return cls(
             plan_id=row["plan_id"], incident_id=row["incident_id"], attempt=int(row.get("attempt") or 1), host=row["host"],
             service=row["service"], fingerprint=row["fingerprint"], plan=plan,

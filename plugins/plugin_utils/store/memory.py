@@ -37,7 +37,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.sqlite import MEMORY_FILE
 
-__all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Memory", "memory_exists", "memory_secrets"]
+__all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Memory", "decoded_episode", "episode_record", "memory_exists", "memory_secrets"]
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -59,6 +59,8 @@ OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_appr
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 # outcomes of an attempt that a limit (the kill switch, the blast radius, the run's rollout) stopped before it started
 HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted"})
+# the episodes' columns that hold JSON
+JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,16 @@ class Memory:
         rows = self._db.execute(f"SELECT * FROM episodes{where} ORDER BY id DESC LIMIT ?",
                                 (*[v for v in filters.values() if v is not None], limit))
         return [dict(row) for row in rows]
+
+    def episodes_between(self, since: float, until: float) -> list[dict[str, Any]]:
+        """Every episode that started in [since, until), oldest first, decoded (:func:`decoded_episode`): what a report
+        or an audit export of a window reads, with the ``plan_id`` of the plan an episode left waiting for a person (None)."""
+        rows = self._db.execute(
+            """SELECT episodes.*, plans.plan_id AS plan_id FROM episodes LEFT JOIN plans ON plans.episode_id = episodes.id
+               WHERE episodes.started_at >= ? AND episodes.started_at < ? ORDER BY episodes.started_at, episodes.id""",
+            (since, until),
+        )
+        return [decoded_episode(dict(row)) for row in rows]
 
     def episode(self, episode_id: int) -> dict[str, Any] | None:
         row = self._db.execute("SELECT * FROM episodes WHERE id = ?", (episode_id,)).fetchone()
@@ -473,7 +485,9 @@ def memory_secrets(options: Mapping[str, Any]) -> list[str]:
     return [secret for secret in (options.get("memory_password"), url_password(options.get("memory_url") or "")) if secret]
 
 
-def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
+def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
+    """One attempt as an episode, its JSON columns decoded (the form :func:`decoded_episode` reads back from the memory):
+    what the memory writes, and what a run's report and audit trail read before the memory has it."""
     plan = attempt.plan
     results = {
         "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
@@ -486,14 +500,30 @@ def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: s
     return {
         "incident_id": incident_id, "attempt": attempt.number, "host": failure.host, "service": failure.service,
         "fingerprint": failure.fingerprint, "failure_class": failure.failure_class, "error_text": failure.summary,
-        "evidence_json": _json(failure.evidence), "diagnosis": attempt.diagnosis,
+        "evidence": dict(failure.evidence), "diagnosis": attempt.diagnosis,
         "plan_source": plan.source.value if plan else None, "plan_reference": plan.reference if plan else None,
-        "plan_json": _json(plan.to_dict()) if plan else None, "verdicts_json": _json([v.to_dict() for v in attempt.verdicts]),
-        "policy_version": attempt.policy_version, "results_json": _json(results), "outcome": attempt.outcome,
+        "plan": plan.to_dict() if plan else None, "verdicts": [v.to_dict() for v in attempt.verdicts],
+        "policy_version": attempt.policy_version, "results": results, "outcome": attempt.outcome,
         "verified": int(attempt.verified), "started_at": attempt.started_at, "finished_at": attempt.finished_at,
         "approved_by": attempt.approved_by, "os_family": os_family, "service_manager": service_manager,
         "normalized_error": failure.normalized_error, "run_id": run_id,
     }
+
+
+def decoded_episode(row: Mapping[str, Any]) -> dict[str, Any]:
+    """An episode as the memory holds it, its JSON columns decoded (``plan_json`` read into ``plan``, ...)."""
+    episode = {key: value for key, value in row.items() if key not in JSON_COLUMNS}
+    for column in JSON_COLUMNS:
+        episode[column.removesuffix("_json")] = json.loads(row[column]) if row[column] else None
+    return episode
+
+
+def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
+    row = episode_record(incident_id, failure, attempt, run_id)
+    for column in JSON_COLUMNS:
+        value = row.pop(column.removesuffix("_json"))
+        row[column] = None if value is None else _json(value)
+    return row
 
 
 def _insert_episode(db: Database, row: dict[str, Any]) -> int:

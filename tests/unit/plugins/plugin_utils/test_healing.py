@@ -158,7 +158,8 @@ def test_attempt_budget_is_respected(tmp_path: Path, max_attempts: int) -> None:
 
 def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
     from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_html, timeline_text
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_text
 
     failure = nginx_failure()
     hostile = type(failure)(**{**failure.__dict__, "summary": "<script>alert('pwned')</script> nginx is not running"})
@@ -166,9 +167,9 @@ def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
     hosts = {"web1": host_result("web1", [outcome], check_mode=False)}
     text = timeline_text(hosts)
     assert text.startswith("web1 nginx: healed after 1 attempt(s) [diagnose > plan > guard > rollout > execute > verify > record > healed]")
-    page = timeline_html(hosts, title="run <1>")
+    page = run_report_html(hosts, title="run <1>")
     assert "<script>" not in page and "&lt;script&gt;" in page and "<title>run &lt;1&gt;</title>" in page
-    assert "<code>rm -f /run/nginx.pid</code> allow" in page
+    assert "<code class='argv'>rm -f /run/nginx.pid</code></td><td>allow" in page
 
 
 def test_a_unit_a_person_masked_is_left_alone_with_no_attempt(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Runboo
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome, Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_html
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import ScriptedExecutor, nginx_failure
@@ -104,8 +104,8 @@ def test_a_model_reads_who_holds_the_port_and_plans_the_fix(tmp_path: Path, llm:
     assert json.loads(episode["results_json"])["reads"][0]["reads"][0]["output"] == SQUATTER
     assert any(event["node"] == "observe" and "ss -tlpn (who holds port 80): allow (listening-sockets): rc=0" in event["message"]
                for event in outcome.state.timeline)
-    page = timeline_html({"web1": host_result("web1", [outcome], check_mode=False)}, title="run")
-    assert ("<p>attempt 1, round 1: llm scripted looked first</p><ul><li><code>ss -tlpn</code> who holds port 80 - allow "
+    page = run_report_html({"web1": host_result("web1", [outcome], check_mode=False)}, title="run")
+    assert ("<p>round 1: llm scripted looked first</p><ul><li><code>ss -tlpn</code> who holds port 80 - allow "
             "(listening-sockets): ran, rc=0<pre>LISTEN") in page and "users:((&quot;python3&quot;,pid=4242,fd=3))</pre>" in page
 
 

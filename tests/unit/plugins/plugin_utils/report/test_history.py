@@ -1,0 +1,72 @@
+"""The history report of a past window, from the memory on both backends: the charts people look at, the incidents that
+still need a person in full, and nothing from outside the page."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from memory_places import MemoryPlace
+from test_audit import T0, record_fixed_incidents
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html, incidents_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.svg import columns, hbars
+
+
+class _Svgs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.titles: list[str] = []
+        self.in_svg = 0
+        self.in_title = False
+        self.tags: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.in_svg += tag == "svg"
+        self.in_title = tag == "title" and self.in_svg > 0
+
+    def handle_endtag(self, tag: str) -> None:
+        self.in_svg -= tag == "svg"
+        self.in_title = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.titles.append(data)
+
+
+def test_the_history_of_a_window_charts_it_and_details_what_needs_a_person(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
+        record_fixed_incidents(memory)
+        episodes = memory.episodes_between(T0 - 2 * 86400, T0 + 3600)
+    page = history_html(episodes, since=T0 - 2 * 86400, until=T0 + 3600, title="last 2 days")
+    assert "3 incident(s), 4 attempt(s): 1 escalated, 1 awaiting approval, 1 healed" in page
+    svgs = _Svgs()
+    svgs.feed(page)
+    assert "nginx: 3 incident(s), 33% healed (line: heal rate per day)" in svgs.titles
+    assert {"incidents healed within", "incidents per failure fingerprint", "attempts whose plan ran and did not heal"} <= set(svgs.titles)
+    assert "nginx: service nginx start" in page  # the plan that failed
+    assert "1 healed: median 14.0 s, 90th percentile 14.0 s" in page  # from the first attempt's start to the verified heal
+    # in full: what a person has to do, in the service's own words
+    assert 'nginx: [emerg] unknown directive &quot;server_nmae&quot; in /etc/nginx/sites-enabled/default:24' in page
+    plan_id = next(e["plan_id"] for e in episodes if e["outcome"] == "awaiting_approval")
+    assert f"sentinel.heal.approve -e plan_id={plan_id}" in page
+    assert not svgs.tags & {"script", "link", "img", "iframe"} and not re.findall(r"\{[a-z_]+\}", page)
+
+
+def test_an_incident_is_what_its_last_episode_became() -> None:
+    base = {"host": "web1", "service": "nginx", "fingerprint": "f", "failure_class": "c", "error_text": "e"}
+    episodes = [{**base, "incident_id": "a", "attempt": 1, "outcome": "failed", "started_at": 1.0, "finished_at": 2.0},
+                {**base, "incident_id": "a", "attempt": 2, "outcome": "failed", "started_at": 3.0, "finished_at": 4.0},
+                {**base, "incident_id": "b", "attempt": 1, "outcome": "healed", "started_at": 5.0, "finished_at": 9.0}]
+    assert [(incident.status, incident.took) for incident in incidents_of(episodes)] == [("escalated", 3.0), ("healed", 4.0)]
+
+
+def test_the_svg_writer_escapes_labels_and_scales_to_the_largest_value() -> None:
+    chart = hbars([("<b>nginx</b>", 4), ("redis", 2)], title="top")
+    assert "&lt;b&gt;nginx&lt;/b&gt;" in chart and "<b>" not in chart
+    widths = [int(width) for width in re.findall(r"<rect x='\d+' y='\d+' width='(\d+)'", chart)]
+    assert widths[0] == 2 * widths[1]
+    days = columns(["2026-11-25", "2026-11-26"], [2, 0], title="per day", rates=[0.5, None])
+    assert days.count("<rect") == 2 and "<polyline points='" in days
+    assert hbars([], title="nothing") == "<p class='muted'>nothing: nothing in this window</p>"

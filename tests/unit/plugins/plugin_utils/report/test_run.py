@@ -1,0 +1,110 @@
+"""The run report: real heal outcomes (the planner, policy, runbooks and memory; a scripted executor) rendered as the page a
+person reads: the fleet with what needs a human on top, the cause in the service's own words, what to do next."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from test_healing import CONFIG_OK, HEALTHY, STILL_DOWN, _tools
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import OUTPUT_CAP, capped, own_words, run_report_html
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text
+from helpers import ScriptedExecutor, nginx_failure
+
+SAID = 'nginx: [emerg] unknown directive "server_nmae" in /etc/nginx/sites-enabled/default:24'
+STRICT = "version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n"
+
+
+class _Page(HTMLParser):
+    """What a browser would load besides the page itself, and the text and attributes it shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _fleet(tmp_path: Path) -> dict[str, dict[str, Any]]:
+    healed = heal_incident(nginx_failure(host="web1"), _tools(tmp_path / "a", ScriptedExecutor(CONFIG_OK), [HEALTHY]))
+    escalated = heal_incident(nginx_failure("not_running", host="web2"), _tools(tmp_path / "b", ScriptedExecutor({"nginx -t": SAID}), []))
+    strict = tmp_path / "strict.yml"
+    strict.write_text(STRICT)
+    waiting = heal_incident(nginx_failure(host="web3"), _tools(tmp_path / "c", ScriptedExecutor(CONFIG_OK), [], policy=load_policy(strict)))
+    return {host: host_result(host, [outcome], check_mode=False) for host, outcome in (("web1", healed), ("web2", escalated), ("web3", waiting))}
+
+
+def test_the_fleet_comes_first_with_what_needs_a_person_on_top(tmp_path: Path) -> None:
+    for directory in "abc":
+        (tmp_path / directory).mkdir()
+    hosts = _fleet(tmp_path)
+    page = run_report_html(hosts, title="night of 26 Nov")
+    parsed = _Page()
+    parsed.feed(page)
+    fleet_rows = [attrs["data-host"] for tag, attrs in parsed.tags if tag == "tr" and attrs.get("data-host")]
+    assert fleet_rows == ["web2", "web3", "web1"]  # escalated, awaiting approval, healed
+    sections = [(attrs["data-host"], attrs["class"]) for tag, attrs in parsed.tags if tag == "section"]
+    assert sections == [("web2", "incident escalated"), ("web3", "incident awaiting_approval"), ("web1", "incident healed")]
+    assert "3 host(s): 1 escalated, 1 awaiting approval, 1 healed" in page
+    # the escalation in nginx's own words, and what a person does next
+    assert f"<li class='own-words'>{SAID.replace(chr(34), '&quot;')}</li>" in page
+    assert "next: Fix the cause above on web2 by hand" in page
+    plan_id = hosts["web3"]["plan_id"]
+    assert f"ansible-playbook sentinel.heal.approve -e plan_id={plan_id}" in page
+    # every step's argv with the guard's rule and decision, what ran, and where ansible-runner kept it
+    assert "<code class='argv'>rm -f /run/nginx.pid</code></td><td>allow</td><td>remove-stale-pidfile" in page
+    assert "<code class='argv'>rm -f /run/nginx.pid</code></td><td>approve</td><td>default-approve" in page
+    assert re.search(r"<td><code>service nginx start</code></td><td>ok</td><td>rc=0</td><td>0\.0 s</td>", page)
+    assert ("a", {"class": "artifacts", "href": "file:///dev/null"}) in parsed.tags
+    assert "sources: runbook nginx-config-error; planner: offline planner (memory and runbooks)" in page
+
+
+def test_the_page_is_self_contained_and_leaves_no_template_unrendered(tmp_path: Path) -> None:
+    for directory in "abc":
+        (tmp_path / directory).mkdir()
+    page = run_report_html(_fleet(tmp_path), title="run")
+    parsed = _Page()
+    parsed.feed(page)
+    tags = {tag for tag, _attrs in parsed.tags}
+    assert not tags & {"script", "link", "img", "iframe", "object", "embed"}
+    assert not [attrs for _tag, attrs in parsed.tags if attrs.get("src")]
+    assert "url(" not in page and "@import" not in page and "@font-face" not in page
+    assert not re.findall(r"\{[a-z_]+\}", "".join(parsed.text))
+
+
+def test_own_words_take_the_failed_steps_error_lines_first(tmp_path: Path) -> None:
+    failure = nginx_failure("not_running")
+    said = "Job for nginx.service failed because the control process exited with error code."
+    evidence = dict(failure.evidence, logs={"/var/log/nginx/error.log": "2026/11/26 [emerg] bind() to 0.0.0.0:80 failed (98: Address in use)"})
+    executor = ScriptedExecutor()
+    outcome = heal_incident(dataclasses.replace(failure, evidence=evidence), _tools(tmp_path, executor, [STILL_DOWN] * 3, max_attempts=1))
+    incident = {"host": "web1", **host_result("web1", [outcome], check_mode=False)["incidents"][0]}
+    incident["attempt_log"][-1]["results"]["steps"][-1].update(status="failed", rc=1, stderr=said)
+    words = own_words(incident)
+    assert words[0] == said and "[emerg] bind() to 0.0.0.0:80 failed (98: Address in use)" in words[-1]
+
+
+def test_a_long_output_keeps_its_end_and_says_what_was_cut() -> None:
+    text = "x" * 10 + "y" * OUTPUT_CAP
+    assert capped(text) == f"[10 characters before this cut; the run's artifacts keep them]\n{'y' * OUTPUT_CAP}"
+    assert capped("short") == "short"
+
+
+def test_verbose_adds_each_plan_with_the_guards_verdicts(tmp_path: Path) -> None:
+    for directory in "abc":
+        (tmp_path / directory).mkdir()
+    text = plans_text(_fleet(tmp_path))
+    assert "web1 nginx: plan from runbook" in text and "allow    rm -f /run/nginx.pid    # " in text
+    assert "web2 nginx: plan from runbook" in text and "escalates: " in text
