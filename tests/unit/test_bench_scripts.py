@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
          ["primary-key read (baseline)", "similar errors (FTS5 bm25)", "file size:", "prompt per incident:"]),
         ("knowledge_speed.py", {"BENCH_SCALE": "0.02"},
          ["max |diff| vs numpy float64 forward pass", "(baseline)", "knowledge store:", "Knowledge.query"]),
+        ("report_speed.py", {"BENCH_EPISODES": "60", "BENCH_ROUNDS": "1"},
+         ["read the window (baseline)", "read and render the page", "page size", "audit export of the window"]),
     ],
 )
 def test_a_benchmark_runs_and_prints_its_report(script: str, settings: dict[str, str], rows: list[str]) -> None:
