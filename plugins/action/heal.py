@@ -39,6 +39,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import (
     LIMIT_OPTION_RANGES,
     MODES,
+    IncidentState,
     Toolkit,
     evidence_ahead,
     flapping_reason,
@@ -47,6 +48,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import (
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import diff_of, host_result, interrupted_line
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_exists, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
@@ -210,6 +212,7 @@ class ActionModule(ActionBase):
             mode=args.get("mode", "autonomous"),
             suspension=memory.suspended_because if memory is not None else lambda: None,
             silence=functools.partial(_silence_of, memory, tuple(task_vars.get("group_names") or ()), self._windows),
+            progress=functools.partial(_show_progress, args.get("max_attempts", 1)),
         )
 
     def _evidence_ahead(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any]) -> list[dict[str, Any]]:
@@ -294,3 +297,10 @@ def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
         timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
         json_mode=options["json_mode"], schema=options["schema"], reads=options.get("reads") or "auto",
     )
+
+
+def _show_progress(max_attempts: int, state: IncidentState, node: str) -> None:
+    """Long work on the terminal, per host (the line comes from the worker, through Ansible's display queue)."""
+    line = progress_line(state, node, max_attempts=max_attempts, now=time.time())
+    if line is not None:
+        display.display(line)

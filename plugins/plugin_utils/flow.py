@@ -99,6 +99,7 @@ class Flow(Generic[State]):
         nodes: Mapping[str, Node[State]],
         edges: Mapping[str, Mapping[str, str]],
         max_steps: int = 200,
+        entering: Callable[[str, State], None] | None = None,
     ) -> None:
         unknown = {start} | set(edges) | {target for routes in edges.values() for target in routes.values()}
         missing = sorted(unknown - set(nodes))
@@ -108,6 +109,8 @@ class Flow(Generic[State]):
         self.nodes = dict(nodes)
         self.edges = {name: dict(routes) for name, routes in edges.items()}
         self.max_steps = max_steps
+        # told the name of each node before it runs (progress on a terminal)
+        self.entering = entering
 
     def run(self, state: State) -> FlowTrace:
         trace = FlowTrace()
@@ -118,6 +121,8 @@ class Flow(Generic[State]):
                     "the flow did not end within its step limit", field="max_steps", value=self.max_steps,
                     hint="a retry budget is missing or a transition loops",
                 )
+            if self.entering is not None:
+                self.entering(current, state)
             action = self.nodes[current].run(state)
             routes = self.edges.get(current)
             if not routes:

@@ -144,6 +144,8 @@ class Toolkit:
     # what holds the loop's hands off a failure (a person's silence, a maintenance marker or window), read before each
     # attempt: what it says, or None
     silence: Callable[[Failure], str | None] = lambda failure: None
+    # told each node an incident enters, before it runs (the action shows long work on the terminal)
+    progress: Callable[[IncidentState, str], None] = lambda state, node: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
 
@@ -1052,7 +1054,7 @@ def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
         ObservedNode, CheckOnlyNode,
     ]
     nodes = {node_type.node_name: node_type(tools) for node_type in node_types}
-    return Flow(start=start, nodes=nodes, edges=EDGES)
+    return Flow(start=start, nodes=nodes, edges=EDGES, entering=lambda node, state: tools.progress(state, node))
 
 
 @dataclass(frozen=True)

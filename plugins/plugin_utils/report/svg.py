@@ -9,7 +9,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import e
 
 BAR_HEIGHT = 16
 LABEL_WIDTH = 260
-COLUMN_WIDTH = 28
+COLUMN_WIDTH = 36
+# about how wide a character of the charts' 11px text is, so a title is not cut
+CHARACTER_WIDTH = 7
 CHART_HEIGHT = 120
 BAR_COLOUR = "#4a7ab5"
 RATE_COLOUR = "#2a2"
@@ -43,11 +45,12 @@ def hbars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "", wid
 
 def columns(labels: Sequence[str], counts: Sequence[float], *, title: str, rates: Sequence[float | None] = ()) -> str:
     """A column per label (a day) for ``counts``, and, when given, ``rates`` (0 to 1) as a line over them (heal rate)."""
-    width = 40 + len(labels) * COLUMN_WIDTH + 40
+    width = max(40 + len(labels) * COLUMN_WIDTH + 40, len(title) * CHARACTER_WIDTH)
     top = max(counts, default=0) or 1
     base = 20 + CHART_HEIGHT
+    right = 34 + len(labels) * COLUMN_WIDTH
     parts = [f"<text x='0' y='12' font-weight='bold'>{esc(title)}</text>",
-             f"<line x1='30' y1='{base}' x2='{width - 30}' y2='{base}' stroke='#999'/>"]
+             f"<line x1='30' y1='{base}' x2='{right}' y2='{base}' stroke='#999'/>"]
     points = []
     for index, (label, count) in enumerate(zip(labels, counts, strict=True)):
         x = 34 + index * COLUMN_WIDTH
@@ -63,7 +66,7 @@ def columns(labels: Sequence[str], counts: Sequence[float], *, title: str, rates
             points.append(f"{x + (COLUMN_WIDTH - 6) // 2},{base - round(CHART_HEIGHT * rate)}")
     if points:
         parts.append(f"<polyline points='{' '.join(points)}' fill='none' stroke='{RATE_COLOUR}' stroke-width='2'/>"
-                     f"<text x='{width - 38}' y='26' fill='{RATE_COLOUR}'>100%</text>")
+                     f"<text x='{right + 2}' y='26' fill='{RATE_COLOUR}'>100%</text>")
     height = base + 18
     return (f"<svg xmlns='http://www.w3.org/2000/svg' role='img' width='{width}' height='{height}' viewBox='0 0 {width} {height}'>"
             f"<title>{esc(title)}</title>{''.join(parts)}</svg>")
