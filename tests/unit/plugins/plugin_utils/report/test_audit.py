@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +122,8 @@ def test_the_callbacks_live_records_are_those_the_memory_exports_for_the_same_ru
     kinds = [record["kind"] for record in exported]
     assert kinds == ["incident_opened", "evidence", "plan", "verdict", "verdict", "step_executed", "step_executed", "verification", "outcome"]
     assert all(record["episode_id"] == outcome.state.episodes[0] and set(record["artifact_dirs"]) == {"/dev/null"} for record in exported)
+
+
+def test_the_line_docs_reports_md_shows_is_a_valid_record() -> None:
+    [example] = re.findall(r"^```json\n(.*?)^```$", (ROOT / "docs" / "reports.md").read_text(), re.M | re.S)
+    jsonschema.validate(json.loads(example), SCHEMA)
