@@ -219,6 +219,13 @@ incidents:
       C(why), C(decision), C(rule), C(outcome) (C(ran) or why it did not), C(rc) and C(output) (redacted, capped).
     - C(artifacts) lists the ansible-runner run directories of the incident (its remediation runs), kept
       under O(state_dir)/runs for audit until C(sentinel.heal.memory) prunes them.
+    - C(host), C(incident_id) and C(started_at) name the incident; C(llm) (when an LLM is configured) has its C(model),
+      C(calls) and tokens.
+    - C(attempt_log) has every attempt in the form of its episode in the memory (C(id) there, or null when it was not
+      recorded) - the diagnosis, C(evidence), C(plan), C(verdicts), C(policy_version), C(approved_by), C(results) (the
+      evidence reads, the think loop's reads, the C(steps) that ran with their rc, duration and output, the
+      C(verification), the C(artifacts)), C(outcome) and times - what the run report and the audit trail of the
+      sentinel.heal.timeline callback show.
   returned: always
   type: list
   elements: dict
