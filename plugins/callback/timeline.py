@@ -73,7 +73,8 @@ class CallbackModule(CallbackBase):
             return
         host = (getattr(result, "host", None) or result._host).get_name()
         data = getattr(result, "result", None) or result._result
-        collected = self._hosts.setdefault(host, {"incidents": [], "timeline": []})
+        collected = self._hosts.setdefault(host, {"incidents": [], "timeline": [], "interrupted": []})
+        collected["interrupted"] += list(data.get("interrupted") or [])
         incidents = list(data.get("incidents") or [])
         collected["incidents"] += incidents
         collected["timeline"] += list(data.get("timeline") or [])
@@ -82,7 +83,7 @@ class CallbackModule(CallbackBase):
             append_audit([episode for incident in incidents for episode in incident.get("attempt_log") or []], Path(audit_file).expanduser())
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
-        if not any(result["incidents"] for result in self._hosts.values()):
+        if not any(result["incidents"] or result["interrupted"] for result in self._hosts.values()):
             return
         self._display.banner("SENTINEL.HEAL TIMELINE")
         self._display.display(timeline_text(self._hosts))

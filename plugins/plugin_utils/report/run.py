@@ -194,6 +194,16 @@ def incident_html(incident: Mapping[str, Any], *, timeline: Sequence[Mapping[str
     return f"<section class='incident {esc(status)}' data-host='{esc(host)}' data-service='{esc(service)}'>{''.join(parts)}</section>"
 
 
+def _interrupted_html(host: str, entry: Mapping[str, Any]) -> str:
+    """A remediation of an earlier job that died mid-run, as this run found it (heal's ``interrupted``)."""
+    started = "; ".join(entry.get("started") or []) or "no step had started"
+    what = next_step({"status": "interrupted", "host": host, "service": entry.get("service")})
+    return (f"<section class='incident interrupted' data-host='{esc(host)}' data-service='{esc(entry.get('service'))}'>"
+            f"<h2 class='status interrupted' data-status='interrupted'>{esc(host)} {esc(entry.get('service'))}: interrupted</h2>"
+            f"<p class='reason'>{esc(entry.get('summary', ''))} (episode {esc(entry.get('episode'))}; started: {esc(started)})</p>"
+            f"<p class='next'>next: {esc(what)}</p><p>{_artifact_links([str(entry.get('run_dir') or '')])}</p></section>")
+
+
 def fleet_overview(rows: Sequence[tuple[str, str, Counter[str], float]]) -> str:
     """Hosts x outcome: per host its worst status, how many incidents ended in each outcome, and how long they took."""
     outcomes = [status for status in ATTENTION_ORDER if any(counts[status] for _host, _worst, counts, _took in rows)]
@@ -217,14 +227,17 @@ def run_report_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> st
     sections = []
     for host, result in hosts.items():
         incidents = list(result.get("incidents") or [])
-        counts = Counter(str(incident["status"]) for incident in incidents) or Counter({"healthy": 1})
+        counts = Counter(str(incident["status"]) for incident in incidents)
+        counts["interrupted"] += len(result.get("interrupted") or [])
+        counts = +counts or Counter({"healthy": 1})  # unary + drops the outcomes counted zero times
         worst = min(counts, key=attention_rank)
         rows.append((host, worst, counts, sum(_duration(incident) for incident in incidents)))
     rows.sort(key=lambda row: (attention_rank(row[1]), row[0]))
     for host, _worst, _counts, _took in rows:
         result = hosts[host]
         incidents = sorted(result.get("incidents") or [], key=lambda incident: attention_rank(str(incident["status"])))
-        body = "".join(incident_html({"host": host, **incident}, timeline=result.get("timeline") or []) for incident in incidents)
+        body = "".join(_interrupted_html(host, entry) for entry in result.get("interrupted") or [])
+        body += "".join(incident_html({"host": host, **incident}, timeline=result.get("timeline") or []) for incident in incidents)
         sections.append(f"<div id='{esc(host)}'>{body}</div>" if body else "")
     body = fleet_overview(rows) + ("".join(sections) or "<p>every declared service was healthy</p>")
     return page(title, body)

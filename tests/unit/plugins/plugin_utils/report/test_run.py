@@ -108,3 +108,18 @@ def test_verbose_adds_each_plan_with_the_guards_verdicts(tmp_path: Path) -> None
     text = plans_text(_fleet(tmp_path))
     assert "web1 nginx: plan from runbook" in text and "allow    rm -f /run/nginx.pid    # " in text
     assert "web2 nginx: plan from runbook" in text and "escalates: " in text
+
+
+def test_a_remediation_an_earlier_job_left_interrupted_is_on_top_with_its_run(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    healed = heal_incident(nginx_failure(host="web1"), _tools(tmp_path / "a", ScriptedExecutor(CONFIG_OK), [HEALTHY]))
+    interrupted = {"episode": 7, "host": "web9", "service": "redis", "incident_id": "i", "started": ["service redis-server start"],
+                   "summary": "interrupted: its job ended during the remediation", "run_dir": "/state/runs/web9/run-7"}
+    hosts = {"web1": host_result("web1", [healed], check_mode=False),
+             "web9": {"incidents": [], "timeline": [], "interrupted": [interrupted]}}
+    page = run_report_html(hosts, title="run")
+    parsed = _Page()
+    parsed.feed(page)
+    assert [attrs["data-host"] for tag, attrs in parsed.tags if tag == "tr" and attrs.get("data-host")] == ["web9", "web1"]
+    assert "web9 redis: interrupted" in page and "(episode 7; started: service redis-server start)" in page
+    assert ("a", {"class": "artifacts", "href": "file:///state/runs/web9/run-7"}) in parsed.tags
