@@ -80,7 +80,10 @@ class CallbackModule(CallbackBase):
         collected["timeline"] += list(data.get("timeline") or [])
         audit_file = self.get_option("audit_file")
         if audit_file:
-            append_audit([episode for incident in incidents for episode in incident.get("attempt_log") or []], Path(audit_file).expanduser())
+            try:
+                append_audit([episode for incident in incidents for episode in incident.get("attempt_log") or []], Path(audit_file).expanduser())
+            except OSError as exc:  # the play goes on; the memory keeps the episodes (operation=export format=audit)
+                self._display.warning(f"sentinel.heal.timeline: audit_file {audit_file}: the records of {host} were not appended ({exc})")
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if not any(result["incidents"] or result["interrupted"] for result in self._hosts.values()):

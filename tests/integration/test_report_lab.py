@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from conftest import ROOT, Faults, sh
 
 FENCE = re.compile(r"^```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
@@ -60,6 +61,8 @@ def _shell(body: str, env: dict[str, str], cwd: Path, rc: int = 0) -> str:
 
 
 def _chromium(*args: str) -> str:
+    if shutil.which("chromium") is None:
+        pytest.fail("Debian's chromium is missing: apt-get install -y chromium (make system-packages installs it)")
     proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
                            "--disable-background-networking", *args], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
