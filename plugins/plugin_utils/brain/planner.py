@@ -162,7 +162,7 @@ class Planner:
                 if runbook.escalate:
                     escalation = runbook.render_escalation(failure, diagnosis.outputs, diagnosis.reading)
                     return Plan(source=PlanSource.RUNBOOK, reference=runbook.id, rationale=runbook.title + note, escalation=escalation)
-                steps = runbook.render_steps(failure, diagnosis.reading)
+                steps = runbook.render_steps(failure, diagnosis.reading, diagnosis.outputs)
             except NotApplicable:
                 continue
             if tuple(step.template for step in steps) in excluded:  # without its optional steps, it already failed

@@ -10,6 +10,10 @@
         status: "not running"
       reading: [missing_path]         # what the service's own error text says (reading.KINDS): the decisive
                                       # finding's kind is one of these
+      query:                          # JMESPath expressions over the incident document (conditions.py), each
+        - "evidence.pidfile.exists && !(evidence.pidfile.alive)"   # true as JMESPath counts truth
+    vars:                             # placeholders filled from the incident document by JMESPath: a value that is
+      pidfile_path: evidence.pidfile.path   # not text or a number, or is empty, makes the runbook not apply
     evidence: [nginx -t]              # read-only commands diagnosis runs first (the guard must ALLOW them)
     investigate:                      # follow-up reads, run (think loop: plan -investigate-> observe -> plan) only
       - when: {journal: "CHDIR"}      # when every regex matches what the first evidence showed (names as in
@@ -51,13 +55,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query, incident_document, scalar_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
@@ -67,9 +72,9 @@ DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
-_KEYS = frozenset({"id", "title", "services", "match", "evidence", "investigate", "steps", "escalate", "priority"})
+_KEYS = frozenset({"id", "title", "services", "match", "evidence", "investigate", "steps", "escalate", "priority", "vars"})
 _FOLLOW_UP_KEYS = frozenset({"when", "read", "why"})
-_MATCH_KEYS = frozenset({"failure_class", "evidence", "reading"})
+_MATCH_KEYS = frozenset({"failure_class", "evidence", "reading", "query"})
 _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
 READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
                                        "package_dir", "package_dir_owner", "package_dir_group", "package_dir_mode"})
@@ -119,6 +124,8 @@ class Runbook:
     priority: int
     body: str
     follow_ups: tuple[FollowUp, ...] = ()
+    queries: tuple[Query, ...] = ()
+    variables: Mapping[str, Query] = field(default_factory=dict)
 
     def serves(self, failure: Failure) -> bool:
         """Whether it is written for the failure's service."""
@@ -133,7 +140,16 @@ class Runbook:
         read_as_expected = not self.readings or (decisive is not None and decisive.kind in self.readings)
         return self.applies_to(failure) and read_as_expected and all(
             pattern.search(evidence_text(failure, name, outputs)) for name, pattern in self.evidence_patterns.items()
-        )
+        ) and (not self.queries or all(query.holds(document) for document in (incident_document(failure, outputs, reading),)
+                                       for query in self.queries))
+
+    def variable_values(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> dict[str, str]:
+        """The values of the runbook's ``vars`` for the incident: only those that are text or a number and not empty."""
+        if not self.variables:
+            return {}
+        document = incident_document(failure, outputs, reading)
+        values = {name: scalar_text(query.search(document)) for name, query in self.variables.items()}
+        return {name: value for name, value in values.items() if value is not None}
 
     @property
     def templates(self) -> tuple[str, ...]:
@@ -147,27 +163,31 @@ class Runbook:
             if not all(pattern.search(evidence_text(failure, name, outputs)) for name, pattern in follow_up.when.items()):
                 continue
             try:
-                reads.append((render_step(follow_up.read, failure, reading=reading).command, follow_up.why))
+                reads.append((render_step(follow_up.read, failure, reading=reading,
+                                          extra=self.variable_values(failure, outputs, reading)).command, follow_up.why))
             except NotApplicable:
                 continue
         return reads
 
     @property
     def specificity(self) -> tuple[int, int, int]:
-        return (self.priority, len(self.evidence_patterns) + bool(self.failure_classes) + bool(self.readings), "*" not in self.services)
+        conditions = len(self.evidence_patterns) + len(self.queries) + bool(self.failure_classes) + bool(self.readings)
+        return (self.priority, conditions, "*" not in self.services)
 
-    def render_steps(self, failure: Failure, reading: Reading = NOTHING_READ) -> tuple[Step, ...]:
+    def render_steps(self, failure: Failure, reading: Reading = NOTHING_READ, outputs: Mapping[str, str] | None = None) -> tuple[Step, ...]:
         rendered = []
+        variables = self.variable_values(failure, outputs or {}, reading)
         for step in self.steps:
             try:
-                rendered.append(render_step(step.template, failure, step.may_fail, reading))
+                rendered.append(render_step(step.template, failure, step.may_fail, reading, extra=variables))
             except NotApplicable:
                 if not step.optional:
                     raise
         return tuple(rendered)
 
     def render_escalation(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> str:
-        return render_text(self.escalate or self.title, failure, outputs, reading, strict=True)
+        return render_text(self.escalate or self.title, failure, outputs, reading, strict=True,
+                           extra=self.variable_values(failure, outputs, reading), required=frozenset(self.variables))
 
 
 def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> str:
@@ -210,9 +230,12 @@ def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dic
     return {name: value for name, value in values.items() if name in _TEXT_PLACEHOLDERS or _SAFE_VALUE.match(value)}
 
 
-def render_step(template: str, failure: Failure, may_fail: bool = False, reading: Reading = NOTHING_READ) -> Step:
-    """Split the template, then fill each argument: a value can never become two arguments."""
+def render_step(template: str, failure: Failure, may_fail: bool = False, reading: Reading = NOTHING_READ,
+                extra: Mapping[str, str] | None = None) -> Step:
+    """Split the template, then fill each argument: a value can never become two arguments. ``extra``: a runbook's
+    ``vars``, filled only where each is one plain argument."""
     values = {name: value for name, value in placeholder_values(failure, reading).items() if name not in _TEXT_PLACEHOLDERS}
+    values.update({name: value for name, value in (extra or {}).items() if _SAFE_VALUE.match(value)})
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -232,11 +255,12 @@ def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ..
 
 
 def render_text(template: str, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ, *,
-                strict: bool = False) -> str:
-    """Fill a text for people. ``strict``: a value of the reading the incident lacks makes the text not applicable (an
-    escalation about a missing path outside the service's directories says nothing when the path is inside them);
-    otherwise what is missing reads "(not known)", never as a {placeholder}."""
-    values = placeholder_values(failure, reading)
+                strict: bool = False, extra: Mapping[str, str] | None = None, required: frozenset[str] = frozenset()) -> str:
+    """Fill a text for people. ``strict``: a value of the reading the incident lacks (or one of the ``required`` names
+    of ``extra``, a runbook's vars) makes the text not applicable (an escalation about a missing path outside the
+    service's directories says nothing when the path is inside them); otherwise what is missing reads "(not known)",
+    never as a {placeholder}."""
+    values = {**placeholder_values(failure, reading), **(extra or {})}
 
     def fill(match: re.Match[str]) -> str:
         name, argument = match.groups()
@@ -244,7 +268,7 @@ def render_text(template: str, failure: Failure, outputs: Mapping[str, str], rea
             return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
         if name == "cause":
             return failure.cause or "(the journal names no cause)"
-        if strict and name in READING_STEP_PLACEHOLDERS and name not in values:
+        if strict and name in READING_STEP_PLACEHOLDERS | required and name not in values:
             raise NotApplicable(f"{{{name}}} has no value for this incident")
         return values.get(name, "(not known)")
 
@@ -295,10 +319,13 @@ def parse_runbook(text: str, path: str) -> Runbook:
     if not isinstance(match, dict) or set(match) - _MATCH_KEYS:
         raise RunbookError(f"{path}: 'match' takes failure_class, evidence and reading", field="match", value=match)
     readings = tuple(_str_list(match, "reading", path))
+    queries = tuple(compile_query(text, field=f"match.query[{index}]", where=path, error=RunbookError)
+                    for index, text in enumerate(_one_or_more(match, "query", path)))
+    variables = _parse_variables(path, meta.get("vars") or {})
     unknown_kinds = sorted(set(readings) - set(KINDS))
     if unknown_kinds:
         raise RunbookError(f"{path}: unknown kind of reading", field="match.reading", value=unknown_kinds[0], hint=f"known: {list(KINDS)}")
-    steps = tuple(_parse_step(path, i, raw) for i, raw in enumerate(meta.get("steps") or []))
+    steps = tuple(_parse_step(path, i, raw, names=frozenset(variables)) for i, raw in enumerate(meta.get("steps") or []))
     escalate = meta.get("escalate")
     if bool(steps) == bool(escalate):
         raise RunbookError(f"{path}: give either steps or escalate", field="steps", value=list(meta.get("steps") or []))
@@ -320,8 +347,27 @@ def parse_runbook(text: str, path: str) -> Runbook:
         escalate=str(escalate) if escalate else None,
         priority=priority,
         body=found.group(2).strip(),
-        follow_ups=tuple(_parse_follow_up(path, index, raw) for index, raw in enumerate(_list(meta, "investigate", path))),
+        follow_ups=tuple(_parse_follow_up(path, index, raw, frozenset(variables)) for index, raw in enumerate(_list(meta, "investigate", path))),
+        queries=queries,
+        variables=variables,
     )
+
+
+def _one_or_more(meta: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    value = meta.get(key)
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+def _parse_variables(path: str, raw: Any) -> dict[str, Query]:
+    if not isinstance(raw, dict):
+        raise RunbookError(f"{path}: 'vars' maps placeholder names to JMESPath expressions", field="vars", value=raw)
+    variables = {}
+    for name, text in raw.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z_]+", name) or name in STEP_PLACEHOLDERS | _TEXT_PLACEHOLDERS | {"output", "cause"}:
+            raise RunbookError(f"{path}: a var's name is a new placeholder of lowercase letters and _", field=f"vars.{name}", value=name,
+                               hint=f"not one of the incident's own: {sorted(STEP_PLACEHOLDERS)}")
+        variables[name] = compile_query(text, field=f"vars.{name}", where=path, error=RunbookError)
+    return variables
 
 
 def _list(meta: Mapping[str, Any], key: str, path: str) -> list[Any]:
@@ -331,19 +377,19 @@ def _list(meta: Mapping[str, Any], key: str, path: str) -> list[Any]:
     return value
 
 
-def _parse_follow_up(path: str, index: int, raw: Any) -> FollowUp:
+def _parse_follow_up(path: str, index: int, raw: Any, names: frozenset[str] = frozenset()) -> FollowUp:
     where = f"investigate[{index}]"
     if not isinstance(raw, dict) or set(raw) - _FOLLOW_UP_KEYS or not {"when", "read"} <= set(raw):
         raise RunbookError(f"{path}: a follow-up read is {{when: {{EVIDENCE: REGEX, ...}}, read: COMMAND, why: TEXT}}", field=where, value=raw)
     when = raw["when"]
     if not isinstance(when, dict) or not when:
         raise RunbookError(f"{path}: 'when' maps evidence names to regexes", field=f"{where}.when", value=when)
-    read = _parse_step(path, index, raw["read"], f"{where}.read").template
+    read = _parse_step(path, index, raw["read"], f"{where}.read", names).template
     return FollowUp(when={name: _compile(path, name, pattern, f"{where}.when") for name, pattern in when.items()}, read=read,
                     why=str(raw.get("why") or ""))
 
 
-def _parse_step(path: str, index: int, raw: Any, where: str = "") -> RunbookStep:
+def _parse_step(path: str, index: int, raw: Any, where: str = "", names: frozenset[str] = frozenset()) -> RunbookStep:
     where = where or f"steps[{index}]"
     if isinstance(raw, dict) and set(raw) - _STEP_KEYS:
         unknown = sorted(set(raw) - _STEP_KEYS)[0]
@@ -354,8 +400,8 @@ def _parse_step(path: str, index: int, raw: Any, where: str = "") -> RunbookStep
         raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true, optional: true}}", field=where,
                            value=raw)
     for name, _argument in _PLACEHOLDER.findall(template):
-        if name not in STEP_PLACEHOLDERS:
-            raise RunbookError(f"{path}: unknown placeholder", field=where, value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS)}")
+        if name not in STEP_PLACEHOLDERS | names:
+            raise RunbookError(f"{path}: unknown placeholder", field=where, value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS | names)}")
     try:
         shlex.split(template)
     except ValueError as exc:
