@@ -36,6 +36,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Step
 # whole environment of a run into its artifacts).
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH)", re.IGNORECASE)
 _ENV_ALLOWED_DESPITE_NAME = frozenset({"SSH_AUTH_SOCK", "ANSIBLE_PRIVATE_KEY_FILE"})
+# ansible-runner's own stdout callback, which it puts in ANSIBLE_STDOUT_CALLBACK of the runs it starts
+_RUNNER_DISPLAY = "awx_display"
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ class RunnerExecutor:
         run_timeout = self.step_timeout * max(len(steps) for _target, steps in members) + 60
         time_limit = run_timeout if timeout is None else max(1.0, min(run_timeout, timeout))
         try:
-            leash = _Leash()
+            leash = Leash()
         except OSError as exc:  # no process left to start (a process limit, memory): nothing ran
             raise ExecutorError("the run's watcher could not start, so the run did not", field="artifacts", value=str(run_dir),
                                 hint=f"{exc}; the controller is out of processes or memory") from exc
@@ -264,7 +266,7 @@ def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str], dr
     return removed
 
 
-class _Leash:
+class Leash:
     """A watcher in a session of its own, told the pid of the run's ansible-playbook: told ``kill``, or when the pipe
     from this process closes without a word (this process died), it kills that process and every process under it.
     Ansible's workers start sessions of their own, so neither a process group nor a session holds them all: the
@@ -325,9 +327,13 @@ if root:
     def hold(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
         """Learn the pid of the run's ansible-playbook from its first event; the event."""
         if not self._pid and event.get("pid"):
-            self._pid = int(event["pid"])
-            self._say(f"{self._pid}\n")
+            self.watch(int(event["pid"]))
         return event
+
+    def watch(self, pid: int) -> None:
+        """The process whose tree dies with this one from now on (0: none, once it ended: its pid may be reused)."""
+        self._pid = pid
+        self._say(f"{pid}\n")
 
     def kill(self) -> None:
         """Kill the run's tree now, and return once it is done (before ansible-runner kills ansible-playbook alone, which
@@ -436,6 +442,11 @@ def _environment(target: Target) -> dict[str, str]:
         env["ANSIBLE_CONFIG"] = target.config_file
     env["PATH"] = _path_with_ansible_playbook(env.get("PATH", os.defpath))
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")  # the artifacts are read by humans and tools
+    # Inside a job that ansible-runner itself runs (AWX, an ansible-rulebook run_playbook), the job's stdout callback
+    # is ansible-runner's awx_display: handed down, the run's awx_display would load itself as its own display and
+    # the run fail before its first task. The run gets the callback the job's runner replaced instead.
+    if env.get("ANSIBLE_STDOUT_CALLBACK") == _RUNNER_DISPLAY:
+        env["ANSIBLE_STDOUT_CALLBACK"] = os.environ.get("ORIGINAL_STDOUT_CALLBACK", "")
     # ansible-runner starts from os.environ and only adds envvars on top: blank what must not pass.
     env.update({name: "" for name in removed})
     return env

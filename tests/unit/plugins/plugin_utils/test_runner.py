@@ -13,11 +13,11 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import (
+    Leash,
     RunnerExecutor,
     RunReport,
     RunStep,
     Target,
-    _Leash,
     _with_keepalive,
     steps_started,
 )
@@ -87,7 +87,7 @@ def test_every_word_reaches_the_host_as_written_and_a_finished_run_leaves_no_wat
     assert [(result.status, result.stdout) for result in report.results] == [("ok", "|".join(words) + "|")]
     assert (Path(report.artifacts) / "artifacts" / "run" / "status").read_text() == "successful"
     # the run's watcher was told it finished, and went (another job's watcher on this machine is not ours)
-    assert not [pid for pid in _processes_with(_Leash._WATCH) if _parent(pid) == os.getpid()]
+    assert not [pid for pid in _processes_with(Leash._WATCH) if _parent(pid) == os.getpid()]
 
 
 def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
@@ -164,3 +164,12 @@ def test_a_watcher_that_cannot_start_stops_the_run_before_it_starts_with_a_clear
     with pytest.raises(ExecutorError, match="the run's watcher could not start, so the run did not"):
         RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("touch", str(tmp_path / "ran")), become=False)], purpose="remediation")
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_run_inside_a_job_that_ansible_runner_runs_reports_its_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what ansible-runner sets for the job it runs (an AWX job, an ansible-rulebook run_playbook) when the job's own
+    # callback was the default one: the heal's run starts inside that environment
+    monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "awx_display")
+    monkeypatch.setenv("ORIGINAL_STDOUT_CALLBACK", "ansible.builtin.default")
+    report = RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("echo", "inside"), become=False)], purpose="remediation", timeout=60)
+    assert [(result.status, result.stdout) for result in report.results] == [("ok", "inside")]
