@@ -81,6 +81,7 @@ sys.path.append(str(Path(__file__).parents[7]))
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Leash  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.watchdog")
 # a round that hangs (a host that stops answering mid-check) is killed after this long and counts as unchecked
@@ -94,21 +95,28 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     logger.info("watching %s every %gs", ", ".join(f"{host}: {' '.join(names)}" for host, names in sorted(watch.targets.items())),
                 options["interval"])
     loop = asyncio.get_running_loop()
-    while True:
-        started = loop.time()
-        requests, notes = watch.observe(await _round(command, watch.environment()))
-        for note in notes:
-            logger.warning("%s", note)
-        for request in requests:
-            logger.warning("%s: %s is failing: %s", request.host, request.service, request.facts.get("summary", ""))
-            await queue.put(request.event())
-        await asyncio.sleep(max(0.0, options["interval"] - (loop.time() - started)))
+    # Ctrl-C or SIGTERM ends ansible-rulebook inside its Java engine (exit 130) with no Python cleanup: the leash's
+    # watcher kills a round in flight when this process goes, however it goes
+    leash = Leash()
+    try:
+        while True:
+            started = loop.time()
+            requests, notes = watch.observe(await _round(command, watch.environment(), leash))
+            for note in notes:
+                logger.warning("%s", note)
+            for request in requests:
+                logger.warning("%s: %s is failing: %s", request.host, request.service, request.facts.get("summary", ""))
+                await queue.put(request.event())
+            await asyncio.sleep(max(0.0, options["interval"] - (loop.time() - started)))
+    finally:
+        leash.release()
 
 
-async def _round(command: list[str], env: dict[str, str]) -> str:
-    """One round's output; the ansible run is killed when the rulebook stops (cancelled) or the round hangs."""
+async def _round(command: list[str], env: dict[str, str], leash: Leash) -> str:
+    """One round's output; the ansible run is killed when the source is cancelled or the round hangs."""
     process = await asyncio.create_subprocess_exec(*command, env=env, stdin=asyncio.subprocess.DEVNULL,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    leash.watch(process.pid)
     try:
         stdout, _stderr = await asyncio.wait_for(process.communicate(), ROUND_TIMEOUT_S)
     except TimeoutError:
@@ -116,6 +124,7 @@ async def _round(command: list[str], env: dict[str, str]) -> str:
         return ""
     finally:
         if process.returncode is None:
-            process.kill()
+            leash.kill()  # the ansible run and its workers, not the run alone
             await process.wait()
+        leash.watch(0)
     return stdout.decode("utf-8", "replace")

@@ -1,0 +1,131 @@
+"""Event-Driven Ansible on the lab: the real ansible-rulebook (and its Java rules engine) running the collection's
+rulebooks and event sources, healing real services on the lab's hosts.
+
+- an Alertmanager alert posted to 127.0.0.1 heals the named service on the named host, and only there;
+- a burst of 20 identical alerts, and the same alert again while the heal runs, make one heal;
+- a hostile alert (hosts and services outside the inventory, patterns, shell text) runs nothing;
+- nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from conftest import Faults, episodes
+from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, post_json
+
+pytestmark = pytest.mark.lab
+
+NGINX = {"node1": "http://10.77.0.11/", "node2": "http://10.77.0.12/"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until_answers(url: str, timeout: float) -> float:
+    started = time.monotonic()
+    while not answers(url):
+        assert time.monotonic() - started < timeout, f"{url} did not answer within {timeout:g} s"
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def alert_rulebook(lab: Any, tmp_path: Path, state_dir: Path) -> Iterator[tuple[Rulebook, str]]:
+    port = free_port()
+    inventory = eda_inventory(tmp_path / "inventory", state_dir)
+    with Rulebook.of("heal_on_alert", inventory, tmp_path / "rulebook.log", ready="listening on 127.0.0.1",
+                     variables={"SENTINEL_HEAL_PORT": str(port)}) as rulebook:
+        yield rulebook, f"http://127.0.0.1:{port}/alerts"
+
+
+def test_an_alert_heals_the_named_service_on_the_named_host_once(alert_rulebook: tuple[Rulebook, str], faults: Faults, state_dir: Path) -> None:
+    rulebook, url = alert_rulebook
+    faults.inject("node1", "nginx-killed")
+    faults.inject("node2", "nginx-killed")   # the same failure on another host: not named, not touched
+    faults.inject("node1", "redis-killed")   # another service of the named host: not named, not touched
+    assert not answers(NGINX["node1"]) and not answers(NGINX["node2"])
+    alert = alertmanager_payload("node1", "nginx", alertname="NginxDown")
+    # a burst of 20 identical alerts (Alertmanager's repeats, several Prometheus servers)
+    for _burst in range(20):
+        status, answer = post_json(url, alert)
+        assert (status, answer["accepted"]) == (202, [{"host": "node1", "service": "nginx"}])
+    rulebook.wait_for(r"^PLAY \[Heal the declared services\]", timeout=30)
+    status, _answer = post_json(url, alert)   # and once more while the heal runs
+    assert status == 202
+    wait_until_answers(NGINX["node1"], timeout=60)
+    rulebook.wait_for(r"^PLAY RECAP", timeout=60)
+    time.sleep(3)  # time enough for a second job to start, were one to
+    assert rulebook.heals() == 1, rulebook.output()
+    healed = [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state_dir)]
+    assert healed == [("node1", "nginx", "healed")], rulebook.output()
+    assert not answers(NGINX["node2"]), "node2 was healed, but no alert named it"
+    assert "node2" not in rulebook.output().split("PLAY [Heal the declared services]", 1)[1]
+
+
+HOSTILE = [
+    {"host": "evil.example.com", "service": "nginx"},
+    {"host": "all", "service": "nginx"},
+    {"host": "lab", "service": "nginx"},                  # a group
+    {"host": "node*", "service": "nginx"},                # a pattern
+    {"host": "node1,node2", "service": "nginx"},          # a list
+    {"host": "node1:!node2", "service": "nginx"},         # group arithmetic
+    {"host": "node1", "service": "sshd"},                 # a service node1 does not declare
+    {"host": "node1", "service": "nginx; touch /tmp/sentinel-heal-pwned"},
+    {"host": "node1$(touch /tmp/sentinel-heal-pwned)", "service": "nginx"},
+]
+
+
+def test_a_hostile_alert_runs_nothing(alert_rulebook: tuple[Rulebook, str], faults: Faults, state_dir: Path) -> None:
+    rulebook, url = alert_rulebook
+    faults.inject("node1", "nginx-killed")   # something a widened alert would find to heal
+    for labels in HOSTILE:
+        alert = alertmanager_payload(labels["host"], labels["service"], alertname="$(touch /tmp/sentinel-heal-pwned)",
+                                     runbook="`touch /tmp/sentinel-heal-pwned`")
+        for body in (alert, labels):   # as Alertmanager sends it, and as plain JSON
+            status, answer = post_json(url, body)
+            assert (status, answer["accepted"], len(answer["ignored"])) == (202, [], 1), labels
+    time.sleep(3)
+    assert rulebook.heals() == 0, rulebook.output()
+    assert rulebook.output().count("ignored an alert") == 2 * len(HOSTILE)
+    assert episodes(state_dir) == []
+    assert not answers(NGINX["node1"])
+    assert not Path("/tmp/sentinel-heal-pwned").exists()
+    assert "pwned" not in sh_any(faults)
+
+
+def sh_any(faults: Faults) -> str:
+    """What node1's /tmp holds: a shell the alert's text reached would have left its mark there."""
+    return str(faults.lab.run_in("node1", ["ls", "-a", "/tmp"], timeout=30).stdout)
+
+
+def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults: Faults, tmp_path: Path, state_dir: Path) -> None:
+    inventory = eda_inventory(tmp_path / "inventory", state_dir)
+    rulebook = Rulebook.of("watchdog", inventory, tmp_path / "rulebook.log", ready="watching",
+                           variables={"SENTINEL_HEAL_INTERVAL": "2"})
+    with rulebook:
+        time.sleep(4)  # a healthy round or two first: the fault comes under a running watch
+        assert rulebook.heals() == 0
+        faults.inject("node1", "nginx-killed")
+        wait_until_answers(NGINX["node1"], timeout=60)
+        rulebook.wait_for(r"^PLAY RECAP", timeout=60)
+        time.sleep(4)  # the rounds after the heal see it healthy: no second heal
+        assert rulebook.heals() == 1, rulebook.output()
+        assert "node1: nginx is failing" in rulebook.output()
+        assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state_dir)] == [("node1", "nginx", "healed")]
+        # Ctrl-C: ansible-rulebook ends as an interrupted program does (130), the source's round stopped with it
+        assert rulebook.stop() == 130, rulebook.output()[-3000:]
+    assert "Traceback" not in rulebook.output()
+    assert rulebook.leftovers() == []
