@@ -39,7 +39,7 @@ setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LI
 system-packages:
 	@missing=""; \
 	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl \
-	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs; do \
+	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs chromium:chromium; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
@@ -142,6 +142,7 @@ bench: setup
 	$(BIN)/python bench/policy_speed.py
 	$(BIN)/python bench/memory_speed.py
 	$(BIN)/python bench/knowledge_speed.py
+	$(BIN)/python bench/report_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 	$(BIN)/python bench/lab_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
