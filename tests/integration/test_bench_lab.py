@@ -70,3 +70,13 @@ def test_the_efficacy_benchmark_measures_an_unforeseen_fault_with_the_think_loop
         ("scripted model, think 2", "healed", 1, 1, []), ("scripted model, think 0", "escalated", 0, 0, [])]
     assert efficacy.heal_rates(results) == ["offline: healed with the think loop on 1 of 1, off 0 of 1",
                                             "scripted model: healed with the think loop on 1 of 1, off 0 of 1"]
+
+
+def test_the_eda_benchmark_heals_once_under_the_watchdog_and_once_on_an_alert(lab: Any) -> None:
+    import eda_speed
+
+    report = eda_speed.measure(rounds=1)
+    assert report[0] == "sentinel.heal on events, on the lab fleet (node1 systemd, node2 systemd, node3 sysv), 1 rounds, nginx killed on node1"
+    assert [row.split(" median ")[0].strip() for row in report[1:]] == [
+        "watchdog (2 s rounds): kill -> healthy", "Alertmanager alert: alert -> healthy"]
+    assert heal_speed.nginx_is_healthy()
