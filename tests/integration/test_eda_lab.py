@@ -2,6 +2,7 @@
 rulebooks and event sources, healing real services on the lab's hosts.
 
 - an Alertmanager alert posted to 127.0.0.1 heals the named service on the named host, and only there;
+- an alert about another service of a host being healed waits for that heal (one heal at a time on a host);
 - a burst of 20 identical alerts, and the same alert again while the heal runs, make one heal;
 - a hostile alert (hosts and services outside the inventory, patterns, shell text) runs nothing;
 - nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly.
@@ -9,6 +10,7 @@ rulebooks and event sources, healing real services on the lab's hosts.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from pathlib import Path
@@ -129,3 +131,17 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
         assert rulebook.stop() == 130, rulebook.output()[-3000:]
     assert "Traceback" not in rulebook.output()
     assert rulebook.leftovers() == []
+
+
+def test_an_alert_about_another_service_during_a_heal_waits_for_it(alert_rulebook: tuple[Rulebook, str], faults: Faults, state_dir: Path) -> None:
+    rulebook, url = alert_rulebook
+    faults.inject("node1", "nginx-killed")
+    faults.inject("node1", "postgres-killed")
+    assert post_json(url, {"host": "node1", "service": "nginx"})[0] == 202
+    rulebook.wait_for(r"^PLAY \[Heal the declared services\]", timeout=30)
+    assert post_json(url, {"host": "node1", "service": "postgresql"})[0] == 202   # while nginx's heal runs on node1
+    rulebook.wait_for(r"^PLAY RECAP", timeout=90, count=2)
+    # one heal on the host at a time: the second play starts after the first one's recap
+    plays_and_recaps = re.findall(r"^(PLAY \[Heal the declared services\]|PLAY RECAP)", rulebook.output(), re.M)
+    assert plays_and_recaps == ["PLAY [Heal the declared services]", "PLAY RECAP"] * 2, rulebook.output()
+    assert sorted((episode["service"], episode["outcome"]) for episode in episodes(state_dir)) == [("nginx", "healed"), ("postgresql", "healed")]
