@@ -10,6 +10,7 @@ rulebooks and event sources, healing real services on the lab's hosts.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -23,6 +24,8 @@ from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, pos
 pytestmark = pytest.mark.lab
 
 NGINX = {"node1": "http://10.77.0.11/", "node2": "http://10.77.0.12/"}
+JINJA_MARK = "/tmp/sentinel-heal-eda-jinja-rendered"
+JINJA_IN_LOG = "{{ lookup('pipe', 'touch " + JINJA_MARK + "') }}"
 
 
 def free_port() -> int:
@@ -120,13 +123,19 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
     with rulebook:
         time.sleep(4)  # a healthy round or two first: the fault comes under a running watch
         assert rulebook.heals() == 0
+        # a line of nginx's error log is text from anyone who reaches nginx: the evidence the event carries into the job
+        # (ansible-rulebook's ansible_eda variable) then holds a template that must never be rendered
+        faults.lab.run_in("node1", ["sh", "-c", 'printf "%s\\n" "$0" >> /var/log/nginx/error.log', JINJA_IN_LOG], timeout=30)
         faults.inject("node1", "nginx-killed")
         wait_until_answers(NGINX["node1"], timeout=60)
         rulebook.wait_for(r"^PLAY RECAP", timeout=60)
         time.sleep(4)  # the rounds after the heal see it healthy: no second heal
         assert rulebook.heals() == 1, rulebook.output()
         assert "node1: nginx is failing" in rulebook.output()
-        assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state_dir)] == [("node1", "nginx", "healed")]
+        [episode] = episodes(state_dir)
+        assert (episode["host"], episode["service"], episode["outcome"]) == ("node1", "nginx", "healed")
+        assert "lookup('pipe'" in json.dumps(episode["evidence"]), episode["evidence"]
+        assert not Path(JINJA_MARK).exists()
         # Ctrl-C: ansible-rulebook ends as an interrupted program does (130), the source's round stopped with it
         assert rulebook.stop() == 130, rulebook.output()[-3000:]
     assert "Traceback" not in rulebook.output()
