@@ -5,7 +5,8 @@ rulebooks and event sources, healing real services on the lab's hosts.
 - an alert about another service of a host being healed waits for that heal (one heal at a time on a host);
 - a burst of 20 identical alerts, and the same alert again while the heal runs, make one heal;
 - a hostile alert (hosts and services outside the inventory, patterns, shell text) runs nothing;
-- nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly.
+- nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly;
+- heal.yml with autoheal_target_services checks only those services, and refuses one the host does not declare.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import Faults, episodes
+from conftest import Faults, episodes, one_line, run_playbook
 from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, post_json
 
 pytestmark = pytest.mark.lab
@@ -154,3 +155,13 @@ def test_an_alert_about_another_service_during_a_heal_waits_for_it(alert_ruleboo
     plays_and_recaps = re.findall(r"^(PLAY \[Heal the declared services\]|PLAY RECAP)", rulebook.output(), re.M)
     assert plays_and_recaps == ["PLAY [Heal the declared services]", "PLAY RECAP"] * 2, rulebook.output()
     assert sorted((episode["service"], episode["outcome"]) for episode in episodes(state_dir)) == [("nginx", "healed"), ("postgresql", "healed")]
+
+
+def test_a_job_about_one_service_checks_only_it_and_refuses_an_undeclared_one(lab: Any, faults: Faults, state_dir: Path) -> None:
+    faults.inject("node1", "nginx-killed")
+    only_redis = run_playbook("playbooks/heal.yml", "-l", "node1", "-e", '{"autoheal_target_services": ["redis"]}', state_dir=state_dir)
+    assert only_redis.rc == 0 and "node1: every declared service is healthy" in one_line(only_redis.output), only_redis.output
+    assert not answers(NGINX["node1"]) and episodes(state_dir) == []
+    undeclared = run_playbook("playbooks/heal.yml", "-l", "node1", "-e", '{"autoheal_target_services": ["nginx", "sshd"]}', state_dir=state_dir)
+    assert undeclared.rc == 2 and "autoheal_target_services names sshd, not in this host's autoheal_services" in one_line(undeclared.output)
+    assert not answers(NGINX["node1"]) and episodes(state_dir) == []
