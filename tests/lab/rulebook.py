@@ -59,7 +59,11 @@ class Rulebook:
         with self.log.open("wb") as out:
             # a session of its own: the stop reaches ansible-rulebook, and anything it left running is found by its group
             self.process = subprocess.Popen(self.command, cwd=self.cwd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self.wait_for(re.escape(self.ready), timeout=90)
+        try:
+            self.wait_for(re.escape(self.ready), timeout=90)
+        except BaseException:
+            self.stop()  # __exit__ is not called when __enter__ fails: a rulebook that never got ready is stopped here
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
