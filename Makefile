@@ -39,7 +39,8 @@ setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LI
 system-packages:
 	@missing=""; \
 	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl \
-	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs chromium:chromium; do \
+	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs chromium:chromium \
+	  java:openjdk-17-jre-headless; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
@@ -110,7 +111,7 @@ demo: setup
 test: setup lint sanity unit platform integration molecule
 
 lint:
-	ruff check plugins tests bench
+	ruff check plugins tests bench extensions
 	mypy
 	ansible-lint
 
@@ -146,6 +147,7 @@ bench: setup
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/heal_speed.py
 	$(BIN)/python bench/lab_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/eda_speed.py
 
 ## bench-efficacy: every lab fault through heal.yml, offline and with a scripted LLM (EFFICACY_REAL_MODEL=1: the local model too)
 bench-efficacy: setup
