@@ -162,6 +162,7 @@ def test_a_job_about_one_service_checks_only_it_and_refuses_an_undeclared_one(la
     only_redis = run_playbook("playbooks/heal.yml", "-l", "node1", "-e", '{"autoheal_target_services": ["redis"]}', state_dir=state_dir)
     assert only_redis.rc == 0 and "node1: every declared service is healthy" in one_line(only_redis.output), only_redis.output
     assert not answers(NGINX["node1"]) and episodes(state_dir) == []
-    undeclared = run_playbook("playbooks/heal.yml", "-l", "node1", "-e", '{"autoheal_target_services": ["nginx", "sshd"]}', state_dir=state_dir)
+    # as text too (an AWX survey's answer, -e NAME=VALUE): split at the commas
+    undeclared = run_playbook("playbooks/heal.yml", "-l", "node1", "-e", "autoheal_target_services=nginx,sshd", state_dir=state_dir)
     assert undeclared.rc == 2 and "autoheal_target_services names sshd, not in this host's autoheal_services" in one_line(undeclared.output)
     assert not answers(NGINX["node1"]) and episodes(state_dir) == []

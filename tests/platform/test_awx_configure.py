@@ -195,7 +195,10 @@ def test_survey_asks_what_the_role_reads(configured: dict[str, Any]) -> None:
     survey = workflow["survey_spec"]
     assert workflow["survey_enabled"] and survey == tasks_of(configured, "awx.awx.job_template")[0]["survey_spec"]
     questions = {question["variable"]: question for question in survey["spec"]}
-    assert set(questions) == {"autoheal_target", "autoheal_max_attempts"}
+    assert set(questions) == {"autoheal_target", "autoheal_target_services", "autoheal_max_attempts"}
+    # the services as text (the role splits it at the commas), optional: an EDA activation names the alerted one
+    services = questions["autoheal_target_services"]
+    assert (services["type"], services["required"], services["default"]) == ("text", False, "")
     # autoheal_target is heal.yml's hosts pattern; autoheal_max_attempts the role's option, with its default and range
     assert "autoheal_target" in yaml.safe_load((ROOT / "playbooks" / "heal.yml").read_text(encoding="utf-8"))[0]["hosts"]
     specs = yaml.safe_load((ROOT / "roles" / "autoheal" / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
