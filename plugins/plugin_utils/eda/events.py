@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """What sentinel.heal's event sources put on an ansible-rulebook queue, and how an alert becomes one.
 
-An alert (Prometheus Alertmanager's webhook payload, or a plain JSON object naming a host and a service) becomes a
-request to heal exactly one declared service on exactly one inventory host. Whatever else it carries (labels,
-annotations, text a monitored process wrote) stays out of the event: rulebooks and playbooks only ever see names
-the inventory holds.
+An alert (Prometheus Alertmanager's webhook payload, a plain JSON object naming a host and a service, or any other
+monitor's body read through an AlertMapping of JMESPath expressions) becomes a request to heal exactly one declared
+service on exactly one inventory host. Whatever else it carries (labels, annotations, text a monitored process
+wrote) stays out of the event: rulebooks and playbooks only ever see names the inventory holds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 # the labels an Alertmanager alert names its host with, the first present wins (node_exporter's target is `instance`)
 HOST_LABELS = ("host", "instance")
@@ -40,15 +42,46 @@ class HealRequest:
                 "meta": {"hosts": self.host}}
 
 
-def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LABELS,
-                service_labels: Iterable[str] = SERVICE_LABELS) -> tuple[list[HealRequest], list[str]]:
+@dataclass(frozen=True)
+class AlertMapping:
+    """How another monitor's webhook body names its alerts (``alerts``, over the body: a list, or one object) and each
+    alert its host and its service (over one alert). Alertmanager's own, in these terms: ``alerts[?status ==
+    'firing']``, ``labels.host || labels.instance``, ``labels.service``."""
+
+    alerts: Query
+    host: Query
+    service: Query
+
+    @classmethod
+    def of(cls, alerts_query: str | None, host_query: str | None, service_query: str | None) -> AlertMapping | None:
+        """The mapping the source's options give (compiled once, a bad expression refused with jmespath's words), or None
+        for Alertmanager's payload and plain JSON."""
+        if not (host_query or service_query):
+            if alerts_query:
+                raise ConfigError("alerts_query needs host_query and service_query", field="alerts_query", value=alerts_query,
+                                  hint="give all three, or none for Alertmanager's payload and plain JSON")
+            return None
+        if not (host_query and service_query):
+            given = "host_query" if host_query else "service_query"
+            raise ConfigError("host_query and service_query go together", field=given, value=host_query or service_query,
+                              hint="give both: each alert must name its host and its service")
+        return cls(alerts=compile_query(alerts_query or "@", field="alerts_query"), host=compile_query(host_query, field="host_query"),
+                   service=compile_query(service_query, field="service_query"))
+
+
+def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LABELS, service_labels: Iterable[str] = SERVICE_LABELS,
+                mapping: AlertMapping | None = None) -> tuple[list[HealRequest], list[str]]:
     """The heal requests in a webhook's JSON body, and why each of the rest was ignored.
 
     Alertmanager's payload (``{"alerts": [{"status": "firing", "labels": {...}}]}``) gives one request per firing
-    alert; a plain object (``{"host": "web1", "service": "nginx"}``, or a list of them) one per object. Only a host
-    the inventory holds, named literally, with a service it declares, is accepted; duplicates in one body count once.
+    alert; a plain object (``{"host": "web1", "service": "nginx"}``, or a list of them) one per object; with a
+    ``mapping``, each alert its ``alerts`` expression finds. Only a host the inventory holds, named literally, with a
+    service it declares, is accepted; duplicates in one body count once.
     """
-    if isinstance(payload, Mapping) and isinstance(payload.get("alerts"), list):
+    if mapping is not None:
+        found = mapping.alerts.search(payload)
+        items = [(alert, "mapped") for alert in (found if isinstance(found, list) else [] if found is None else [found])]
+    elif isinstance(payload, Mapping) and isinstance(payload.get("alerts"), list):
         items = [(alert, "alertmanager") for alert in payload["alerts"]]
     elif isinstance(payload, list):
         items = [(item, "webhook") for item in payload]
@@ -57,7 +90,7 @@ def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LA
     accepted: dict[tuple[str, str], HealRequest] = {}
     ignored: list[str] = []
     for item, kind in items:
-        request, why = _read_one(item, kind, fleet, tuple(host_labels), tuple(service_labels))
+        request, why = _read_one(item, kind, fleet, tuple(host_labels), tuple(service_labels), mapping)
         if request is None:
             ignored.append(why)
         else:
@@ -65,11 +98,13 @@ def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LA
     return list(accepted.values()), ignored
 
 
-def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...],
-              service_labels: tuple[str, ...]) -> tuple[HealRequest | None, str]:
+def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...], service_labels: tuple[str, ...],
+              mapping: AlertMapping | None) -> tuple[HealRequest | None, str]:
     if not isinstance(item, Mapping):
         return None, f"not an object: {quoted(item)}"
-    if kind == "alertmanager":
+    if mapping is not None:
+        host, service, reason = mapping.host.search(item), mapping.service.search(item), "alert"
+    elif kind == "alertmanager":
         labels: Mapping[str, Any] = item["labels"] if isinstance(item.get("labels"), Mapping) else {}
         if item.get("status", "firing") != "firing":
             return None, f"alert {quoted(labels.get('alertname'))} is {quoted(item.get('status'))}, not firing"

@@ -31,6 +31,9 @@ ALERT_WEBHOOK_OPTIONS = dict(
     token=dict(type="str", no_log=True),
     host_labels=dict(type="list", elements="str", default=["host", "instance"]),
     service_labels=dict(type="list", elements="str", default=["service"]),
+    alerts_query=dict(type="str"),
+    host_query=dict(type="str"),
+    service_query=dict(type="str"),
 )
 
 # the shortest pause between two watchdog rounds: each round starts Ansible once on the controller

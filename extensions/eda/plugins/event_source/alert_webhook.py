@@ -27,7 +27,7 @@ description:
   - Everything else (a host outside the inventory, a group name or a pattern, an undeclared service, a resolved alert)
     is logged and ignored - never widened to more hosts. Labels and annotations stay out of the event, so text from
     outside never reaches a rulebook's variables or a playbook.
-  - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager) or C(webhook)), C(reason)) and
+  - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager), C(webhook), or C(mapped) through O(host_query)), C(reason)) and
     C(meta.hosts), the one host, so that a C(run_playbook) action is limited to it.
   - Answers 202 with the accepted requests and why the rest were ignored, 400 for a body that is not JSON, 401 without
     the O(token).
@@ -63,6 +63,24 @@ options:
     type: list
     elements: str
     default: [service]
+  alerts_query:
+    description:
+      - For another monitor's webhook - a JMESPath expression over the body that gives its alerts (a list, or one
+        object), for example C(alerts[?status == 'firing']) (Grafana) or C([@][?heartbeat.status == `0`]) (Uptime Kuma).
+      - Defaults to the body itself. Needs O(host_query) and O(service_query).
+    type: str
+  host_query:
+    description:
+      - A JMESPath expression over one alert that gives its host, for example C(labels.host) or C(monitor.hostname).
+      - The result must name an inventory host exactly (or its C(ansible_host) address); anything else is ignored.
+      - With O(service_query), it replaces O(host_labels) and O(service_labels) (Alertmanager's mapping is
+        C(labels.host || labels.instance) and C(labels.service)). See docs/eda.md for Zabbix, Grafana and Uptime Kuma.
+    type: str
+  service_query:
+    description:
+      - A JMESPath expression over one alert that gives its service, for example C(labels.service) or
+        C(monitor.tags[?name == 'service'].value | [0]); it must be one the host declares in C(autoheal_services).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -90,7 +108,7 @@ EXAMPLES = r"""
 # the collection's controller code importable.
 sys.path.append(str(Path(__file__).parents[7]))
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import read_alerts  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import AlertMapping, read_alerts  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import ALERT_WEBHOOK_OPTIONS, source_options  # noqa: E402
 
@@ -102,6 +120,7 @@ MAX_BODY_BYTES = 1024 * 1024
 async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     options = source_options("alert_webhook", ALERT_WEBHOOK_OPTIONS, args)
     fleet = read_fleet(options["inventory"], options["hosts"])
+    mapping = AlertMapping.of(options["alerts_query"], options["host_query"], options["service_query"])
 
     async def receive(request: web.Request) -> web.Response:
         if options["token"] and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {options['token']}"):
@@ -111,7 +130,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
             payload = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError):
             return web.json_response({"error": "the body is not JSON"}, status=400)
-        return web.json_response(await _enqueue(queue, payload, fleet, options), status=202)
+        return web.json_response(await _enqueue(queue, payload, fleet, options, mapping), status=202)
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/{path:.*}", receive)
@@ -125,8 +144,9 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
         await runner.cleanup()
 
 
-async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, options: dict[str, Any]) -> dict[str, Any]:
-    requests, ignored = read_alerts(payload, fleet, options["host_labels"], options["service_labels"])
+async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, options: dict[str, Any],
+                   mapping: AlertMapping | None) -> dict[str, Any]:
+    requests, ignored = read_alerts(payload, fleet, options["host_labels"], options["service_labels"], mapping)
     for why in ignored:
         logger.warning("ignored an alert: %s", why)
     for request in requests:
