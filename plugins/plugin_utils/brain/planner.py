@@ -109,8 +109,12 @@ class Planner:
         """A plan, or the reads wanted first. ``time_left``: seconds the incident has left (an LLM call gets no more)."""
         if diagnosis.remembered is not None:
             remembered = diagnosis.remembered.plan
+            # a runbook's own placeholders (vars) are filled again from the new incident, by the runbook the plan came from
+            origin = self.runbooks.planned_by(remembered)
+            variables = origin.variable_values(failure, diagnosis.outputs, diagnosis.reading) if origin is not None else {}
             try:
-                steps = tuple(render_step(step.template, failure, step.may_fail, diagnosis.reading) for step in remembered.steps)
+                steps = tuple(render_step(step.template, failure, step.may_fail, diagnosis.reading, extra=variables)
+                              for step in remembered.steps)
             except NotApplicable:
                 pass
             else:

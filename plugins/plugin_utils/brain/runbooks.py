@@ -65,7 +65,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query, incident_document, scalar_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import YAML_LOADER, left_over_sockets
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
@@ -297,6 +297,11 @@ class RunbookLibrary:
 
     def candidates(self, failure: Failure) -> list[Runbook]:
         return [rb for rb in self.runbooks if rb.applies_to(failure)]
+
+    def planned_by(self, plan: Plan) -> Runbook | None:
+        """The runbook a plan (a remembered one, replayed any number of times) was first planned from, if it is loaded."""
+        kind, _space, reference = plan.first_planned_by.partition(" ")
+        return next((rb for rb in self.runbooks if rb.id == reference), None) if kind == PlanSource.RUNBOOK.value else None
 
 
 def parse_runbook(text: str, path: str) -> Runbook:

@@ -158,6 +158,24 @@ def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, libr
     assert [step.argv for step in plan.steps] == [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
 
 
+def test_a_remembered_plan_fills_its_runbooks_vars_from_the_new_incident_however_often_it_is_replayed(tmp_path: Path) -> None:
+    squatter = parse_runbook("---\nid: squatter\ntitle: t\nservices: [nginx]\nmatch:\n  failure_class: [port_conflict]\n"
+                             "vars:\n  stray: evidence.port_owners[0].pid\nsteps: ['kill -TERM {stray}', 'service {init_service} start']\n"
+                             "---\n", "/runbooks/squatter.md")
+    planner_library = RunbookLibrary([squatter])
+    pids = []
+    with Memory(tmp_path) as memory:
+        planner = Planner(planner_library, memory)
+        for pid in (4242, 5353, 6464):  # a runbook's plan, then replayed from memory twice
+            failure = nginx_failure("port_conflict", owner={"port": 80, "pid": pid, "process": "python3"})
+            plan = _plan(planner, failure)
+            pids.append((plan.source, plan.steps[0].argv))
+            attempt = Attempt(number=1, plan=plan, outcome="healed", verified=True, started_at=time.time(), finished_at=time.time())
+            memory.record_attempt(incident_id=str(pid), failure=failure, attempt=attempt)
+    assert pids == [(PlanSource.RUNBOOK, ("kill", "-TERM", "4242")), (PlanSource.MEMORY, ("kill", "-TERM", "5353")),
+                    (PlanSource.MEMORY, ("kill", "-TERM", "6464"))]
+
+
 def test_a_failure_no_runbook_knows_gets_one_blind_plan_then_an_escalation_with_what_the_evidence_says(library: RunbookLibrary) -> None:
     planner = Planner(library, None)
     failure = dataclasses.replace(nginx_failure("not_running", owner={"port": 80, "pid": 4242, "process": "python3"}), evidence=dict(
