@@ -138,10 +138,13 @@ class Runbook:
     def matches(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> bool:
         decisive = reading.decisive
         read_as_expected = not self.readings or (decisive is not None and decisive.kind in self.readings)
-        return self.applies_to(failure) and read_as_expected and all(
-            pattern.search(evidence_text(failure, name, outputs)) for name, pattern in self.evidence_patterns.items()
-        ) and (not self.queries or all(query.holds(document) for document in (incident_document(failure, outputs, reading),)
-                                       for query in self.queries))
+        if not (self.applies_to(failure) and read_as_expected and all(
+                pattern.search(evidence_text(failure, name, outputs)) for name, pattern in self.evidence_patterns.items())):
+            return False
+        if not self.queries:
+            return True
+        document = incident_document(failure, outputs, reading)
+        return all(query.holds(document) for query in self.queries)
 
     def variable_values(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> dict[str, str]:
         """The values of the runbook's ``vars`` for the incident: only those that are text or a number and not empty."""
@@ -159,12 +162,12 @@ class Runbook:
         """The follow-up reads (command, why) whose condition holds on what was read so far; one whose placeholder has
         no value for this incident is left out."""
         reads = []
+        variables = self.variable_values(failure, outputs, reading)
         for follow_up in self.follow_ups:
             if not all(pattern.search(evidence_text(failure, name, outputs)) for name, pattern in follow_up.when.items()):
                 continue
             try:
-                reads.append((render_step(follow_up.read, failure, reading=reading,
-                                          extra=self.variable_values(failure, outputs, reading)).command, follow_up.why))
+                reads.append((render_step(follow_up.read, failure, reading=reading, extra=variables).command, follow_up.why))
             except NotApplicable:
                 continue
         return reads
