@@ -70,8 +70,8 @@ FAULTS = (
     Fault("postgres-root-owned", "node1", "postgresql", "healed",
           frozenset({("chown", "-R", "postgres:postgres", "/var/lib/postgresql"), ("systemctl", "start", "postgresql@15-main")})),
     Fault("postgres-data-dir-mode", "node2", "postgresql", "healed",
-          frozenset({("chown", "postgres:postgres", "/var/lib/postgresql/15/main"), ("chmod", "0700", "/var/lib/postgresql/15/main"),
-                     ("systemctl", "start", "postgresql@15-main")})),
+          frozenset({("install", "-d", "-m", "0700", "-o", "postgres", "-g", "postgres", "/var/lib/postgresql/15/main"),
+                     ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
     Fault("postgres-socket-lock-stale", "node2", "postgresql", "healed",
           frozenset({("rm", "-f", "/run/postgresql/.s.PGSQL.5432.lock"), ("rm", "-f", "/run/postgresql/.s.PGSQL.5432"),
                      ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
@@ -85,6 +85,16 @@ FAULTS = (
     Fault("redis-log-dir-gone", "node1", "redis", "healed",
           frozenset({("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"),
                      ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
+    # faults of services with no runbook of their own for them, healed by the classes over the incident's structure
+    Fault("redis-port-squat", "node2", "redis", "healed",
+          frozenset({("kill", "-TERM", ANY), ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
+    Fault("redis-data-dir-gone", "node2", "redis", "healed",
+          frozenset({("install", "-d", "-m", "0750", "-o", "redis", "-g", "redis", "/var/lib/redis"),
+                     ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
+    Fault("redis-log-dir-root-owned", "node1", "redis", "healed",
+          frozenset({("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"),
+                     ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
+    Fault("nginx-log-inodes-exhausted", "node2", "nginx", "awaiting_approval"),
 )
 PG_UNIT = "postgresql@15-main"
 # The faults no check names the cause of: only the unit's definition (and what it names) does.

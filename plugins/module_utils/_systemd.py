@@ -23,6 +23,7 @@ UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
     "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite",
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
+    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory",
 )
 EXEC_PROPERTIES = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecStop", "ExecStopPost")
 START_STEPS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost")

@@ -328,7 +328,8 @@ failures:
               C(Wrapper)) as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState), C(SubState),
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
-              C(Requisite) and the timestamps of its last start; null elsewhere.
+              C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and the
+              timestamps of its last start; null elsewhere.
             - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -
               C(step), C(path), C(code), C(status), such as 203 for EXEC or 217 for USER), C(failed_requirements),
               C(restart_delay_s) (its C(RestartSec)), C(restart_in_s) (for a unit in C(auto-restart), the

@@ -80,8 +80,9 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
     assert run.rc == 0, run.output
     [episode] = episodes(tmp_path)
     assert episode["failure_class"] == "port_conflict" and episode["outcome"] == "healed"
-    assert [step["argv"] for step in episode["plan"]["steps"]] == [["kill", "-TERM", str(squatter)], ["systemctl", "start", "nginx"]]
-    assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "systemctl-control"]
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [
+        ["kill", "-TERM", str(squatter)], ["systemctl", "reset-failed", "nginx"], ["systemctl", "start", "nginx"]]
+    assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "systemctl-control", "systemctl-control"]
     assert nginx_serves_its_own_page(lab, "node2")
     # the episode holds the evidence it read (nginx -t, in the check's module call) and points to ansible-runner's
     # record of the steps it ran
@@ -93,6 +94,20 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
     # the fault applies again on the healed host: its pid file names a squatter that is gone
     faults.inject("node2", "nginx-port-squat")
     assert int(sh(lab, "node2", "cat", "/run/lab-squatter.pid")) != squatter
+
+
+def test_a_port_squatter_of_a_service_without_a_runbook_of_its_own_is_stopped_by_the_class(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    faults.inject("node2", "redis-port-squat")
+    squatter = int(sh(lab, "node2", "cat", "/run/lab-squatter.pid"))
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    [episode] = episodes(tmp_path)
+    assert (episode["service"], episode["failure_class"], episode["outcome"]) == ("redis", "port_conflict", "healed"), run.output
+    # the class runbook, its squatter found in the structure (foreign_port_owners), exactly that pid stopped
+    assert episode["plan_reference"] == "port-conflict"
+    assert [step["argv"] for step in episode["plan"]["steps"]] == [
+        ["kill", "-TERM", str(squatter)], ["systemctl", "reset-failed", "redis-server"], ["systemctl", "start", "redis-server"]]
+    assert sh(lab, "node2", "redis-cli", "ping").strip() == "PONG"
 
 
 def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_policy(lab: Any, faults: Faults, tmp_path: Path) -> None:

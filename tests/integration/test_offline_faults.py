@@ -84,7 +84,7 @@ def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rot
     [episode] = episodes(tmp_path)
     assert "disk full: /var/log/redis (100% used, 0 KiB free)" in episode["error_text"]
     assert "inodes exhausted: /var/log/redis (13 of 13 used)" in episode["error_text"]
-    assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "redis-log-disk-full")
+    assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "log-filesystem-full")
     assert episode["failure_class"] == "restart_loop"
     assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
         ("approve", "plan-removes-logs"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
@@ -104,6 +104,41 @@ def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rot
     assert "Ready to accept connections" in sh(lab, "node2", "cat", "/var/log/redis/redis-server.log")
     assert sh(lab, "node2", "ls", "-ln", "/var/lib/redis") == data_before
     undo_and_check_clean(lab, faults, "node2")
+
+
+def test_nginx_out_of_log_inodes_is_healed_by_the_log_filesystem_class_once_a_person_approves(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """No runbook of nginx's own covers a full log partition: the class over the incident's structure (the declared
+    log's filesystem out of inodes) removes the rotated generations of that log, and only of that log."""
+    faults.inject("node2", "nginx-log-inodes-exhausted")
+    assert "[emerg]" in sh(lab, "node2", "nginx", "-t") and "(28: No space left on device)" in sh(lab, "node2", "nginx", "-t")
+    access_logs = [name for name in sh(lab, "node2", "ls", "/var/log/nginx").split() if name.startswith("access.log.")]
+    assert len(access_logs) == 14
+
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", run.output)
+    [episode] = episodes(tmp_path)
+    assert "inodes exhausted: /var/log/nginx (29 of 29 used)" in episode["error_text"]
+    assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "log-filesystem-full")
+    assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
+        ("approve", "plan-removes-logs"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
+    assert commands_run(tmp_path, "node2") == []
+
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=tmp_path)
+    assert approved.rc == 0 and "approved by alice" in one_line(approved.output), approved.output
+    last = episodes(tmp_path)[-1]
+    assert (last["outcome"], last["verified"], last["approved_by"]) == ("healed", 1, "alice")
+    removed = last["plan"]["steps"][0]["argv"][2:]
+    assert removed == ["/var/log/nginx/error.log.1"] + [f"/var/log/nginx/error.log.{n}.gz" for n in range(1, 13)]
+
+    # checked on the host: nginx serves again; the access logs' generations are all still there
+    assert sh(lab, "node2", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/") == "200"
+    left = sh(lab, "node2", "ls", "/var/log/nginx").split()
+    assert [name for name in left if name.startswith("access.log.")] == access_logs
+    assert {"error.log", "access.log", "error.log.13.gz", "error.log.14.gz"} <= set(left)
+    faults.undo_all()
+    assert "lab-nginx-logs" not in sh(lab, "node2", "cat", "/proc/mounts")
 
 
 def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any, faults: Faults, tmp_path: Path) -> None:

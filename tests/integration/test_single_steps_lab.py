@@ -43,7 +43,8 @@ def test_diagnose_and_plan_look_and_propose_without_changing_anything(lab: Any, 
     assert "test is successful" in diagnosis["evidence"]["nginx -t"]["stderr"] + diagnosis["evidence"]["nginx -t"]["stdout"]
     [plan] = said["proposal"]["plans"]
     assert plan["plan"]["reference"] == "port-conflict" and said["proposal"]["decision"] == "allow"
-    assert [step["argv"] for step in plan["plan"]["steps"]] == [["kill", "-TERM", squatter], ["systemctl", "start", "nginx"]]
+    assert [step["argv"] for step in plan["plan"]["steps"]] == [["kill", "-TERM", squatter], ["systemctl", "reset-failed", "nginx"],
+                                                                ["systemctl", "start", "nginx"]]
     assert plan["path"] == ["diagnose", "plan", "guard", "check_only"]
     # nothing ran but the read-only evidence, nothing was written
     assert sh(lab, "node2", "cat", "/run/lab-squatter.pid").strip() == squatter

@@ -12,6 +12,25 @@ The incident document (what every expression reads)::
     reading                                 the decisive finding of the service's own error text:
                                             {kind, lines, source, path, place} (null when nothing was read)
 
+Derived views, for what a filter cannot say (JMESPath has no reference to the document's root inside a filter, so an
+owner cannot be compared with ``spec.user`` there), each a list, empty when nothing is found::
+
+    foreign_port_owners                     the port owners that are not the service's own process ({process, pid, ...})
+    missing_paths                           what is missing: the path the service says is missing (its decisive
+                                            line), then each declared path that does not exist (but none systemd
+                                            makes at the unit's start: RuntimeDirectory= ...): {path, source,
+                                            package_dir}
+    misowned_paths                          what has the wrong owner: the path of the service's permission error (its
+                                            decisive line), then each declared path owned by another account than
+                                            its package's directory (or spec.user): {path, source, owner, group, mode,
+                                            package_dir}
+    full_log_filesystems                    each declared log whose directory's filesystem is full or out of inodes:
+                                            {log, directory, full, inodes_exhausted, used_percent, inodes_percent,
+                                            package_dir}
+
+``package_dir`` is the directory the service's package made that the path is (in), with the owner, group and mode the
+package gave it (the policy's ``package_paths``): ``{path, owner, group, mode}``, or null outside them.
+
 Expressions are compiled once, when the runbook is loaded; a syntax error, an unknown function or a function given
 the wrong number of arguments fails the load. An expression that meets a value of the wrong type while it is
 evaluated (``length(evidence.disk)`` where ``disk`` is an object) answers nothing: the condition does not hold.
@@ -20,10 +39,11 @@ evaluated (``length(evidence.disk)`` where ``disk`` is an object) answers nothin
 from __future__ import annotations
 
 import functools
+import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, PackageDir, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 
@@ -31,6 +51,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 # the plugins needs only ansible-core's own (what ansible-test's import sanity test gives them)
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
+
+
+# where systemd makes each directory a unit names in these settings
+SYSTEMD_DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheDirectory": "/var/cache", "LogsDirectory": "/var/log"}
 
 
 @functools.cache
@@ -105,13 +129,74 @@ def _function_problem(node: Any) -> str | None:
 def incident_document(failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> dict[str, Any]:
     """The one document a runbook's expressions read (see the module's documentation for its fields)."""
     decisive = reading.decisive
+    own = {str(failure.spec.get("process") or ""), failure.service, failure.init_service} - {""}
     return {
         "host": failure.host, "service": failure.service, "init_service": failure.init_service, "unit": failure.unit,
         "failure_class": failure.failure_class, "summary": failure.summary, "cause": failure.cause,
         "evidence": dict(failure.evidence), "spec": dict(failure.spec), "facts": dict(failure.facts), "outputs": dict(outputs),
         "reading": None if decisive is None else {"kind": decisive.kind, "lines": list(decisive.lines), "source": decisive.source,
                                                   "path": decisive.path, "place": decisive.place},
+        "foreign_port_owners": [dict(owner) for owner in failure.evidence.get("port_owners") or [] if owner.get("process") not in own],
+        "missing_paths": _missing_paths(failure, reading),
+        "misowned_paths": _misowned_paths(failure, reading),
+        "full_log_filesystems": _full_log_filesystems(failure, reading),
     }
+
+
+def _package_dir(directory: PackageDir | None) -> dict[str, str] | None:
+    return None if directory is None else {"path": directory.path, "owner": directory.owner, "group": directory.group, "mode": directory.mode}
+
+
+def _said(reading: Reading, kind: str) -> list[dict[str, Any]]:
+    """The path the service's decisive line names, when that line is of this kind."""
+    decisive = reading.decisive
+    if decisive is None or decisive.kind != kind or not decisive.path:
+        return []
+    return [{"path": decisive.path, "source": decisive.source, "package_dir": _package_dir(decisive.package_dir)}]
+
+
+def _missing_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
+    made_at_start = _made_by_systemd(failure.evidence.get("unit") or {})
+    declared = [{"path": info["path"], "source": "service_check", "package_dir": _package_dir(reading.package_dirs.get(info["path"]))}
+                for info in failure.evidence.get("paths") or []
+                if info.get("exists") is False and _run_as_said(str(info["path"])) not in made_at_start]
+    return _said(reading, "missing_path") + declared
+
+
+def _made_by_systemd(unit: Mapping[str, Any]) -> frozenset[str]:
+    """The directories systemd makes each time it starts the unit (RuntimeDirectory= ...): not missing while it is
+    stopped (systemd removes a RuntimeDirectory when the unit stops)."""
+    return frozenset(f"{top}/{name}" for setting, top in SYSTEMD_DIRECTORIES.items() for name in str(unit.get(setting) or "").split())
+
+
+def _run_as_said(path: str) -> str:
+    return "/run" + path[len("/var/run"):] if path == "/var/run" or path.startswith("/var/run/") else path
+
+
+def _misowned_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
+    said = [{**found, "owner": None, "group": None, "mode": None} for found in _said(reading, "permission")]
+    declared = []
+    for info in failure.evidence.get("paths") or []:
+        located = reading.package_dirs.get(info["path"])
+        # a path within a package's tree may rightly belong to someone else: only the directory itself is compared
+        expected = located.owner if located is not None and located.path == info["path"] else failure.spec.get("user")
+        if info.get("exists") and expected and info.get("owner") != expected:
+            declared.append({"path": info["path"], "source": "service_check", "owner": info.get("owner"), "group": info.get("group"),
+                             "mode": info.get("mode"), "package_dir": _package_dir(located)})
+    return said + declared
+
+
+def _full_log_filesystems(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
+    usage = {str(disk.get("path")): disk for disk in failure.evidence.get("disk") or []}
+    found = []
+    for log in failure.spec.get("logs") or []:
+        directory = posixpath.dirname(str(log))
+        disk = usage.get(directory) or {}
+        if disk.get("full") or disk.get("inodes_exhausted"):
+            found.append({"log": str(log), "directory": directory, "full": bool(disk.get("full")),
+                          "inodes_exhausted": bool(disk.get("inodes_exhausted")), "used_percent": disk.get("used_percent"),
+                          "inodes_percent": disk.get("inodes_percent"), "package_dir": _package_dir(reading.package_dirs.get(directory))})
+    return found
 
 
 def scalar_text(value: Any) -> str | None:

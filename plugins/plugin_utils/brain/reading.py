@@ -16,6 +16,7 @@ an old line of a log.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -112,6 +113,8 @@ class Reading:
     """What the failure's texts say went wrong, newest and most decisive first."""
 
     findings: tuple[Finding, ...] = ()
+    # the package directory of each declared path and log directory of the service that is (in) one
+    package_dirs: Mapping[str, PackageDir] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -201,6 +204,8 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
                  locate: Callable[[str], PackageDir | None] = lambda path: None) -> Reading:
     reading = read_texts(failure_texts(failure, outputs, steps), locate)
     logs = [str(log) for log in failure.spec.get("logs") or []]
+    service_paths = [str(path) for path in failure.spec.get("paths") or []] + [posixpath.dirname(log) for log in logs]
+    package_dirs = {path: located for path in dict.fromkeys(service_paths) if (located := locate(path)) is not None}
     definitions = [text for command, text in outputs.items() if command.startswith("systemctl cat ")]
     working_directory = next((found[-1] for text in definitions for found in [_WORKING_DIRECTORY.findall(text)] if found), None)
 
@@ -215,7 +220,7 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
             return dataclasses.replace(finding, path=logs[0], package_dir=locate(logs[0]))
         return finding
 
-    return Reading(tuple(named(finding) for finding in reading.findings))
+    return Reading(tuple(named(finding) for finding in reading.findings), package_dirs)
 
 
 def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:

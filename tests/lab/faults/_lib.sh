@@ -115,21 +115,21 @@ remove_directory_of() {
     fi
 }
 
-port_80_taken() {
-    [ -n "$(ss -Hltn 'sport = :80')" ]
+port_taken() {
+    [ -n "$(ss -Hltn "sport = :$1")" ]
 }
 
-port_80_free() {
-    ! port_80_taken
+port_free() {
+    ! port_taken "$1"
 }
 
 squatter_pidfile=/run/lab-squatter.pid
 
-# A stray `python3 -m http.server 80` takes port 80 (nginx must be stopped); its PID goes to $squatter_pidfile.
-squat_port_80() {
-    setsid python3 -m http.server 80 --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
+# A stray `python3 -m http.server PORT` takes the port (its service must be stopped); its PID goes to $squatter_pidfile.
+squat_port() {
+    setsid python3 -m http.server "$1" --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
     echo $! > "$squatter_pidfile"
-    wait_until port_80_taken
+    wait_until port_taken "$1"
 }
 
 # The squatter's PID while it still runs (a healed host killed it, and its PID may be reused by now).
@@ -139,10 +139,10 @@ running_squatter() {
 }
 
 # Stop the squatter, if it still runs, and forget it.
-unsquat_port_80() {
+unsquat() {
     if squatter=$(running_squatter); then
         kill "$squatter"
-        wait_until port_80_free
+        wait_until all_gone "$squatter"
     fi
     rm -f "$squatter_pidfile"
 }

@@ -8,12 +8,12 @@ set -eu
 case "${1:-}" in
 break)
     remove_directory_of nginx /var/log/nginx
-    wait_until port_80_free
-    squat_port_80
+    wait_until port_free 80
+    squat_port 80
     echo "removed /var/log/nginx and squatted port 80 with PID $(cat "$squatter_pidfile"); nginx is stopped"
     ;;
 undo)
-    unsquat_port_80
+    unsquat
     [ -d /var/log/nginx ] || install -d -m 0755 -o root -g adm /var/log/nginx
     reset_failed nginx
     start_until_answers nginx nginx_answers

@@ -13,8 +13,8 @@ break)
     fi
     rm -f "$squatter_pidfile"
     service nginx stop
-    wait_until port_80_free
-    squat_port_80
+    wait_until port_free 80
+    squat_port 80
     if service nginx start; then
         echo "nginx started although port 80 is taken" >&2
         exit 1
@@ -22,7 +22,7 @@ break)
     echo "port 80 squatted by PID $(cat "$squatter_pidfile") (python3 -m http.server); nginx cannot start"
     ;;
 undo)
-    unsquat_port_80
+    unsquat
     start_until_answers nginx nginx_answers
     ;;
 *)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import posixpath
 from typing import Any
 
 import pytest
@@ -34,8 +35,8 @@ SPECS: dict[str, dict[str, Any]] = {
 # Runbooks whose plan a person approves, and the plan-level rule that says so: removing a service's logs is
 # a decision about evidence, not a remediation to run unattended.
 NEED_A_PERSON = {
-    "redis-log-disk-full": {"plan-removes-logs"},
-    "redis-log-disk-full-truncate": {"truncate-service-log"},  # truncate follows a symlink planted in its place
+    "log-filesystem-full": {"plan-removes-logs"},
+    "log-filesystem-full-truncate": {"truncate-service-log"},  # truncate follows a symlink planted in its place
 }
 
 
@@ -45,15 +46,20 @@ READING_LINES = {"missing_path": 'open() "{path}" failed (2: No such file or dir
 
 
 def _reading_of_a_package_path(runbook: Runbook, failure: Failure, context: PolicyContext, policy: Policy) -> Reading:
-    """The reading a runbook that matches on one would see: its kind's line naming a file in a package directory of the
-    service; NOTHING_READ when the runbook reads nothing or the service has no package directory."""
-    kind = next((kind for kind in runbook.readings if kind in READING_LINES), None)
+    """The reading a runbook that matches on one would see: a line of its kind (of the first kind its queries hold for)
+    naming a file in a package directory of the service; NOTHING_READ when the runbook reads nothing or the service has
+    no package directory."""
     names = {failure.service, failure.init_service}
     entry = next((entry for entry in policy.package_paths if names & set(entry.services)), None)
-    if kind is None or entry is None:
+    kinds = [kind for kind in READING_LINES if kind in runbook.readings or (runbook.queries and not runbook.readings)]
+    if entry is None:
         return NOTHING_READ
-    line = READING_LINES[kind].format(path=entry.path.replace("*", "15") + "/file")
-    return read_texts([("its journal", line)], functools.partial(package_dir, policy, context))
+    for kind in kinds:
+        line = READING_LINES[kind].format(path=entry.path.replace("*", "15") + "/file")
+        reading = read_texts([("its journal", line)], functools.partial(package_dir, policy, context))
+        if runbook.readings or runbook.matches(failure, {}, reading):
+            return reading
+    return NOTHING_READ
 
 
 def _left_over(socket: str) -> dict[str, Any]:
@@ -83,6 +89,9 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
                               evidence={"status": {"output": ""}, "logs": {}, "port_owners": owners, "processes": [4343],
                                         "pidfile": {"path": spec.get("pidfile", "/run/x.pid"), "exists": True, "pid": 812, "alive": False},
                                         "sockets": [_left_over(path) for path in spec.get("sockets", [])],
+                                        # the filesystem of each declared log full (space and inodes)
+                                        "disk": [{"path": posixpath.dirname(log), "full": True, "inodes_exhausted": True}
+                                                 for log in spec.get("logs", [])],
                                         "unit": {"Id": UNITS.get(service, f"{service}.service")} if service_manager == "systemd" else None},
                               spec=spec, facts={"service_manager": service_manager})
             context = PolicyContext.from_failure(failure)
@@ -94,7 +103,7 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
                 steps = runbook.render_steps(failure, reading)
             except NotApplicable:  # a port owner's pid for a service without ports, a unit on a host without systemd, a reading
                 # about a path in none of the service's package directories: the planner skips the runbook too
-                if runbook.readings and reading is NOTHING_READ:
+                if (runbook.readings or runbook.queries) and not runbook.matches(failure, {}, reading):
                     continue
                 assert not spec.get("ports") or (service_manager != "systemd" and "{unit}" in " ".join(runbook.templates)), (runbook.id, service)
                 continue

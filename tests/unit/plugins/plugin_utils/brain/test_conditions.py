@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import compile_query, incident_document, jmespath_true
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, parse_runbook
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Reading, read_failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, RunbookLibrary, parse_runbook
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import package_dir
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy
 from helpers import nginx_failure
 
 SQUATTER = {"pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"}
@@ -121,3 +126,129 @@ def test_vars_are_new_placeholders_and_steps_may_use_only_known_ones(front: str,
     with pytest.raises(RunbookError) as caught:
         runbook(front)
     assert caught.value.field == field
+
+
+def test_the_port_conflict_class_stops_a_foreign_owner_never_the_services_own_process() -> None:
+    [port_conflict] = [rb for rb in RunbookLibrary.load().runbooks if rb.id == "port-conflict"]
+    squatted = nginx_failure("port_conflict", owner=SQUATTER)
+    assert port_conflict.matches(squatted, {})
+    assert [step.argv for step in port_conflict.render_steps(squatted)] == [("kill", "-TERM", "4242"), ("service", "nginx", "start")]
+    # the service's own process on its port (a leftover master) is another runbook's case: this class does not apply
+    assert not port_conflict.matches(nginx_failure("port_conflict", owner={**SQUATTER, "process": "nginx"}), {})
+    # the first foreign owner, wherever the service's own sits in the list
+    both = nginx_failure("port_conflict", owner={**SQUATTER, "pid": 7, "process": "nginx"})
+    both = dataclasses.replace(both, evidence={**both.evidence, "port_owners": [*both.evidence["port_owners"], SQUATTER]})
+    assert incident_document(both, {})["foreign_port_owners"] == [SQUATTER]
+    assert port_conflict.render_steps(both)[0].argv == ("kill", "-TERM", "4242")
+
+
+REDIS_SPEC = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "user": "redis",
+              "logs": ["/var/log/redis/redis-server.log"], "paths": ["/var/lib/redis", "/run/redis"]}
+REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750"}
+REDIS_LOGS = {"path": "/var/log/redis", "owner": "redis", "group": "adm", "mode": "2750"}
+
+
+def redis_failure(journal: str = "", *, paths: list[dict[str, Any]] | None = None, disk: list[dict[str, Any]] | None = None,
+                  unit: dict[str, Any] | None = None) -> Failure:
+    """A redis incident on a systemd host, with its declared paths and log filesystem as service_check reports them."""
+    declared = paths if paths is not None else [{"path": "/var/lib/redis", "exists": True, "type": "directory", "owner": "redis",
+                                                 "group": "redis", "mode": "0750"}, {"path": "/run/redis", "exists": False}]
+    # as journalctl --output=short-iso writes it
+    journal = "\n".join(f"2026-11-25T08:00:00+0000 cache1 {line}" for line in journal.splitlines())
+    unit = {"Id": "redis-server.service", "RuntimeDirectory": "redis", "journal": journal, **(unit or {})}
+    return Failure(host="cache1", service="redis", failure_class="restart_loop", summary="redis-cli ping: rc=1",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "paths": declared,
+                             "disk": disk or [], "unit": unit},
+                   spec=REDIS_SPEC, facts={"service_manager": "systemd"})
+
+
+def read(failure: Failure) -> Reading:
+    """The reading heal makes, locating paths in the package directories of the default policy."""
+    return read_failure(failure, {}, locate=functools.partial(package_dir, load_policy(), PolicyContext.from_failure(failure)))
+
+
+def test_missing_paths_name_what_the_service_says_then_the_declared_paths_that_do_not_exist() -> None:
+    said = redis_failure("redis-server[90]: >>> 'dir /var/lib/redis'\nredis-server[90]: No such file or directory",
+                         paths=[{"path": "/var/lib/redis", "exists": False}, {"path": "/run/redis", "exists": False}])
+    missing = incident_document(said, {}, read(said))["missing_paths"]
+    # /run/redis is the unit's RuntimeDirectory=: systemd makes it at each start and removes it at each stop
+    assert missing == [{"path": "/var/lib/redis", "source": "journal of redis-server.service", "package_dir": REDIS_DATA},
+                       {"path": "/var/lib/redis", "source": "service_check", "package_dir": REDIS_DATA}]
+    # without systemd's word for it, a missing /run/redis is missing (and the package's directory)
+    sysv = dataclasses.replace(said, evidence={**said.evidence, "unit": None}, facts={})
+    assert [found["path"] for found in incident_document(sysv, {}, read(sysv))["missing_paths"]] == ["/var/lib/redis", "/run/redis"]
+    # a path no package made: listed, without a package directory
+    elsewhere = redis_failure(paths=[{"path": "/srv/cache", "exists": False}])
+    assert incident_document(elsewhere, {}, read(elsewhere))["missing_paths"] == [
+        {"path": "/srv/cache", "source": "service_check", "package_dir": None}]
+    assert incident_document(redis_failure(), {}, read(redis_failure()))["missing_paths"] == []
+
+
+def test_misowned_paths_compare_a_declared_directory_with_its_packages_owner_and_name_the_permission_error() -> None:
+    root_owned = redis_failure(paths=[{"path": "/var/lib/redis", "exists": True, "owner": "root", "group": "root", "mode": "0750"}])
+    assert incident_document(root_owned, {}, read(root_owned))["misowned_paths"] == [
+        {"path": "/var/lib/redis", "source": "service_check", "owner": "root", "group": "root", "mode": "0750", "package_dir": REDIS_DATA}]
+    # redis names no path when it cannot open its log: the path is its declared log, in the package's log directory
+    denied = redis_failure("redis-server[90]: *** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\n"
+                           "redis-server[90]: Can't open the log file: Permission denied")
+    assert incident_document(denied, {}, read(denied))["misowned_paths"] == [
+        {"path": "/var/log/redis/redis-server.log", "source": "journal of redis-server.service", "owner": None, "group": None,
+         "mode": None, "package_dir": REDIS_LOGS}]
+    # a declared path that is no package's directory is compared with the declared account
+    other = redis_failure(paths=[{"path": "/srv/cache", "exists": True, "owner": "www-data", "group": "www-data", "mode": "0755"}])
+    assert [(found["path"], found["package_dir"]) for found in incident_document(other, {}, read(other))["misowned_paths"]] == [
+        ("/srv/cache", None)]
+    assert incident_document(redis_failure(), {}, read(redis_failure()))["misowned_paths"] == []
+
+
+def test_full_log_filesystems_are_those_of_the_declared_logs() -> None:
+    inodes = {"path": "/var/log/redis", "full": False, "inodes_exhausted": True, "used_percent": 12, "inodes_percent": 100}
+    full = redis_failure(disk=[inodes, {"path": "/var/lib/redis", "full": True, "inodes_exhausted": False}])
+    assert incident_document(full, {}, read(full))["full_log_filesystems"] == [
+        {"log": "/var/log/redis/redis-server.log", "directory": "/var/log/redis", "full": False, "inodes_exhausted": True,
+         "used_percent": 12, "inodes_percent": 100, "package_dir": REDIS_LOGS}]
+    data_only = redis_failure(disk=[{"path": "/var/lib/redis", "full": True, "inodes_exhausted": True}])
+    assert incident_document(data_only, {}, read(data_only))["full_log_filesystems"] == []
+
+
+def _class(runbook_id: str) -> Any:
+    return next(rb for rb in RunbookLibrary.load().runbooks if rb.id == runbook_id)
+
+
+def test_the_directory_classes_restore_the_packages_directory_and_start_the_unit() -> None:
+    gone = redis_failure("redis-server[90]: >>> 'dir /var/lib/redis'\nredis-server[90]: No such file or directory",
+                         paths=[{"path": "/var/lib/redis", "exists": False}, {"path": "/run/redis", "exists": False}])
+    missing = _class("service-directory-missing")
+    assert missing.matches(gone, {}, read(gone))
+    assert [step.argv for step in missing.render_steps(gone, read(gone))] == [
+        ("install", "-d", "-m", "0750", "-o", "redis", "-g", "redis", "/var/lib/redis"), ("systemctl", "reset-failed", "redis-server"),
+        ("systemctl", "start", "redis-server")]
+    # only /run/redis absent, which systemd makes at the start: nothing is missing
+    assert not missing.matches(redis_failure(), {}, read(redis_failure()))
+    denied = redis_failure("redis-server[90]: Can't open the log file: Permission denied")
+    permissions = _class("service-directory-permissions")
+    assert permissions.matches(denied, {}, read(denied)) and not missing.matches(denied, {}, read(denied))
+    assert permissions.render_steps(denied, read(denied))[0].argv == (
+        "install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis")
+    # a directory of no package: neither class acts (required-path-missing escalates it)
+    elsewhere = redis_failure(paths=[{"path": "/srv/cache", "exists": False}])
+    assert not missing.matches(elsewhere, {}, read(elsewhere))
+
+
+def test_the_log_filesystem_classes_remove_rotated_logs_then_empty_the_live_one_of_a_log_in_the_services_own_directory() -> None:
+    out_of_inodes = redis_failure(disk=[{"path": "/var/log/redis", "full": False, "inodes_exhausted": True}])
+    rotated, truncate = _class("log-filesystem-full"), _class("log-filesystem-full-truncate")
+    assert rotated.matches(out_of_inodes, {}, read(out_of_inodes)) and not truncate.matches(out_of_inodes, {}, read(out_of_inodes))
+    [remove, *_rest] = rotated.render_steps(out_of_inodes, read(out_of_inodes))
+    log = "/var/log/redis/redis-server.log"
+    assert remove.argv == ("rm", "-f", f"{log}.1", *(f"{log}.{n}.gz" for n in range(1, 13)))
+    out_of_space = redis_failure(disk=[{"path": "/var/log/redis", "full": True, "inodes_exhausted": False}])
+    assert truncate.render_steps(out_of_space, read(out_of_space))[0].argv == ("truncate", "-s", "0", log)
+    # a log in a shared directory (/var/log itself) is not the service's own: neither class applies
+    shared = dataclasses.replace(out_of_space, spec={**out_of_space.spec, "logs": ["/var/log/redis.log"]},
+                                 evidence={**out_of_space.evidence, "disk": [{"path": "/var/log", "full": True}]})
+    assert not rotated.matches(shared, {}, read(shared)) and not truncate.matches(shared, {}, read(shared))
+    # a log path so long that the removal would pass the policy's max_command_length: not this class
+    long_log = "/var/log/redis/" + "r" * 30 + ".log"
+    lengthy = dataclasses.replace(out_of_inodes, spec={**out_of_inodes.spec, "logs": [long_log]})
+    assert not rotated.matches(lengthy, {}, read(lengthy))

@@ -290,7 +290,7 @@ def test_runbook_chunks_say_which_runbook_and_what_it_does(knowledge: Knowledge,
     assert sorted(change.document for change in report.documents) == sorted(f"runbook:{runbook.id}" for runbook in runbooks.runbooks)
     first = knowledge.query("another process holds the port: kill -TERM the owner", k=8, where={"runbook": "port-conflict"})
     assert first and {hit.runbook for hit in first} == {"port-conflict"}
-    assert any("kill -TERM {port_owner_pid}" in hit.text for hit in first)
+    assert any("kill -TERM {squatter}" in hit.text for hit in first)
 
     fewer = RunbookLibrary([runbook for runbook in runbooks.runbooks if runbook.id != "redis-killed"])
     removed = [change for change in knowledge.sync_runbooks(fewer).documents if change.status == "removed"]

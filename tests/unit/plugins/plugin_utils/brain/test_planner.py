@@ -88,8 +88,8 @@ def test_a_data_directory_with_the_wrong_mode_gets_the_packages_owner_and_mode_b
     journal = 'postgresql@15-main[90]: FATAL:  data directory "/var/lib/postgresql/15/main" has invalid permissions'
     plan = _plan(Planner(library, None), _with_journal(_postgres(), journal))
     assert plan.reference == "service-directory-permissions"
-    assert [step.argv for step in plan.steps][:2] == [("chown", "postgres:postgres", "/var/lib/postgresql/15/main"),
-                                                      ("chmod", "0700", "/var/lib/postgresql/15/main")]
+    assert [step.argv for step in plan.steps] == [("install", "-d", "-m", "0700", "-o", "postgres", "-g", "postgres", "/var/lib/postgresql/15/main"),
+                                                  ("systemctl", "reset-failed", "postgresql"), ("systemctl", "start", "postgresql")]
 
 
 def test_a_service_that_is_not_installed_escalates_at_once(library: RunbookLibrary) -> None:
@@ -180,14 +180,15 @@ def test_a_failure_no_runbook_knows_gets_one_blind_plan_then_an_escalation_with_
     planner = Planner(library, None)
     failure = dataclasses.replace(nginx_failure("not_running", owner={"port": 80, "pid": 4242, "process": "python3"}), evidence=dict(
         nginx_failure("not_running", owner={"port": 80, "pid": 4242, "process": "python3"}).evidence,
-        paths=[{"path": "/var/log/nginx", "exists": False}], disk=[{"path": "/var/lib", "full": True}]))
+        # /srv/www: no directory of nginx's package, which the class service-directory-missing would recreate
+        paths=[{"path": "/srv/www", "exists": False}], disk=[{"path": "/var/lib", "full": True}]))
     first = _plan(planner, failure)
     assert first.reference == "service-not-running"
     second = _plan(planner, failure, excluded=frozenset({first.templates}))
     assert second.steps == () and second.escalation and "every known plan was tried" in second.escalation
     # the plans as they ran, not their templates, and the cause in the evidence's words
     assert "(service nginx start)" in second.escalation and "{" not in second.escalation
-    assert ("port 80 is held by python3 (pid 4242); /var/log/nginx is missing; the filesystem of /var/lib is full"
+    assert ("port 80 is held by python3 (pid 4242); /srv/www is missing; the filesystem of /var/lib is full"
             in second.escalation)
 
 
