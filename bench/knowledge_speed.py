@@ -7,6 +7,11 @@
 * Query latency at 10,000 chunks once the model is loaded (target: p95 under 100 ms). Baseline: the
   embedding of the query alone, so the ratio shows what the store (HNSW search, the chunks' text,
   ranking by the query's words) adds.
+* The runbooks: loading the shipped library (every JMESPath query and var compiled then), and choosing
+  the runbooks that match an incident, over six incidents of the lab's faults. Baseline: the same
+  choice with the runbooks' JMESPath queries left out (their regex, class and reading conditions
+  only), so the ratio shows what the queries over the incident document add; the expressions
+  compiled while choosing are counted (0: compiled once, at load).
 
 The 10,000 chunks are made up but read like operations notes: 500 Markdown files of 20 sections about
 services, their errors, paths, commands and fixes, ingested through Knowledge.ingest like a user's docs.
@@ -15,6 +20,8 @@ Takes about 2 minutes. Run: .venv/bin/python bench/knowledge_speed.py
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import random
 import statistics
@@ -22,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +48,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings imp
     packaged_model_files,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import Knowledge  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Reading, read_failure  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import package_dir  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy  # noqa: E402
 
 # BENCH_SCALE shrinks every size (the test suite runs the benchmark at 0.05 so it cannot rot)
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
@@ -194,6 +207,82 @@ def main() -> None:
     print(f"  embedding the query alone (baseline)   p50 {e50:6.1f} ms   p95 {e95:6.1f} ms")
     print(f"  Knowledge.query                        p50 {p50:6.1f} ms   p95 {p95:6.1f} ms  ({p95 / e95:.1f}x the baseline at p95)  "
           f"target p95 < {TARGET_P95_MS:.0f} ms: {'met' if p95 < TARGET_P95_MS else 'MISSED'}")
+    runbook_matching()
+
+
+def incidents() -> list[tuple[Failure, Reading]]:
+    """Incidents of the lab's faults as service_check reports them, each with the reading heal makes of it."""
+    nginx = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid", "logs": ["/var/log/nginx/error.log"]}
+    redis = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "user": "redis",
+             "logs": ["/var/log/redis/redis-server.log"], "paths": ["/var/lib/redis", "/run/redis"]}
+    here = {"/var/lib/redis": {"path": "/var/lib/redis", "exists": True, "owner": "redis", "group": "redis", "mode": "0750"},
+            "/run/redis": {"path": "/run/redis", "exists": False}}
+
+    def failure(spec: dict[str, Any], failure_class: str, journal: str = "", **evidence: Any) -> Failure:
+        unit = {"Id": f"{spec.get('service', spec['name'])}.service", "RuntimeDirectory": spec["name"],
+                "journal": "\n".join(f"2026-11-25T08:00:00+0000 lab {line}" for line in journal.splitlines())}
+        declared = [here[path] for path in spec.get("paths", [])]
+        return Failure(host="lab", service=spec["name"], failure_class=failure_class, summary="",
+                       evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "paths": declared,
+                                 "disk": [], "unit": unit, **evidence}, spec=spec, facts={"service_manager": "systemd"})
+
+    squatter = [{"port": 6379, "pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 6379"}]
+    cases = [
+        failure(nginx, "stale_pidfile", pidfile={"path": "/run/nginx.pid", "exists": True, "pid": 812, "alive": False}),
+        failure(nginx, "not_running", 'nginx[9]: [emerg] open() "/var/log/nginx/error.log" failed (28: No space left on device)',
+                disk=[{"path": "/var/log/nginx", "full": False, "inodes_exhausted": True}]),
+        failure(nginx, "not_running", 'nginx[9]: [emerg] open() "/var/log/nginx/error.log" failed (2: No such file or directory)'),
+        failure(redis, "restart_loop", "redis-server[9]: >>> 'dir /var/lib/redis'\nredis-server[9]: No such file or directory",
+                paths=[{"path": "/var/lib/redis", "exists": False}, here["/run/redis"]]),
+        failure(redis, "restart_loop", "redis-server[9]: Can't open the log file: Permission denied"),
+        failure(redis, "restart_loop", port_owners=squatter),
+    ]
+    policy = load_policy()
+    return [(case, read_failure(case, {}, locate=functools.partial(package_dir, policy, PolicyContext.from_failure(case))))
+            for case in cases]
+
+
+def choose(runbooks: tuple[Runbook, ...], cases: list[tuple[Failure, Reading]]) -> list[list[str]]:
+    """The ids of the runbooks that match each incident (as the planner asks each candidate)."""
+    return [[rb.id for rb in runbooks if rb.applies_to(case) and rb.matches(case, {}, reading)] for case, reading in cases]
+
+
+def runbook_matching() -> None:
+    import jmespath
+
+    rounds = max(5, int(500 * SCALE))
+    started = time.perf_counter()
+    library = RunbookLibrary.load()
+    load_ms = (time.perf_counter() - started) * 1000
+    queried = sum(1 for rb in library.runbooks if rb.queries or rb.variables)
+    without_queries = tuple(dataclasses.replace(rb, queries=()) for rb in library.runbooks)
+    cases = incidents()
+    compiled = 0
+    original = jmespath.compile
+
+    def counting(expression: str) -> Any:
+        nonlocal compiled
+        compiled += 1
+        return original(expression)
+
+    jmespath.compile = counting
+    try:
+        chosen = choose(library.runbooks, cases)
+        timings: dict[str, list[float]] = {"baseline": [], "queries": []}
+        for _round in range(rounds):
+            for name, runbooks in (("baseline", without_queries), ("queries", library.runbooks)):
+                started = time.perf_counter()
+                choose(runbooks, cases)
+                timings[name].append((time.perf_counter() - started) * 1e6 / len(cases))
+    finally:
+        jmespath.compile = original
+    baseline, queries = statistics.median(timings["baseline"]), statistics.median(timings["queries"])
+    print(f"runbooks: {len(library.runbooks)} loaded in {load_ms:.1f} ms ({queried} with JMESPath queries or vars, compiled then)")
+    print(f"choosing the matching runbooks, {len(cases)} incidents x {rounds} rounds, per incident")
+    print(f"  regex, class and reading conditions only (baseline)   {baseline:8.1f} us")
+    print(f"  with the JMESPath queries                             {queries:8.1f} us  ({queries / baseline:.2f}x the baseline); "
+          f"expressions compiled while choosing: {compiled}")
+    print(f"  matched: {'; '.join(', '.join(ids) or '-' for ids in chosen)}")
 
 
 if __name__ == "__main__":

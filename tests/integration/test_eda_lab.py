@@ -6,6 +6,7 @@ rulebooks and event sources, healing real services on the lab's hosts.
 - a burst of 20 identical alerts, and the same alert again while the heal runs, make one heal;
 - a hostile alert (hosts and services outside the inventory, patterns, shell text) runs nothing;
 - nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly;
+- the watchdog's mapping (docs/eda.md's example) heals nginx when a check-only service through it fails;
 - heal.yml with autoheal_target_services checks only those services, and refuses one the host does not declare.
 """
 
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import Faults, episodes, one_line, run_playbook
+import yaml
+from conftest import ROOT, Faults, episodes, one_line, run_playbook
 from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, post_json
 
 pytestmark = pytest.mark.lab
@@ -138,6 +140,34 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
         assert "lookup('pipe'" in json.dumps(episode["evidence"]), episode["evidence"]
         assert not Path(JINJA_MARK).exists()
         # Ctrl-C: ansible-rulebook ends as an interrupted program does (130), the source's round stopped with it
+        assert rulebook.stop() == 130, rulebook.output()[-3000:]
+    assert "Traceback" not in rulebook.output()
+    assert rulebook.leftovers() == []
+
+
+def test_the_watchdogs_mapping_heals_the_service_it_names_for_a_failing_check(
+        lab: Any, faults: Faults, tmp_path: Path, state_dir: Path) -> None:
+    """docs/eda.md's example as written: a check-only service `app` (nginx's page) declared on node1, and the mapping
+    that heals nginx when `app` fails."""
+    inventory = eda_inventory(tmp_path / "inventory", state_dir)
+    declared = yaml.safe_load((inventory / "group_vars" / "lab.yml").read_text())["autoheal_services"]
+    app = {"name": "app", "status_check": False, "http": {"url": "http://127.0.0.1/", "body": "Welcome to nginx"}}
+    (inventory / "host_vars").mkdir()
+    (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app]}))
+    [mapping] = re.findall(r'^export SENTINEL_HEAL_SERVICE_QUERY="([^"]+)"$', (ROOT / "docs" / "eda.md").read_text(), re.MULTILINE)
+    rulebook = Rulebook.of("watchdog", inventory, tmp_path / "rulebook.log", ready="watching",
+                           variables={"SENTINEL_HEAL_INTERVAL": "2", "SENTINEL_HEAL_SERVICE_QUERY": mapping})
+    with rulebook:
+        time.sleep(4)
+        assert rulebook.heals() == 0
+        faults.inject("node1", "nginx-killed")
+        wait_until_answers(NGINX["node1"], timeout=60)
+        rulebook.wait_for(r"^PLAY RECAP", timeout=60)
+        time.sleep(4)
+        # app's event and nginx's own name the same heal: one, of nginx, within the rulebook's throttle
+        assert rulebook.heals() == 1, rulebook.output()
+        assert "node1: app is failing; the mapping heals nginx on node1" in rulebook.output()
+        assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state_dir)] == [("node1", "nginx", "healed")]
         assert rulebook.stop() == 130, rulebook.output()[-3000:]
     assert "Traceback" not in rulebook.output()
     assert rulebook.leftovers() == []

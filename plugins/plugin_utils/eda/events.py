@@ -69,6 +69,21 @@ class AlertMapping:
                    service=compile_query(service_query, field="service_query"))
 
 
+@dataclass(frozen=True)
+class EventMapping:
+    """How the watchdog names the host and the service to heal for a service it saw failing: JMESPath over ``{host,
+    service, failure_class, summary, checks, evidence}`` (the watched host and service and its check's result), by
+    default the watched ones themselves (``host``, ``service``)."""
+
+    host: Query
+    service: Query
+
+    @classmethod
+    def of(cls, host_query: str | None, service_query: str | None) -> EventMapping:
+        return cls(host=compile_query(host_query or "host", field="host_query"),
+                   service=compile_query(service_query or "service", field="service_query"))
+
+
 def read_alerts(payload: Any, fleet: Fleet, host_labels: Iterable[str] = HOST_LABELS, service_labels: Iterable[str] = SERVICE_LABELS,
                 mapping: AlertMapping | None = None) -> tuple[list[HealRequest], list[str]]:
     """The heal requests in a webhook's JSON body, and why each of the rest was ignored.
@@ -115,6 +130,13 @@ def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...], 
         reason = f"alert {alertname}" if isinstance(alertname, str) and PROMETHEUS_NAME.match(alertname) else "alert"
     else:
         host, service, reason = item.get("host"), item.get("service"), "webhook"
+    return heal_request(fleet, host, service, source=kind, reason=reason)
+
+
+def heal_request(fleet: Fleet, host: Any, service: Any, *, source: str, reason: str,
+                 facts: Mapping[str, Any] | None = None) -> tuple[HealRequest | None, str]:
+    """The request to heal ``service`` on ``host`` when they name an inventory host and a service it declares, exactly;
+    otherwise None and why (never a wider target: no pattern, no other host)."""
     if not isinstance(host, str) or not isinstance(service, str):
         return None, f"names no host and service (host {quoted(host)}, service {quoted(service)})"
     inventory_host = fleet.host_named(host)
@@ -122,7 +144,7 @@ def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...], 
         return None, f"host {quoted(host)} is not an inventory host"
     if not fleet.declares(inventory_host, service):
         return None, f"service {quoted(service)} is not declared in autoheal_services of {inventory_host}"
-    return HealRequest(host=inventory_host, service=service, source=kind, reason=reason), ""
+    return HealRequest(host=inventory_host, service=service, source=source, reason=reason, facts=facts or {}), ""
 
 
 def quoted(value: Any) -> str:

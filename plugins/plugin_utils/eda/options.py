@@ -22,6 +22,8 @@ WATCHDOG_OPTIONS = dict(
     interval=dict(type="float", default=5.0),
     become=dict(type="bool", default=True),
     log_lines=dict(type="int", default=20),
+    host_query=dict(type="str"),
+    service_query=dict(type="str"),
 )
 
 ALERT_WEBHOOK_OPTIONS = dict(

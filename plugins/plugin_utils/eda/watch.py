@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import HealRequest
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import EventMapping, HealRequest, heal_request
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
@@ -33,19 +33,22 @@ class Watch:
     """The watched services of each host and what the last round saw of them (True: healthy)."""
 
     targets: Mapping[str, tuple[str, ...]]
+    fleet: Fleet
+    mapping: EventMapping
     last_healthy: dict[tuple[str, str], bool] = field(default_factory=dict)
     # why each host could not be checked at the last round: noted once, not every round while it lasts
     unchecked: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fleet: Fleet, services: list[str]) -> Watch:
-        """Watch ``services`` (names; empty: every declared one) on the fleet's hosts that declare any of them."""
+    def of(cls, fleet: Fleet, services: list[str], mapping: EventMapping | None = None) -> Watch:
+        """Watch ``services`` (names; empty: every declared one) on the fleet's hosts that declare any of them; a failing
+        one is healed where ``mapping`` says (by default itself)."""
         targets = {host: tuple(name for name in declared if not services or name in services) for host, declared in fleet.services.items()}
         targets = {host: names for host, names in targets.items() if names}
         if not targets:
             raise ConfigError("no host of the pattern declares any of the services to watch", field="services", value=services,
                               hint="name services of the hosts' autoheal_services, or leave services empty to watch all of them")
-        return cls(targets=targets)
+        return cls(targets=targets, fleet=fleet, mapping=mapping or EventMapping.of(None, None))
 
     def command(self, inventory: str, become: bool, log_lines: int) -> list[str]:
         """The ad-hoc run of one round: service_check with each host's declared specs of the watched services."""
@@ -63,7 +66,7 @@ class Watch:
     def observe(self, output: str) -> tuple[list[HealRequest], list[str]]:
         """Read one round's output: the heal requests of the services that went from healthy to failing, and a note
         when a host's services cannot be read (unreachable, the module failed: they keep their last state) and when they
-        can again."""
+        can again, and when the mapping names no inventory host and service it declares for a failing one."""
         results = read_results(output)
         requests: list[HealRequest] = []
         notes: list[str] = []
@@ -84,11 +87,24 @@ class Watch:
                     continue
                 healthy = bool(service.get("healthy"))
                 # a service seen failing at the first round counts as a change too: the watchdog heals what it finds broken
-                if not healthy and self.last_healthy.get((host, name), True):
-                    facts = {key: service[key] for key in EVENT_FIELDS if key in service}
-                    requests.append(HealRequest(host=host, service=name, source="watchdog", reason="failing", facts=facts))
+                started_failing = not healthy and self.last_healthy.get((host, name), True)
                 self.last_healthy[(host, name)] = healthy
+                if not started_failing:
+                    continue
+                request, why = self.request(host, name, {key: service[key] for key in EVENT_FIELDS if key in service})
+                if request is None:
+                    notes.append(f"{host}: {name} is failing, and the mapping names nothing to heal: {why}")
+                    continue
+                if (request.host, request.service) != (host, name):
+                    notes.append(f"{host}: {name} is failing; the mapping heals {request.service} on {request.host}")
+                requests.append(request)
         return requests, notes
+
+    def request(self, host: str, service: str, facts: Mapping[str, Any]) -> tuple[HealRequest | None, str]:
+        """The heal request for a watched service seen failing, where the mapping says (checked as an alert is)."""
+        document = {"host": host, "service": service, **facts}
+        return heal_request(self.fleet, self.mapping.host.search(document), self.mapping.service.search(document),
+                            source="watchdog", reason="failing", facts=facts)
 
 
 def read_results(output: str) -> dict[str, dict[str, Any]]:

@@ -52,6 +52,18 @@ options:
     description: Lines of each log file a failing service's evidence carries.
     type: int
     default: 20
+  host_query:
+    description:
+      - A JMESPath expression naming the inventory host to heal for a failing service, over C(host), C(service),
+        C(failure_class), C(summary), C(checks) and C(evidence) (the watched host and service and its check's result),
+        as the alert webhook's O(host_query) reads an alert. Empty, the watched host itself (C(host)).
+      - The result must name an inventory host literally and O(service_query)'s result a service that host declares;
+        anything else is logged and nothing is healed.
+    type: str
+  service_query:
+    description: A JMESPath expression naming the declared service to heal, over the same document. Empty, the watched
+      service itself (C(service)).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -78,6 +90,7 @@ EXAMPLES = r"""
 # the collection's controller code importable.
 sys.path.append(str(Path(__file__).parents[7]))
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import EventMapping  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
@@ -90,7 +103,8 @@ ROUND_TIMEOUT_S = 120.0
 
 async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     options = source_options("watchdog", WATCHDOG_OPTIONS, args)
-    watch = Watch.of(read_fleet(options["inventory"], options["hosts"]), options["services"])
+    mapping = EventMapping.of(options["host_query"], options["service_query"])
+    watch = Watch.of(read_fleet(options["inventory"], options["hosts"]), options["services"], mapping)
     command = watch.command(options["inventory"], options["become"], options["log_lines"])
     logger.info("watching %s every %gs", ", ".join(f"{host}: {' '.join(names)}" for host, names in sorted(watch.targets.items())),
                 options["interval"])

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import EventMapping
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 FLEET = Fleet(services={"web1": ("nginx", "redis"), "db1": ("postgresql",)}, addresses={})
 
@@ -51,3 +55,34 @@ def test_the_round_runs_service_check_with_each_host_s_own_declarations() -> Non
     assert command[1:7] == ["web1", "-i", "inventory/", "-m", "sentinel.heal.service_check", "-a"]
     assert json.loads(command[7]) == {"services": "{{ autoheal_services | selectattr('name', 'in', [\"nginx\"]) | list }}", "log_lines": 20}
     assert command[-1] == "--become"
+
+
+def test_the_mapping_names_what_to_heal_for_a_failing_service_and_only_inventory_names_pass() -> None:
+    # an operator's mapping: nginx failing as stale_pidfile on web1 is healed as redis there (any declared service)
+    watch = Watch.of(FLEET, [], EventMapping.of(None, "failure_class == 'stale_pidfile' && 'redis' || service"))
+    requests, notes = watch.observe(round_output(nginx_healthy=False))
+    assert [(request.host, request.service, request.source) for request in requests] == [("web1", "redis", "watchdog")]
+    assert requests[0].event()["sentinel"]["summary"] == "80/tcp: connection refused"  # what was seen failing
+    assert notes == ["web1: nginx is failing; the mapping heals redis on web1"]
+
+
+@pytest.mark.parametrize(("host_query", "service_query", "why"), [
+    ("'db9'", None, "host 'db9' is not an inventory host"),
+    ("'web*'", None, "host 'web*' is not an inventory host"),  # never a pattern
+    (None, "'postgresql'", "service 'postgresql' is not declared in autoheal_services of web1"),
+    (None, "evidence", "names no host and service (host 'web1', service {'pidfile': None})"),
+    ("missing.field", None, "names no host and service (host None, service 'nginx')"),
+])
+def test_a_mapping_that_names_no_declared_service_of_an_inventory_host_heals_nothing_and_says_so(
+        host_query: str | None, service_query: str | None, why: str) -> None:
+    watch = Watch.of(FLEET, [], EventMapping.of(host_query, service_query))
+    assert watch.observe(round_output(nginx_healthy=False)) == ([], [f"web1: nginx is failing, and the mapping names nothing to heal: {why}"])
+    # noted at the change, not every round while it stays failing
+    assert watch.observe(round_output(nginx_healthy=False)) == ([], [])
+
+
+def test_the_watchdogs_mapping_is_checked_when_the_source_starts() -> None:
+    with pytest.raises(ConfigError) as raised:
+        EventMapping.of("host[", None)
+    assert raised.value.field == "host_query" and raised.value.value == "host["
+    assert EventMapping.of(None, None).service.text == "service" and EventMapping.of("", "").host.text == "host"
