@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -152,6 +153,7 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
     why = said.group(1)[:300] if said and outcome != fault.expected else ""
     rounds = [round_ for episode in episodes(state) if episode["service"] == fault.service
               for round_ in (episode["results"] or {}).get("reads") or []]
+    shutil.rmtree(state)  # every fault of every planner has a state of its own: hundreds of them in one run
     reads = sum(read["outcome"] == "ran" for round_ in rounds for read in round_["reads"])
     return Result(fault, planner, outcome, attempts, seconds, ran, why, len(rounds), reads)
 
