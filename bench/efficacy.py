@@ -96,6 +96,9 @@ FAULTS = (
           frozenset({("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"),
                      ("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")})),
     Fault("nginx-log-inodes-exhausted", "node2", "nginx", "awaiting_approval"),
+    Fault("postgres-socket-dir-owner", "node2", "postgresql", "healed",
+          frozenset({("install", "-d", "-m", "2775", "-o", "postgres", "-g", "postgres", "/run/postgresql"),
+                     ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
 )
 PG_UNIT = "postgresql@15-main"
 # The faults no check names the cause of: only the unit's definition (and what it names) does.
