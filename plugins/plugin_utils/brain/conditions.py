@@ -20,10 +20,10 @@ owner cannot be compared with ``spec.user`` there), each a list, empty when noth
                                             line), then each declared path that does not exist (but none systemd
                                             makes at the unit's start: RuntimeDirectory= ...): {path, source,
                                             package_dir}
-    misowned_paths                          what has the wrong owner: the path of the service's permission error (its
-                                            decisive line), then each declared path owned by another account than
-                                            its package's directory (or spec.user): {path, source, owner, group, mode,
-                                            package_dir}
+    misowned_paths                          what has the wrong owner or mode: the path of the service's permission
+                                            error (its decisive line), then each declared path owned by another
+                                            account than the package gave it (when it is a package's directory; else
+                                            than spec.user): {path, source, owner, group, mode, package_dir}
     full_log_filesystems                    each declared log whose directory's filesystem is full or out of inodes:
                                             {log, directory, full, inodes_exhausted, used_percent, inodes_percent,
                                             package_dir}
@@ -147,7 +147,7 @@ def _package_dir(directory: PackageDir | None) -> dict[str, str] | None:
     return None if directory is None else {"path": directory.path, "owner": directory.owner, "group": directory.group, "mode": directory.mode}
 
 
-def _said(reading: Reading, kind: str) -> list[dict[str, Any]]:
+def _decisive_path(reading: Reading, kind: str) -> list[dict[str, Any]]:
     """The path the service's decisive line names, when that line is of this kind."""
     decisive = reading.decisive
     if decisive is None or decisive.kind != kind or not decisive.path:
@@ -159,8 +159,8 @@ def _missing_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
     made_at_start = _made_by_systemd(failure.evidence.get("unit") or {})
     declared = [{"path": info["path"], "source": "service_check", "package_dir": _package_dir(reading.package_dirs.get(info["path"]))}
                 for info in failure.evidence.get("paths") or []
-                if info.get("exists") is False and _run_as_said(str(info["path"])) not in made_at_start]
-    return _said(reading, "missing_path") + declared
+                if info.get("exists") is False and _without_var_run(str(info["path"])) not in made_at_start]
+    return _decisive_path(reading, "missing_path") + declared
 
 
 def _made_by_systemd(unit: Mapping[str, Any]) -> frozenset[str]:
@@ -169,20 +169,22 @@ def _made_by_systemd(unit: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(f"{top}/{name}" for setting, top in SYSTEMD_DIRECTORIES.items() for name in str(unit.get(setting) or "").split())
 
 
-def _run_as_said(path: str) -> str:
+def _without_var_run(path: str) -> str:
     return "/run" + path[len("/var/run"):] if path == "/var/run" or path.startswith("/var/run/") else path
 
 
 def _misowned_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
-    said = [{**found, "owner": None, "group": None, "mode": None} for found in _said(reading, "permission")]
+    said = [{**found, "owner": None, "group": None, "mode": None} for found in _decisive_path(reading, "permission")]
     declared = []
     for info in failure.evidence.get("paths") or []:
         located = reading.package_dirs.get(info["path"])
-        # a path within a package's tree may rightly belong to someone else: only the directory itself is compared
-        expected = located.owner if located is not None and located.path == info["path"] else failure.spec.get("user")
+        # a path below a package's directory may rightly belong to someone else, and what it should be is not known:
+        # only a package's directory itself is compared with the package's owner (and given back by a class)
+        itself = located if located is not None and located.path == info["path"] else None
+        expected = itself.owner if itself is not None else failure.spec.get("user")
         if info.get("exists") and expected and info.get("owner") != expected:
             declared.append({"path": info["path"], "source": "service_check", "owner": info.get("owner"), "group": info.get("group"),
-                             "mode": info.get("mode"), "package_dir": _package_dir(located)})
+                             "mode": info.get("mode"), "package_dir": _package_dir(itself)})
     return said + declared
 
 

@@ -199,6 +199,11 @@ def test_misowned_paths_compare_a_declared_directory_with_its_packages_owner_and
     assert [(found["path"], found["package_dir"]) for found in incident_document(other, {}, read(other))["misowned_paths"]] == [
         ("/srv/cache", None)]
     assert incident_document(redis_failure(), {}, read(redis_failure()))["misowned_paths"] == []
+    # below a package's directory (a tree): what it should be is not known, so no class gives anything back
+    below = redis_failure(paths=[{"path": "/var/lib/redis/backup", "exists": True, "owner": "root", "group": "root", "mode": "0755"}])
+    assert [(found["path"], found["package_dir"]) for found in incident_document(below, {}, read(below))["misowned_paths"]] == [
+        ("/var/lib/redis/backup", None)]
+    assert not _class("service-directory-permissions").matches(below, {}, read(below))
 
 
 def test_full_log_filesystems_are_those_of_the_declared_logs() -> None:
