@@ -73,15 +73,22 @@ def test_three_plays_at_once_share_one_memory_and_lose_nothing(lab: Any, faults:
     assert {host for host in breaks if (tmp_path / "runs" / host).is_dir()} == set(breaks)
 
 
-def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    faults.inject("node2", "nginx-port-squat")
+def heal_squatted(lab: Any, faults: Faults, tmp_path: Path, fault: str, unit: str) -> tuple[int, dict[str, Any]]:
+    """Inject a port squat on node2 (systemd) and heal it; the squatter's pid and the one episode, healed by stopping
+    exactly that pid and starting the unit."""
+    faults.inject("node2", fault)
     squatter = int(sh(lab, "node2", "cat", "/run/lab-squatter.pid"))
     run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
     assert run.rc == 0, run.output
     [episode] = episodes(tmp_path)
-    assert episode["failure_class"] == "port_conflict" and episode["outcome"] == "healed"
+    assert (episode["failure_class"], episode["outcome"], episode["plan_reference"]) == ("port_conflict", "healed", "port-conflict"), run.output
     assert [step["argv"] for step in episode["plan"]["steps"]] == [
-        ["kill", "-TERM", str(squatter)], ["systemctl", "reset-failed", "nginx"], ["systemctl", "start", "nginx"]]
+        ["kill", "-TERM", str(squatter)], ["systemctl", "reset-failed", unit], ["systemctl", "start", unit]]
+    return squatter, episode
+
+
+def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    squatter, episode = heal_squatted(lab, faults, tmp_path, "nginx-port-squat", "nginx")
     assert [v["rule"] for v in episode["verdicts"]] == ["kill-port-squatter", "systemctl-control", "systemctl-control"]
     assert nginx_serves_its_own_page(lab, "node2")
     # the episode holds the evidence it read (nginx -t, in the check's module call) and points to ansible-runner's
@@ -97,16 +104,9 @@ def test_a_port_squatter_is_stopped_and_nginx_started(lab: Any, faults: Faults, 
 
 
 def test_a_port_squatter_of_a_service_without_a_runbook_of_its_own_is_stopped_by_the_class(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    faults.inject("node2", "redis-port-squat")
-    squatter = int(sh(lab, "node2", "cat", "/run/lab-squatter.pid"))
-    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
-    assert run.rc == 0, run.output
-    [episode] = episodes(tmp_path)
-    assert (episode["service"], episode["failure_class"], episode["outcome"]) == ("redis", "port_conflict", "healed"), run.output
     # the class runbook, its squatter found in the structure (foreign_port_owners), exactly that pid stopped
-    assert episode["plan_reference"] == "port-conflict"
-    assert [step["argv"] for step in episode["plan"]["steps"]] == [
-        ["kill", "-TERM", str(squatter)], ["systemctl", "reset-failed", "redis-server"], ["systemctl", "start", "redis-server"]]
+    _squatter, episode = heal_squatted(lab, faults, tmp_path, "redis-port-squat", "redis-server")
+    assert episode["service"] == "redis"
     assert sh(lab, "node2", "redis-cli", "ping").strip() == "PONG"
 
 

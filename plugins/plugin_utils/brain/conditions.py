@@ -158,9 +158,13 @@ def _decisive_path(reading: Reading, kind: str) -> list[dict[str, Any]]:
 def _missing_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
     made_at_start = _made_by_systemd(failure.evidence.get("unit") or {})
     declared = [{"path": info["path"], "source": "service_check", "package_dir": _package_dir(reading.package_dirs.get(info["path"]))}
-                for info in failure.evidence.get("paths") or []
-                if info.get("exists") is False and _without_var_run(str(info["path"])) not in made_at_start]
+                for info in _declared_paths(failure) if info.get("exists") is False and _without_var_run(info["path"]) not in made_at_start]
     return _decisive_path(reading, "missing_path") + declared
+
+
+def _declared_paths(failure: Failure) -> list[Mapping[str, Any]]:
+    """service_check's entries of the declared paths (each names its path)."""
+    return [info for info in failure.evidence.get("paths") or [] if isinstance(info, Mapping) and isinstance(info.get("path"), str)]
 
 
 def _made_by_systemd(unit: Mapping[str, Any]) -> frozenset[str]:
@@ -176,7 +180,7 @@ def _without_var_run(path: str) -> str:
 def _misowned_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
     said = [{**found, "owner": None, "group": None, "mode": None} for found in _decisive_path(reading, "permission")]
     declared = []
-    for info in failure.evidence.get("paths") or []:
+    for info in _declared_paths(failure):
         located = reading.package_dirs.get(info["path"])
         # a path below a package's directory may rightly belong to someone else, and what it should be is not known:
         # only a package's directory itself is compared with the package's owner (and given back by a class)
@@ -189,7 +193,7 @@ def _misowned_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
 
 
 def _full_log_filesystems(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
-    usage = {str(disk.get("path")): disk for disk in failure.evidence.get("disk") or []}
+    usage = {str(disk.get("path")): disk for disk in failure.evidence.get("disk") or [] if isinstance(disk, Mapping)}
     found = []
     for log in failure.spec.get("logs") or []:
         directory = posixpath.dirname(str(log))

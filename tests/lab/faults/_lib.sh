@@ -115,6 +115,28 @@ remove_directory_of() {
     fi
 }
 
+# Stop the init script UNIT and move DIRECTORY to ASIDE (a fault that is already in place, ASIDE existing, fails):
+# what a person's cleanup or a failed restore leaves. The fault's script makes sure UNIT no longer starts.
+set_aside() {
+    if [ -e "$3" ]; then
+        echo "$3 exists: the fault is already in place" >&2
+        exit 1
+    fi
+    service "$1" stop
+    mv "$2" "$3"
+}
+
+# Put DIRECTORY back from ASIDE (whatever a heal made in its place goes) and start UNIT until PROBE answers.
+put_back() {
+    if [ -e "$3" ]; then
+        service "$1" stop
+        rm -rf "$2"
+        mv "$3" "$2"
+    fi
+    reset_failed "$1"
+    start_until_answers "$1" "$4"
+}
+
 port_taken() {
     [ -n "$(ss -Hltn "sport = :$1")" ]
 }
@@ -136,6 +158,24 @@ squat_port() {
 running_squatter() {
     squatter=$(head -n 1 "$squatter_pidfile" 2>/dev/null || true)
     [ -n "$squatter" ] && grep -q http.server "/proc/$squatter/cmdline" 2>/dev/null && echo "$squatter"
+}
+
+# Stop the init script UNIT, let a stray `python3 -m http.server PORT` take its port, and make sure UNIT no longer
+# starts (PROBE, which says it answers, fails).
+squat_port_of() {
+    if squatter=$(running_squatter); then
+        echo "a port is already squatted by PID $squatter" >&2
+        exit 1
+    fi
+    rm -f "$squatter_pidfile"
+    service "$1" stop
+    wait_until port_free "$2"
+    squat_port "$2"
+    if service "$1" start >/dev/null 2>&1 && "$3"; then
+        echo "$1 started although port $2 is taken" >&2
+        exit 1
+    fi
+    echo "port $2 squatted by PID $(cat "$squatter_pidfile") (python3 -m http.server); $1 cannot start"
 }
 
 # Stop the squatter, if it still runs, and forget it.

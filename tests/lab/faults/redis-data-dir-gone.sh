@@ -6,31 +6,17 @@
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
-datadir=/var/lib/redis
-aside=/var/lib/redis.lab-gone
-
 case "${1:-}" in
 break)
-    if [ -e "$aside" ]; then
-        echo "$aside exists: the fault is already in place" >&2
-        exit 1
-    fi
-    service redis-server stop
-    mv "$datadir" "$aside"
+    set_aside redis-server /var/lib/redis /var/lib/redis.lab-gone
     if service redis-server start >/dev/null 2>&1 && redis_answers; then
-        echo "redis started without $datadir" >&2
+        echo "redis started without /var/lib/redis" >&2
         exit 1
     fi
-    echo "moved $datadir to $aside; redis is stopped and will not start"
+    echo "moved /var/lib/redis to /var/lib/redis.lab-gone; redis is stopped and will not start"
     ;;
 undo)
-    if [ -e "$aside" ]; then
-        service redis-server stop
-        rm -rf "$datadir"
-        mv "$aside" "$datadir"
-    fi
-    reset_failed redis-server
-    start_until_answers redis-server redis_answers
+    put_back redis-server /var/lib/redis /var/lib/redis.lab-gone redis_answers
     ;;
 *)
     usage

@@ -7,32 +7,18 @@
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
-logdir=/var/log/redis
-aside=/var/log/redis.lab-aside
-
 case "${1:-}" in
 break)
-    if [ -e "$aside" ]; then
-        echo "$aside exists: the fault is already in place" >&2
-        exit 1
-    fi
-    service redis-server stop
-    mv "$logdir" "$aside"
-    mkdir -m 0755 "$logdir"
+    set_aside redis-server /var/log/redis /var/log/redis.lab-aside
+    mkdir -m 0755 /var/log/redis
     if service redis-server start >/dev/null 2>&1 && redis_answers; then
-        echo "redis started with $logdir owned by root" >&2
+        echo "redis started with /var/log/redis owned by root" >&2
         exit 1
     fi
-    echo "$logdir is root:root 0755; redis is stopped and will not start"
+    echo "/var/log/redis is root:root 0755; redis is stopped and will not start"
     ;;
 undo)
-    if [ -e "$aside" ]; then
-        service redis-server stop
-        rm -rf "$logdir"
-        mv "$aside" "$logdir"
-    fi
-    reset_failed redis-server
-    start_until_answers redis-server redis_answers
+    put_back redis-server /var/log/redis /var/log/redis.lab-aside redis_answers
     ;;
 *)
     usage

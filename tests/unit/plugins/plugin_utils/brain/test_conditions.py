@@ -257,3 +257,9 @@ def test_the_log_filesystem_classes_remove_rotated_logs_then_empty_the_live_one_
     long_log = "/var/log/redis/" + "r" * 30 + ".log"
     lengthy = dataclasses.replace(out_of_inodes, spec={**out_of_inodes.spec, "logs": [long_log]})
     assert not rotated.matches(lengthy, {}, read(lengthy))
+
+
+def test_evidence_entries_of_another_shape_are_passed_over_by_the_views() -> None:
+    odd = redis_failure(paths=["/var/lib/redis", {"exists": False}, {"path": None, "exists": False}], disk=["/var/log/redis", None])
+    document = incident_document(odd, {}, read(odd))
+    assert (document["missing_paths"], document["misowned_paths"], document["full_log_filesystems"]) == ([], [], [])
