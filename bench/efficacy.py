@@ -70,9 +70,9 @@ FAULTS = (
                      ("systemctl", "reset-failed", "postgresql@15-main")})),
     Fault("postgres-root-owned", "node1", "postgresql", "healed",
           frozenset({("chown", "-R", "postgres:postgres", "/var/lib/postgresql"), ("systemctl", "start", "postgresql@15-main")})),
-    Fault("postgres-data-dir-mode", "node2", "postgresql", "healed",
-          frozenset({("install", "-d", "-m", "0700", "-o", "postgres", "-g", "postgres", "/var/lib/postgresql/15/main"),
-                     ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
+    # the data directory lies in /var/lib/postgresql/15, which postgres owns (and so could put a link in place of main):
+    # the repair of its mode waits for a person
+    Fault("postgres-data-dir-mode", "node2", "postgresql", "awaiting_approval"),
     Fault("postgres-socket-lock-stale", "node2", "postgresql", "healed",
           frozenset({("rm", "-f", "/run/postgresql/.s.PGSQL.5432.lock"), ("rm", "-f", "/run/postgresql/.s.PGSQL.5432"),
                      ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),

@@ -78,6 +78,10 @@ LOG_LIMIT = 4000
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
 MAX_PATHS = 8
+MAX_OWNED_DIRECTORIES = 64
+MAX_MOUNTS = 256
+# mount points of the kernel's own filesystems, never below a service's directories
+KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
 # where daemons live besides PATH (a module's PATH often lacks the sbin directories)
 PROGRAM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # A filesystem is reported full when this much of it (space or inodes) is used, as df counts it.
@@ -308,6 +312,8 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
         sockets=[read_socket(path, process_name) for path in (spec.get("sockets") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
+        path_owners=path_owners(_declared_paths(spec)),
+        mounts=mount_points(),
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
                        program=_program(process_name)),
@@ -327,6 +333,54 @@ def _service_directories(spec):
         if path and path not in directories:
             directories.append(path)
     return directories[:MAX_PATHS]
+
+
+def _declared_paths(spec):
+    """Every path the service declares: its paths, logs, sockets and pid file."""
+    return list(spec.get("paths") or []) + list(spec.get("logs") or []) + list(spec.get("sockets") or []) + (
+        [spec["pidfile"]] if spec.get("pidfile") else [])
+
+
+def path_owners(paths):
+    """Who owns each component on the way to each path, itself included, without following links ("(link)" for a
+    symbolic link, below which nothing is walked): the guard lets a repair reach only where every directory on the
+    way is root's, since any other account could put a link in place of what it holds."""
+    owners = {}
+    for path in paths:
+        current = ""
+        for part in [part for part in os.path.normpath(path).split("/") if part] if path.startswith("/") else []:
+            current += "/" + part
+            if current not in owners:
+                if len(owners) >= MAX_OWNED_DIRECTORIES:
+                    return owners
+                try:
+                    st = os.lstat(current)
+                except OSError:
+                    break
+                owners[current] = "(link)" if stat.S_ISLNK(st.st_mode) else _user_name(st.st_uid)
+            if owners[current] == "(link)":
+                break
+    return owners
+
+
+def mount_points():
+    """The host's mount points but the kernel's own (/proc, /sys, /dev), or None when they cannot all be told: a
+    recursive repair never walks into another filesystem."""
+    try:
+        with open("/proc/self/mountinfo") as mountinfo:
+            lines = mountinfo.read().splitlines()
+    except OSError:
+        return None
+    mounts = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 5:
+            return None
+        # the kernel writes space, tab, newline and backslash in a mount point as octal escapes
+        mount = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
+        if not any(mount == top or mount.startswith(top + "/") for top in KERNEL_MOUNTS) and mount not in mounts:
+            mounts.append(mount)
+    return mounts if len(mounts) <= MAX_MOUNTS else None
 
 
 def _path_notes(evidence, user):

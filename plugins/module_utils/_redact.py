@@ -27,6 +27,8 @@ _PATTERNS = (
     (re.compile(r"(?i)(\b(?:requirepass|masterauth|masteruser|primaryauth|auth-pass(?:\s+\S+)?)[\s=]+)(\"[^\"]*\"|'[^']*'|\S+)"),
      r"\1" + MASK),
     (re.compile(r"(?im)^(\s*user\s+\S+\b.*?\s)[>#]\S+"), r"\1" + MASK),
+    # a unit's environment as systemctl cat prints it: every Environment= and EnvironmentFile= value
+    (re.compile(r"(?im)^(\s*Environment(?:File)?\s*=\s*)\S.*$"), r"\1" + MASK),
     # scheme://user:password@host
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:)[^\s@/]+(@)"), r"\1" + MASK + r"\2"),
     # Authorization: Bearer/Basic <token>

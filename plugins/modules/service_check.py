@@ -321,6 +321,19 @@ failures:
               nothing left).
           type: list
           elements: dict
+        path_owners:
+          description:
+            - Who owns each component on the way to each declared path, log, socket and pid file, the path itself
+              included (a dict from path to account name, C((link)) for a symbolic link, below which nothing is
+              looked at; at most 64). The guard allows an ownership or mode repair only where every directory on the
+              way is root's, since any other account could put a link in place of what it holds.
+          type: dict
+        mounts:
+          description:
+            - The host's mount points but the kernel's own (C(/proc), C(/sys), C(/dev)), or null when there are more
+              than 256: a recursive repair never walks into another filesystem.
+          type: list
+          elements: str
         unit:
           description:
             - On a systemd host, the unit that really runs the service (aliases resolved; for a wrapper unit

@@ -51,6 +51,8 @@ QUOTABLE_CHARACTERS = GLOB_CHARACTERS | BRACE_CHARACTERS
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 ANY_EXECUTABLE = "*"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
+# system directories where a package puts one file named for its service: that file is the service's own
+SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _CANONICAL_INT = re.compile(r"^(0|[1-9][0-9]*)$")
@@ -65,6 +67,8 @@ _CURL_WRITE_OUT = re.compile(
 _WORD = re.compile(r"^[A-Za-z0-9@._+,:%=][A-Za-z0-9@._+,:%=-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9@._+][A-Za-z0-9@._+-]*$")
 _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
+# a file name that says it holds a key or a password, wherever it lies (server-key.pem, privkey.crt, db-password.pem)
+_NAMED_LIKE_A_KEY = re.compile(r"(?i)priv|secret|passw|shadow|token|credential|(^|[._-])keys?([._-]|$)")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9@._*?-]+$")
@@ -74,7 +78,7 @@ _UNIT_INSTANCE = re.compile(r"^[A-Za-z0-9_.:-]+@[A-Za-z0-9_.:-]+?(\.service)?$")
 _LOOPBACK_URL = re.compile(r"^(?P<scheme>https?)://(127\.0\.0\.1|localhost|\[::1\])(:(?P<port>[1-9][0-9]{0,4}))?(/[A-Za-z0-9._~/-]*)?$")
 _HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9]{1,5}))?(/|$)")
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",
-                       "protected_paths", "secret_paths", "not_secret", "path_symlinks", "package_paths", "blocked", "rules"})
+                       "protected_paths", "secret_paths", "not_secret", "system_reads", "path_symlinks", "package_paths", "blocked", "rules"})
 _RULE_KEYS = frozenset({"id", "description", "executable", "services", "argv", "options", "operands", "requires",
                         "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect", "read_only"})
 
@@ -85,6 +89,8 @@ class PolicyContext:
 
     service: str | None = None
     init_service: str | None = None
+    # the systemd unit service_check found running the service (postgresql@15-main behind Debian's postgresql)
+    unit: str | None = None
     process: str | None = None
     port_owners: Mapping[int, str] = field(default_factory=dict)
     service_pids: frozenset[int] = frozenset()
@@ -102,6 +108,14 @@ class PolicyContext:
     probe_hosts: frozenset[str] = frozenset()
     # the PostgreSQL clusters (version, name) the service declares: the only ones pg_ctlcluster may act on
     pg_clusters: frozenset[tuple[str, str]] = frozenset()
+    # who owns each directory on the way to the service's declared paths, as service_check saw it on the host
+    # ("(link)" for a symbolic link): a repair below a directory a service account owns could be redirected
+    path_owners: Mapping[str, str] = field(default_factory=dict)
+    # the host's mount points, when service_check reported them: a recursive repair never crosses one
+    mounts: tuple[str, ...] | None = None
+    # files of the service outside its directories: its unit file and drop-ins, pid file, sockets, logs, and the files
+    # named for it in the system's shared directories (/etc/default/NAME, ...)
+    own_files: tuple[str, ...] = ()
 
     @classmethod
     def from_failure(cls, failure: Failure, probe_hosts: Iterable[str] = ()) -> PolicyContext:
@@ -119,6 +133,7 @@ class PolicyContext:
         return cls(
             service=failure.service,
             init_service=failure.init_service,
+            unit=failure.unit,
             process=process,
             port_owners=owners,
             service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)),
@@ -132,7 +147,19 @@ class PolicyContext:
             http_ports=frozenset(port for port in [_http_port((spec.get("http") or {}).get("url"))] if port is not None),
             probe_hosts=frozenset(probe_hosts),
             pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
+            path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
+            mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),
+            own_files=_own_files(failure),
         )
+
+
+def _own_files(failure: Failure) -> tuple[str, ...]:
+    spec, unit = failure.spec, failure.evidence.get("unit") or {}
+    names = dict.fromkeys(name for name in (failure.service, failure.init_service) if name)
+    declared = [*(spec.get("logs") or []), *(spec.get("sockets") or []), *([spec["pidfile"]] if spec.get("pidfile") else [])]
+    unit_files = [unit.get("FragmentPath") or "", *str(unit.get("DropInPaths") or "").split()]
+    shared = [f"{directory}/{name}" for name in names for directory in SHARED_CONFIGURATION_DIRS]
+    return tuple(dict.fromkeys(str(path) for path in [*declared, *unit_files, *shared] if str(path).startswith("/")))
 
 
 def left_over_sockets(evidence: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -202,6 +229,10 @@ class Effect(StrEnum):
     STARTS = "starts"
     STOPS = "stops"
     REMOVES_LOGS = "removes_logs"
+
+
+# what a step does, and to which of the incident's units
+StepEffect = tuple[Effect, str]
 
 
 @dataclass(frozen=True)
@@ -298,6 +329,7 @@ class Policy:
     rules: tuple[Rule, ...]
     path_symlinks: Mapping[str, str] = field(default_factory=dict)
     not_secret: frozenset[str] = frozenset()
+    system_reads: tuple[str, ...] = ()
     package_paths: tuple[PackagePath, ...] = ()
     _by_executable: dict[str, tuple[Rule, ...]] = field(default_factory=dict, compare=False, repr=False)
     _blocked_by_executable: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
@@ -305,6 +337,7 @@ class Policy:
     paths: PathResolver = field(init=False, compare=False, repr=False)
     _secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
     _not_secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _system_read: re.Pattern[str] = field(init=False, compare=False, repr=False)
     _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -314,7 +347,8 @@ class Policy:
         real = frozenset(exact | set(self.path_symlinks.values())) - set(self.path_symlinks)
         object.__setattr__(self, "paths", PathResolver(symlinks=dict(self.path_symlinks), real_directories=real))
         object.__setattr__(self, "_secret", compile_patterns(self.secret_paths, below=True))
-        object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=False))
+        object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=False, within_component=True))
+        object.__setattr__(self, "_system_read", compile_patterns(self.system_reads, below=False, within_component=True))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
@@ -339,7 +373,15 @@ class Policy:
         readings = self.paths.readings(arg)
         if ".." in arg.split("/") and any(path == "/proc" or path.startswith("/proc/") for path in readings):
             return True
-        return any(self._secret.match(path) and not self._not_secret.match(path) for path in readings)
+        return any(self._secret.match(path) and not self._excepted(path) for path in readings)
+
+    def _excepted(self, path: str) -> bool:
+        """An exception of ``not_secret`` names files, never what is below them, and never a file named like a key."""
+        return bool(self._not_secret.match(path)) and not _NAMED_LIKE_A_KEY.search(posixpath.basename(path))
+
+    def is_system_read(self, path: str) -> bool:
+        """Whether a canonical path is system state that any incident's read may print (``system_reads``)."""
+        return bool(self._system_read.match(path))
 
     def is_protected(self, arg: str) -> bool:
         """Whether any path ``arg`` may denote is a protected system path."""
@@ -389,28 +431,44 @@ def evaluate_plan(steps: Sequence[Any], context: PolicyContext | None = None, po
     return _judge_plan(judged, context)
 
 
-def _judge_plan(judged: Sequence[tuple[Verdict, Effect | None]], context: PolicyContext) -> tuple[list[Verdict], Decision]:
+def _judge_plan(judged: Sequence[tuple[Verdict, StepEffect | None]], context: PolicyContext) -> tuple[list[Verdict], Decision]:
+    """The plan as a whole, unit by unit: a stop is undone only by a start of the same unit (or of the init service,
+    which starts the unit it fronts), so stopping one instance and starting another leaves the first stopped."""
     verdicts = [verdict for verdict, _effect in judged]
     service = context.service or "the service"
-    last_stop = None
-    for index, (verdict, effect) in enumerate(judged):
+    stopped: dict[str, int] = {}
+    for index, (verdict, step_effect) in enumerate(judged):
+        effect, target = step_effect or (None, "")
         if effect is Effect.STOPS:
-            last_stop = index
+            stopped[target] = index
         elif effect is Effect.STARTS:
-            last_stop = None
+            stopped.pop(target, None)
+            if target == context.init_service and context.unit:
+                stopped.pop(context.unit, None)
         elif effect is Effect.REMOVES_LOGS and verdict.decision is Decision.ALLOW:
             verdicts[index] = dataclasses.replace(
                 verdict, decision=Decision.APPROVE, rule="plan-removes-logs",
                 reason=f"removes or empties logs of {service} ({verdict.rule}: {verdict.reason}); a person decides what evidence goes")
-    if last_stop is not None and verdicts[last_stop].decision is Decision.ALLOW:
-        stop = verdicts[last_stop]
-        verdicts[last_stop] = dataclasses.replace(
-            stop, decision=Decision.APPROVE, rule="plan-leaves-service-stopped",
-            reason=f"the plan leaves {service} stopped (nothing starts it after this step; {stop.rule}); a person decides that")
+    for unit, index in stopped.items():
+        if verdicts[index].decision is Decision.ALLOW:
+            stop = verdicts[index]
+            verdicts[index] = dataclasses.replace(
+                stop, decision=Decision.APPROVE, rule="plan-leaves-service-stopped",
+                reason=f"the plan leaves {unit} of {service} stopped (nothing starts that unit after this step; {stop.rule}); "
+                       "a person decides that")
     return verdicts, Decision.strictest([v.decision for v in verdicts])
 
 
-def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tuple[Verdict, Effect | None]:
+def _effect_target(executable: str, args: Sequence[str], context: PolicyContext) -> str:
+    """The unit a step starts or stops: the one it names, a PostgreSQL cluster's instance, or, for a signal to the
+    service's processes, the unit that runs them."""
+    if executable == "pg_ctlcluster" and len(args) >= 2:
+        return f"{context.init_service}@{args[0]}-{args[1]}"
+    named = next((_unit_name(arg) for arg in args if _own_unit(arg, context)), None)
+    return named or context.unit or context.init_service or ""
+
+
+def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tuple[Verdict, StepEffect | None]:
     if not isinstance(command, str):
         return _verdict(repr(command), (), Decision.BLOCK, "a command must be a string", "input", policy), None
     if len(command) > policy.max_command_length:
@@ -428,7 +486,7 @@ def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tupl
     return _judge_argv(argv, context, policy, command=command)
 
 
-def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> tuple[Verdict, Effect | None]:
+def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, command: str | None = None) -> tuple[Verdict, StepEffect | None]:
     """Every argument passes the same character checks as a command string, and bash's grammar must
     read ``command`` (by default the argv as approvers see it, shell-quoted) as exactly this argv."""
     argv = tuple(argv)
@@ -473,7 +531,9 @@ def _judge_argv(argv: Sequence[str], context: PolicyContext, policy: Policy, *, 
         if (quoted_syntax_refused and rule.decision is not Decision.BLOCK) or not rule.applies(executable, context):
             continue
         if rule.matches(args, context, policy):
-            return _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become), rule.effect_of(args)
+            effect = rule.effect_of(args)
+            verdict = _verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become)
+            return verdict, None if effect is None else (effect, _effect_target(executable, args, context))
     if globbed or braced:
         reason = "glob characters or braces where no rule of the policy accepts them"
         return _verdict(command, argv, Decision.BLOCK, reason, "shell-syntax", policy), None
@@ -606,9 +666,23 @@ def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
     return frozenset(pids)
 
 
-def _instance_of(arg: str, template: str) -> bool:
-    """An instance of the unit template NAME@.service: NAME@INSTANCE or NAME@INSTANCE.service."""
-    return bool(_UNIT_INSTANCE.match(arg)) and arg.startswith(f"{template}@")
+def own_units(context: PolicyContext) -> frozenset[str]:
+    """The units of the incident, without ``.service``: its init service, the unit service_check found running it,
+    and the instances of the PostgreSQL clusters it declares (``postgresql@15-main``). Never another instance of a
+    template: ``postgresql@14-main`` is another cluster, another incident."""
+    if context.init_service is None:
+        return frozenset()
+    clusters = {f"{context.init_service}@{version}-{name}" for version, name in context.pg_clusters}
+    return frozenset({context.init_service, *([context.unit] if context.unit else []), *clusters})
+
+
+def _unit_name(arg: str) -> str:
+    return arg.removesuffix(".service")
+
+
+def _own_unit(arg: str, context: PolicyContext) -> bool:
+    name = _unit_name(arg)
+    return ("@" not in name or bool(_UNIT_INSTANCE.match(arg))) and name in own_units(context)
 
 
 def _own_pids(context: PolicyContext) -> frozenset[int]:
@@ -674,39 +748,74 @@ def _readable(path: str, context: PolicyContext, policy: Policy) -> bool:
     return True
 
 
+def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
+    """A file a read of this incident may print: system state, or the service's own (below its own directories or
+    its configuration directory, or one of its own files)."""
+    if policy.is_system_read(path):
+        return True
+    names = {context.service, context.init_service} - {None}
+    configuration = [policy.paths.canonical(f"/etc/{name}") for name in names]
+    if any(directory and path.startswith(directory + "/") for directory in configuration):
+        return True
+    if any(_under(path, directory) for directory in _own_dirs(context.service_dirs, policy)):
+        return True
+    return path in {policy.paths.canonical(own) for own in (*context.own_files, *context.log_files, context.stale_pidfile or "")}
+
+
 # ---- owner and mode as the package set them -------------------------------------------------------------
 
-def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy) -> list[tuple[bool, PackagePath]] | None:
-    """For each path: whether it is a package directory itself (not below one), and its entry."""
+def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy) -> list[tuple[str, bool, PackagePath]] | None:
+    """For each path that no service account can redirect: its canonical form, whether it is a package directory
+    itself (not below one), and its entry; None when one is not such a path."""
     found = []
     for arg in paths:
         path = policy.paths.canonical(arg)
-        located = None if path is None else policy.package_path(path, context)
-        if located is None:
+        located = None if path is None or not _unredirectable(path, context, policy) else policy.package_path(path, context)
+        if path is None or located is None:
             return None
-        found.append((located[0] == path, located[1]))
+        found.append((path, located[0] == path, located[1]))
     return found
 
 
+def _unredirectable(path: str, context: PolicyContext, policy: Policy) -> bool:
+    """Whether every directory on the way to ``path`` is root's, so that no other account can put a symbolic link in
+    place of the next component: a system directory (protected, a real directory), or one service_check saw owned by
+    root. A trailing ``/`` or ``/.``, which makes a tool follow a link in the last place, then reaches only what root
+    put there. Unknown means no: a person decides."""
+    owners = {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
+    parent = posixpath.dirname(path)
+    while parent != "/":
+        if parent not in policy.paths.real_directories and owners.get(parent) != "root":
+            return False
+        parent = posixpath.dirname(parent)
+    return True
+
+
+def _crosses_no_mount(path: str, context: PolicyContext, policy: Policy) -> bool:
+    """Whether no filesystem is mounted below ``path`` (a recursive repair would walk into it), as the host said."""
+    if context.mounts is None:
+        return False
+    return not any(_under(policy.paths.canonical(mount) or mount, path) and (policy.paths.canonical(mount) or mount) != path
+                   for mount in context.mounts)
+
+
 def _restores_ownership(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
-    """chown OWNER[:GROUP] PATH...: the package's owner and group, on its paths. Below a package
-    directory the service account could have planted a symlink, so only a chown that does not follow
-    one (-h, or -R, which walks physically) reaches there; -R only where the package owns the whole tree."""
+    """chown OWNER[:GROUP] PATH...: the package's owner and group, on its paths, none of which a service account can
+    redirect; -R (which walks physically, never through a link) only where the package owns the whole tree and no
+    filesystem is mounted below."""
     owner, colon, group = operands[0].partition(":")
     entries = _entries(operands[1:], context, policy)
     if not entries or (colon and not group):
         return False
     recursive = "-R" in options
-    no_dereference = recursive or "-h" in options or "--no-dereference" in options
-    return all(owner == entry.owner and (not group or group == entry.group) and (not recursive or entry.tree)
-               and (itself or no_dereference) for itself, entry in entries)
+    return all(owner == entry.owner and (not group or group == entry.group)
+               and (not recursive or (entry.tree and _crosses_no_mount(path, context, policy))) for path, _itself, entry in entries)
 
 
 def _restores_mode(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
-    """chmod MODE PATH...: the package's mode, on a package directory itself (chmod follows symlinks,
-    and only the directory's root-owned parent makes sure it is not one)."""
+    """chmod MODE PATH...: the package's mode, on a package directory itself."""
     entries = _entries(operands[1:], context, policy) or []
-    return bool(entries) and all(itself and _mode(operands[0]) == entry.mode for itself, entry in entries)
+    return bool(entries) and all(itself and _mode(operands[0]) == entry.mode for _path, itself, entry in entries)
 
 
 def _restores_directory(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
@@ -715,7 +824,7 @@ def _restores_directory(operands: Sequence[str], options: Mapping[str, str], con
     entries = _entries(operands, context, policy) or []
     return bool(entries) and all(
         itself and options.get("-o", "root") == entry.owner and options.get("-g", "root") == entry.group
-        and _mode(options.get("-m", "0755")) == entry.mode for itself, entry in entries)
+        and _mode(options.get("-m", "0755")) == entry.mode for _path, itself, entry in entries)
 
 
 def _mode(text: str) -> int | None:
@@ -748,11 +857,12 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "runtime_dir": _path_placeholder(_runtime_dir),
     "package_path": _path_placeholder(lambda path, context, policy: policy.package_path(path, context) is not None),
     "readable_file": _path_placeholder(_readable),
-    "unit": lambda arg, letters, context, policy: context.init_service is not None
-    and (arg in (context.init_service, f"{context.init_service}.service") or _instance_of(arg, context.init_service)),
+    "incident_file": _path_placeholder(_incident_file),
+    "unit": lambda arg, letters, context, policy: _own_unit(arg, context),
     "signed_size": lambda arg, letters, context, policy: bool(_SIGNED_SIZE.match(arg)),
     "text": lambda arg, letters, context, policy: True,
     "count": lambda arg, letters, context, policy: _is_canonical_int(arg) and 1 <= int(arg) <= 100_000,
+    "few": lambda arg, letters, context, policy: _is_canonical_int(arg) and 1 <= int(arg) <= 10,
     "signed_count": lambda arg, letters, context, policy: _is_canonical_int(arg.lstrip("+-")) and len(arg) - len(arg.lstrip("+-")) <= 1,
     "flags": lambda arg, letters, context, policy: len(arg) > 1 and arg[0] == "-" and set(arg[1:]) <= set(letters),
     "word": lambda arg, letters, context, policy: bool(_WORD.match(arg)),
@@ -881,6 +991,7 @@ def parse_policy(data: Any, *, source: str, version: str, lines: Callable[[str],
         rules=tuple(rules) + (base.rules if base else ()),
         path_symlinks={**(base.path_symlinks if base else {}), **symlinks},
         not_secret=frozenset(string_list("not_secret")) | (base.not_secret if base else frozenset()),
+        system_reads=tuple(string_list("system_reads")) + (base.system_reads if base else ()),
         package_paths=tuple(package_paths) + (base.package_paths if base else ()),
     )
 

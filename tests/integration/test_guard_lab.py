@@ -74,6 +74,21 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     assert "backdoor" not in sh(lab, "node1", "getent", "passwd")
 
 
+def test_a_repair_below_a_directory_the_service_account_owns_waits_for_a_person(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """The cluster's data directory lost its mode; the class runbook would give it back, but it lies in
+    /var/lib/postgresql/15, which postgres owns (service_check says so): postgres could put a link in place of main
+    between the check and the step, and the step runs as root. So the plan waits for a person, and nothing runs."""
+    faults.inject("node2", "postgres-data-dir-mode")
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path / "state")
+    assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
+    [episode] = [episode for episode in episodes(tmp_path / "state") if episode["service"] == "postgresql"]
+    [repair] = [verdict for verdict in episode["verdicts"] if verdict["argv"][0] == "install"]
+    assert repair["decision"] == "approve" and repair["rule"] == "directory-repair-needs-a-person", repair
+    assert "another account than root could redirect" in repair["reason"]
+    assert commands_run(tmp_path / "state", "node2") == []
+    assert sh(lab, "node2", "stat", "-c", "%a", "/var/lib/postgresql/15/main").strip() == "755"
+
+
 def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: Any, faults: Faults, tmp_path: Path) -> None:
     _policy, state, plan_id = _waiting_plan(lab, faults, tmp_path)
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"

@@ -54,10 +54,6 @@ CASES = [
          ran=(("install", "-d", "-m", "2750", "-o", "redis", "-g", "adm", "/var/log/redis"), ("systemctl", "reset-failed", "redis-server"),
               ("systemctl", "start", "redis-server")),
          probe=("redis-cli", "ping")),
-    Case("postgres-data-dir-mode", "node2", "postgresql", "service-directory-permissions",
-         ran=(("install", "-d", "-m", "0700", "-o", "postgres", "-g", "postgres", "/var/lib/postgresql/15/main"),
-              ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")),
-         probe=("pg_isready", "-h", "127.0.0.1")),
     # faults of redis that no runbook of redis's own covers, healed by the classes over the incident's structure
     Case("redis-data-dir-gone", "node2", "redis", "service-directory-missing",
          ran=(("install", "-d", "-m", "0750", "-o", "redis", "-g", "redis", "/var/lib/redis"), ("systemctl", "reset-failed", "redis-server"),

@@ -103,11 +103,20 @@ def _lexical(path: str) -> str:
     return posixpath.normpath(re.sub("/+", "/", path))
 
 
-def compile_patterns(patterns: Iterable[str], *, below: bool) -> re.Pattern[str]:
+def compile_patterns(patterns: Iterable[str], *, below: bool, within_component: bool = False) -> re.Pattern[str]:
     """One regular expression for shell-style path patterns (``*`` matches ``/`` too, so ``/proc/*/root``
-    also matches ``/proc/1/task/1/root``); with ``below``, a pattern also covers everything below it."""
-    parts = [fnmatch.translate(p) for pattern in patterns for p in ((pattern, pattern.rstrip("/") + "/*") if below else (pattern,))]
+    also matches ``/proc/1/task/1/root``); with ``below``, a pattern also covers everything below it. With
+    ``within_component``, ``*`` and ``?`` stay inside one component, as the shell's globs do: for exceptions, which
+    must never reach into a directory they do not name."""
+    translate = _translate_within_component if within_component else fnmatch.translate
+    parts = [translate(p) for pattern in patterns for p in ((pattern, pattern.rstrip("/") + "/*") if below else (pattern,))]
     return re.compile("|".join(parts) if parts else r"(?!)")
+
+
+def _translate_within_component(pattern: str) -> str:
+    """fnmatch's pattern language, with ``*`` and ``?`` matching no ``/`` (brackets are taken literally)."""
+    regex = "".join("[^/]*" if piece == "*" else "[^/]" if piece == "?" else re.escape(piece) for piece in re.split(r"([*?])", pattern))
+    return rf"(?s:{regex})\Z"
 
 
 def validate_symlinks(table: Mapping[str, str]) -> str | None:

@@ -282,6 +282,24 @@ def test_path_and_disk_evidence_is_bounded(tmp_path: Path) -> None:
     assert failure["evidence"]["disk"] == []  # none of them exists
 
 
+def test_the_owner_of_each_directory_on_the_way_to_a_declared_path_is_reported_without_following_links(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "main").mkdir(parents=True)
+    os.chown(data, pwd.getpwnam("nobody").pw_uid, -1)
+    (data / "link").symlink_to("/etc")
+    spec = _spec(name="svc", process="definitely-not-running", paths=[str(data / "main"), str(data / "link" / "shadow")])
+    owners = _check(spec)["failures"][0]["evidence"]["path_owners"]
+    assert owners[str(tmp_path)] == "root" and owners[str(data)] == "nobody" and owners[str(data / "main")] == "root"
+    # a link is reported as one, and nothing is walked below it (/etc/shadow is not looked at through it)
+    assert owners[str(data / "link")] == "(link)" and str(data / "link" / "shadow") not in owners
+
+
+def test_the_mount_points_but_the_kernels_own_are_reported() -> None:
+    mounts = _probe.mount_points()
+    assert mounts is not None and "/" in mounts
+    assert not [mount for mount in mounts if mount.split("/")[1] in ("proc", "sys", "dev")]
+
+
 def test_a_status_check_of_an_unknown_service_fails_clearly() -> None:
     result = _check(_spec(name="ghost-service-xyz", status_check=True))
     assert "no init script or unit named ghost-service-xyz" in result["failures"][0]["summary"]
@@ -334,6 +352,10 @@ def test_duplicate_names_are_refused() -> None:
         ("user default on >pa55word ~* +@all", "pa55word"),
         ("redis     700  0.1 /usr/bin/redis-server 127.0.0.1:6379 --requirepass topsecret", "topsecret"),
         ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX\n-----END PGP PRIVATE KEY BLOCK-----", "lQOYBGX"),
+        # a unit as systemctl cat prints it: every value of its environment, whatever the variable's name
+        ("[Service]\nEnvironment=\"GF_DATABASE_URL=mysql://grafana@db/grafana\" GF_SERVER_ROOT=/\n", "GF_DATABASE_URL"),
+        ("[Service]\n  Environment=APP_SIGNING_SEED=9f8e7d6c5b4a\nExecStart=/usr/bin/app\n", "9f8e7d6c5b4a"),
+        ("EnvironmentFile=-/etc/app/production.env\n", "/etc/app/production.env"),
     ],
 )
 def test_redaction_masks_obvious_secrets(text: str, secret: str) -> None:

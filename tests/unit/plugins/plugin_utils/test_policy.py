@@ -296,7 +296,7 @@ def test_without_the_bash_grammar_nothing_is_judged_and_the_error_says_what_to_i
 
 # ---- systemd: the reads people and systemd use, the template's instances, a person's decisions ----------------------
 
-POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", process="postgres")
+POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", unit="postgresql@15-main", process="postgres")
 
 
 @pytest.mark.parametrize(("command", "rule"), [

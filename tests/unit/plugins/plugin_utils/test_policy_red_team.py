@@ -70,7 +70,7 @@ def test_proc_roots_and_open_files_are_secret_whatever_follows(command: str) -> 
 # ---- 2. secrets and raw devices under names the old lists did not know -----------------------------------------
 
 @pytest.mark.parametrize("command", [
-    "cat /var/backups/shadow.bak", "cat /etc/security/opasswd", "cat /etc/redis/redis.conf",
+    "cat /var/backups/shadow.bak", "cat /etc/security/opasswd", "cat /etc/mysql/debian.cnf",
     "head -c 4000 /var/lib/postgresql/15/main/global/1260", "cat /etc/letsencrypt/keys/0000_key-certbot.pem",
     "cat /srv/www/privkey.pem", "cat /etc/nginx/.htpasswd", "cat /run/credentials/nginx.service/token",
     "tail -n 50 /var/lib/postgresql/.psql_history", "head -c 4000 /dev/block/8:0", "head -c 100 /dev/char/1:1",
@@ -91,8 +91,8 @@ def test_the_null_device_is_not_a_secret() -> None:
     ("grep -e ZZZ ../../../../etc/hostname", ("approve", "default-approve")),   # a relative path never reads unattended
     ("grep -e ZZZ /etc/hostname", ("allow", "search-files-pattern-option")),
     ("grep ZZZ /etc/hostname", ("allow", "search-files")),
-    ("grep -n /etc/hostname /etc/issue -e y", ("allow", "search-files-pattern-option")),  # GNU: options after operands count
-    ("grep -n x /etc/hostname -e y", ("approve", "default-approve")),  # so with -e anywhere, x is a (relative) file
+    ("grep -n /etc/hostname /etc/os-release -e y", ("allow", "search-files-pattern-option")),  # GNU: options after operands count
+    ("grep -n x /etc/hostname -e y", ("approve", "reads-beyond-the-incident")),  # so with -e anywhere, x is a (relative) file
     ("cat //etc/shadow", ("block", "secrets-are-never-read")),
     ("cat .ssh/id_ed25519", ("block", "secrets-are-never-read")),
     ("cat ../../etc/hostname", ("approve", "default-approve")),
@@ -130,10 +130,12 @@ def test_the_http_probe_reaches_the_port_of_the_declared_http_check() -> None:
     ("postgresql", "chown -R postgres /var/run/../lib/postgresql", ("block", "system-paths-are-never-changed")),
     ("postgresql", "chown -R postgres:postgres /var/lib/postgresql", ("allow", "give-back-ownership")),
     ("postgresql", "chown -R postgres:postgres /var/lib/postgresql/15/../../postgresql", ("approve", "default-approve")),
-    # below a package directory the service's account could have planted a symlink: only a chown that does not follow one
-    ("postgresql", "chown postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("approve", "default-approve")),
-    ("postgresql", "chown -h postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("allow", "give-back-ownership")),
-    ("postgresql", "chmod 0700 /var/lib/postgresql/15/main/link-to-etc", ("approve", "default-approve")),
+    # below a directory the service's account owns it could have planted a symlink: a person looks, -h or not (a
+    # trailing / makes chown -h follow it all the same)
+    ("postgresql", "chown postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("approve", "ownership-repair-needs-a-person")),
+    ("postgresql", "chown -h postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("approve", "ownership-repair-needs-a-person")),
+    ("postgresql", "chown -h postgres:postgres /var/lib/postgresql/15/main/link-to-etc/", ("approve", "ownership-repair-needs-a-person")),
+    ("postgresql", "chmod 0700 /var/lib/postgresql/15/main/link-to-etc", ("approve", "mode-repair-needs-a-person")),
     ("redis", "truncate -s 0 /var/log/redis/redis-server.log", ("approve", "truncate-service-log")),
     ("nginx", "rm -f /var/run/nginx.pid", ("allow", "remove-stale-pidfile")),
 ])
@@ -148,7 +150,7 @@ def test_paths_are_judged_where_the_kernel_lands(service: str, command: str, exp
     ("postgresql", "chmod -R 000 /var/lib/postgresql", "approve"),
     ("postgresql", "chown -R postgres:www-data /var/lib/postgresql", "approve"),
     ("postgresql", "install -d -o root -m 0700 /run/postgresql", "approve"),
-    ("postgresql", "chmod 0700 /var/lib/postgresql/15/main", "allow"),
+    ("postgresql", "chmod 0700 /var/lib/postgresql/15/main", "approve"),  # in /var/lib/postgresql/15, which postgres owns
     ("postgresql", "chmod 2775 /run/postgresql", "allow"),
     ("postgresql", "chmod 0777 /run/postgresql", "approve"),
     ("postgresql", "install -d -m 2775 -o postgres -g postgres /run/postgresql", "allow"),
@@ -197,7 +199,13 @@ def test_a_declared_log_does_not_widen_to_its_directory(command: str) -> None:
 @pytest.mark.parametrize(("service", "plan", "rules"), [
     ("redis", ["service redis-server stop"], ["plan-leaves-service-stopped"]),
     ("postgresql", ["pg_ctlcluster 15 main stop"], ["plan-leaves-service-stopped"]),
-    ("postgresql", ["pkill -TERM -x postgres"], ["plan-leaves-service-stopped"]),
+    ("postgresql", ["pkill -TERM -x postgres"], ["pkill-by-name"]),
+    ("postgresql", ["systemctl kill postgresql@15-main"], ["plan-leaves-service-stopped"]),
+    ("postgresql", ["systemctl kill postgresql@15-main", "systemctl start postgresql@15-main"], ["signal-own-unit", "systemctl-control"]),
+    # unit by unit: a start of another unit leaves the one stopped stopped, but the init service starts what it fronts
+    ("postgresql", ["systemctl stop postgresql@15-main", "systemctl start postgresql"], ["systemctl-control", "systemctl-control"]),
+    ("postgresql", ["systemctl stop postgresql", "systemctl start postgresql@15-main"], ["plan-leaves-service-stopped", "systemctl-control"]),
+    ("postgresql", ["kill -TERM 900", "systemctl start postgresql@15-main"], ["signal-own-process", "systemctl-control"]),
     # a start of a cluster the incident does not declare starts nothing it knows: the stop stands
     ("postgresql", ["pg_ctlcluster 15 main stop", "pg_ctlcluster 15 bogus start"], ["plan-leaves-service-stopped", "default-approve"]),
     ("nginx", ["service nginx start", "service nginx stop"], ["service-control", "plan-leaves-service-stopped"]),
@@ -210,7 +218,7 @@ def test_a_declared_log_does_not_widen_to_its_directory(command: str) -> None:
 def test_a_plan_is_judged_by_what_it_leaves_behind(service: str, plan: list[str], rules: list[str]) -> None:
     verdicts, decision = evaluate_plan(plan, CONTEXTS[service], POLICY)
     assert [v.rule for v in verdicts] == rules
-    assert decision is (Decision.APPROVE if {"plan-leaves-service-stopped", "plan-removes-logs"} & set(rules) else Decision.ALLOW)
+    assert decision is (Decision.APPROVE if {"plan-leaves-service-stopped", "plan-removes-logs", "pkill-by-name"} & set(rules) else Decision.ALLOW)
 
 
 def test_plans_in_argv_form_are_judged_the_same() -> None:

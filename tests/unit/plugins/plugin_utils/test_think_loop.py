@@ -188,7 +188,8 @@ def test_a_round_holds_four_reads_and_another_services_secrets_are_refused(tmp_p
     assert [read["outcome"] for read in round_["reads"]] == ["refused by policy", "ran", "ran", "ran", "over the round's limit"]
     assert [argvs for purpose, argvs in executor.runs if purpose == "investigate"] == [[tuple(argv) for argv, _why in wanted[1:4]]]
     told = _read_back(llm.chat_requests[1])
-    assert "over the round's limit: at most 4 reads per round" in told and "refused by policy: secrets" in told
+    assert "over the round's limit: at most 4 reads per round" in told
+    assert "refused by policy: reads a file that is neither the incident's own" in told
     assert outcome.state.status == "healed"
 
 

@@ -183,9 +183,11 @@ PATH_RULES = {
     "certificate-dates": (_NGINX, "openssl x509 -noout -enddate -in PATH"),
     "tail-or-head-of-files": (_NGINX, "tail -n 5 PATH"),
     "read-files": (_NGINX, "cat PATH"),
+    "describe-files": (_NGINX, "stat PATH"),
     "list-directories": (_NGINX, "ls -la PATH"),
     "disk-usage": (_NGINX, "du -sh PATH"),
     "filesystem-usage": (_NGINX, "df -h PATH"),
+    "list-scheduled-scripts": (_NGINX, "run-parts --test PATH"),
     "search-files": (_NGINX, "grep -n x PATH"),
     "search-files-pattern-option": (_NGINX, "grep -e x PATH"),
     "print-lines": (_NGINX, "sed -n 1,5p PATH"),
@@ -203,6 +205,9 @@ PATH_RULES = {
     "give-back-ownership": (_POSTGRES, "chown -R postgres:postgres PATH"),
     "give-back-mode": (_POSTGRES, "chmod 2775 PATH"),
     "create-runtime-directory": (_POSTGRES, "install -d -o postgres -g postgres -m 2775 PATH"),
+    "ownership-repair-needs-a-person": (_POSTGRES, "chown -R postgres:postgres PATH"),
+    "mode-repair-needs-a-person": (_POSTGRES, "chmod 2775 PATH"),
+    "directory-repair-needs-a-person": (_POSTGRES, "install -d -o postgres -g postgres -m 2775 PATH"),
     "make-runtime-directory": (_SSH, "mkdir -p PATH"),
 }
 # The path placeholders the shipped policy does not use, in rules an operator could write.
@@ -215,7 +220,7 @@ CUSTOM = parse_policy({"version": 1, "include_default": True, "rules": [
 CUSTOM_PATH_RULES = {"my-list": (_NGINX, "ls PATH"), "my-touch": (_NGINX, "touch PATH"), "my-rmdir": (_NGINX, "rmdir PATH"),
                      "my-tail": (_NGINX, "tail PATH")}
 _PATH_PLACEHOLDERS = ("{stale_pidfile}", "{log_file}", "{service_dir}", "{service_file}", "{service_log_file}", "{rotated_log}",
-                      "{runtime_dir}", "{package_path}", "{readable_file}")
+                      "{runtime_dir}", "{package_path}", "{readable_file}", "{incident_file}")
 TARGETS += ["/run/nginx/nginx.sock", "/run/redis/redis-server.sock", "/var/log/nginx", "/var/log/nginx/../../log", "/run/nginx/../sshd",
             "/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
             "/etc/ssl/certs/ssl-cert-snakeoil.pem", "/etc/haproxy/haproxy.cfg", "/var/log/nginx/../../lib/dpkg/status"]
@@ -232,6 +237,19 @@ def test_every_rule_that_takes_a_path_is_fed_aliases_below() -> None:
     assert {rule.id for rule in POLICY.rules if _takes_a_path(rule)} == set(PATH_RULES)
     assert {rule.id for rule in CUSTOM.rules if _takes_a_path(rule)} == set(PATH_RULES) | set(CUSTOM_PATH_RULES)
     assert {p[1:-1] for p in _PATH_PLACEHOLDERS} <= {p.placeholder for rule in CUSTOM.rules for p in rule.argv or rule.operands}
+
+
+SUFFIXES = ["/", "/.", "//", "/./", "/.//."]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(sorted(PATH_RULES)), st.sampled_from(TARGETS), st.sampled_from(SUFFIXES))
+def test_no_suffix_changes_what_a_rule_decides(rule_id: str, target: str, suffix: str) -> None:
+    """x/, x/. and x// make the kernel resolve x as a directory (following a link there, whatever -h says): the guard
+    decides them as x, so that no rule trusts a spelling the kernel reads otherwise."""
+    context, template = PATH_RULES[rule_id]
+    plain, suffixed = (evaluate(template.replace("PATH", path), context, POLICY) for path in (target, target + suffix))
+    assert (suffixed.decision, suffixed.rule) == (plain.decision, plain.rule), (template, target, suffix)
 
 
 _ALL_PATH_RULES: dict[str, tuple[Policy, PolicyContext, str]] = {
