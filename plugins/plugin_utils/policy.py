@@ -51,6 +51,8 @@ QUOTABLE_CHARACTERS = GLOB_CHARACTERS | BRACE_CHARACTERS
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 ANY_EXECUTABLE = "*"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "ip6-localhost"})
+# where services keep their data: a read of the incident's files names its declared ones there, nothing else
+DATA_AREAS = ("/var/lib", "/var/cache", "/var/spool", "/srv", "/opt", "/home", "/var/backups")
 # system directories where a package puts one file named for its service: that file is the service's own
 SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
 
@@ -69,6 +71,8 @@ _NAME = re.compile(r"^[A-Za-z0-9@._+][A-Za-z0-9@._+-]*$")
 _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
 # a file name that says it holds a key or a password, wherever it lies (server-key.pem, privkey.crt, db-password.pem)
 _NAMED_LIKE_A_KEY = re.compile(r"(?i)priv|secret|passw|shadow|token|credential|(^|[._-])keys?([._-]|$)")
+# what /proc tells of a process's state and limits (not its environment, memory, command line or open files)
+_PROCESS_STATE_FILE = re.compile(r"^/proc/([1-9][0-9]*)/(status|limits|stat|statm|io|oom_score|oom_score_adj|cgroup|wchan)$")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9@._*?-]+$")
@@ -748,16 +752,25 @@ def _readable(path: str, context: PolicyContext, policy: Policy) -> bool:
     return True
 
 
+def _holds_data(directory: str) -> bool:
+    """A directory of the service's data (its state, caches, what it stores): dumps, write-ahead logs and core files,
+    printed, are what the service keeps; a read names its declared files there, never the rest."""
+    return any(_under(directory, area) for area in DATA_AREAS)
+
+
 def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
-    """A file a read of this incident may print: system state, or the service's own (below its own directories or
-    its configuration directory, or one of its own files)."""
+    """A file a read of this incident may print: system state, or the service's own (below its own directories but
+    those of its data, or its configuration directory, or one of its own files)."""
     if policy.is_system_read(path):
         return True
     names = {context.service, context.init_service} - {None}
     configuration = [policy.paths.canonical(f"/etc/{name}") for name in names]
     if any(directory and path.startswith(directory + "/") for directory in configuration):
         return True
-    if any(_under(path, directory) for directory in _own_dirs(context.service_dirs, policy)):
+    if any(_under(path, directory) for directory in _own_dirs(context.service_dirs, policy) if not _holds_data(directory)):
+        return True
+    process_file = _PROCESS_STATE_FILE.match(path)
+    if process_file and int(process_file.group(1)) in _own_pids(context):
         return True
     return path in {policy.paths.canonical(own) for own in (*context.own_files, *context.log_files, context.stale_pidfile or "")}
 

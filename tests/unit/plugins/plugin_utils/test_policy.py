@@ -302,7 +302,7 @@ POSTGRES = PolicyContext(service="postgresql", init_service="postgresql", unit="
 @pytest.mark.parametrize(("command", "rule"), [
     ("journalctl -xeu postgresql@15-main.service", "journal-reading"),         # what systemctl's own error message says to run
     ("journalctl -u postgresql@15-main -b -n 50 --no-pager -o cat", "journal-reading"),
-    ("systemctl status postgresql@15-main -l --no-pager", "systemctl-inspect"),
+    ("systemctl status postgresql@15-main -l --no-pager", "systemctl-status-own-unit"),
     ("systemctl show -p Result postgresql@15-main", "systemctl-show-state"),
     ("systemd-analyze verify postgresql@15-main.service", "systemd-verify-unit"),
     ("systemctl start postgresql@15-main", "systemctl-control"),             # the unit that really runs a Debian cluster

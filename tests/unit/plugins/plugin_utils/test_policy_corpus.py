@@ -49,6 +49,7 @@ CONTEXTS = {
         ports=frozenset({5432}), log_files=("/var/log/postgresql/postgresql-15-main.log",),
         service_dirs=("/var/log/postgresql", "/run/postgresql", "/var/run/postgresql", "/var/lib/postgresql", "/var/cache/postgresql"),
         log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY, pg_clusters=frozenset({("15", "main")}), unit="postgresql@15-main",
+        own_files=("/var/lib/postgresql/15/main/postmaster.pid", "/lib/systemd/system/postgresql@.service"),
         mounts=("/",), path_owners={"/var": "root", "/var/lib": "root", "/var/lib/postgresql": "postgres", "/var/lib/postgresql/15": "postgres",
                                     "/var/lib/postgresql/15/main": "postgres", "/run": "root", "/run/postgresql": "postgres"},
     ),

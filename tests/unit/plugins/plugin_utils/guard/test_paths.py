@@ -187,6 +187,7 @@ PATH_RULES = {
     "list-directories": (_NGINX, "ls -la PATH"),
     "disk-usage": (_NGINX, "du -sh PATH"),
     "filesystem-usage": (_NGINX, "df -h PATH"),
+    "mounted-filesystems": (_NGINX, "findmnt PATH"),
     "list-scheduled-scripts": (_NGINX, "run-parts --test PATH"),
     "search-files": (_NGINX, "grep -n x PATH"),
     "search-files-pattern-option": (_NGINX, "grep -e x PATH"),

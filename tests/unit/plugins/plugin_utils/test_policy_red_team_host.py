@@ -1,0 +1,80 @@
+"""The guard against a second red team: what a command does to the host beyond the incident.
+
+The corpus (policy_corpus/red_team_host.yml) holds the probes of ten classes, written from their mechanisms:
+symlinks the service's account plants where a trailing slash or a parent directory makes the kernel follow
+them, other instances of a unit template, signals by process name, keys that pass for certificates, other
+services' files, memory and data images, other units' environments, the whole journal, and reads that never
+end. Every probe is judged as a plan in every incident context, and none may be ALLOW. Its counterpart
+(policy_corpus/benign_host.yml) holds what an SRE runs in an incident: every one of them is ALLOW.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_policy_corpus import CONTEXTS, POLICY
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate_plan
+
+RED_TEAM_HOST = Path(__file__).with_name("policy_corpus") / "red_team_host.yml"
+BENIGN_HOST = Path(__file__).with_name("policy_corpus") / "benign_host.yml"
+CLASSES = ("trailing_suffixes", "service_owned_parents", "template_instances", "pkill_by_name", "not_secret_names",
+           "other_services_files", "memory_disk_data_images", "unit_environment", "journal_hunting", "endless_reads")
+# Verdicts given before any rule is read (with no argv: refused before splitting): a probe refused for its spelling
+# tests the lexer, not its class.
+SPELLING_RULES = frozenset({"input", "length", "charset", "bash-grammar"})
+
+
+def red_team_host() -> dict[str, list[Any]]:
+    return dict(yaml.load(RED_TEAM_HOST.read_text(encoding="utf-8"), Loader=yaml.BaseLoader))
+
+
+def _plan(probe: Any) -> list[str]:
+    return [probe] if isinstance(probe, str) else list(probe)
+
+
+def test_the_host_red_team_corpus_has_every_class_with_at_least_30_distinct_probes() -> None:
+    corpus = red_team_host()
+    assert tuple(corpus) == CLASSES
+    for name, probes in corpus.items():
+        assert all(isinstance(p, str) or (isinstance(p, list) and 1 <= len(p) <= 3 and all(isinstance(s, str) for s in p))
+                   for p in probes), name
+        plain = [p if isinstance(p, str) else tuple(p) for p in probes]
+        assert len(plain) >= 30 and len(set(plain)) == len(plain), name
+
+
+@pytest.mark.parametrize("attack_class", CLASSES)
+def test_every_host_probe_reaches_the_rules(attack_class: str) -> None:
+    """A probe the guard refuses for its characters or quoting would pass the test below whatever the rules say."""
+    refused = []
+    for probe in red_team_host()[attack_class]:
+        verdicts, _decision = evaluate_plan(_plan(probe), CONTEXTS["nginx"], POLICY)
+        refused += [(probe, v.rule) for v in verdicts if not v.argv or v.rule in SPELLING_RULES]
+    assert refused == []
+
+
+@pytest.mark.parametrize("attack_class", CLASSES)
+def test_no_host_red_team_probe_is_allowed_in_any_incident(attack_class: str) -> None:
+    allowed = []
+    for probe in red_team_host()[attack_class]:
+        plan = _plan(probe)
+        for service, context in CONTEXTS.items():
+            verdicts, decision = evaluate_plan(plan, context, POLICY)
+            if decision is Decision.ALLOW:
+                allowed.append((service, plan, [v.rule for v in verdicts]))
+    assert allowed == []
+
+
+def _benign() -> list[tuple[str, str]]:
+    corpus = yaml.load(BENIGN_HOST.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
+    return [(service, command) for service, lists in corpus.items() for command in lists["allow"]]
+
+
+@pytest.mark.parametrize(("service", "command"), _benign())
+def test_what_an_sre_runs_in_the_incident_is_allowed(service: str, command: str) -> None:
+    [verdict], decision = evaluate_plan([command], CONTEXTS[service], POLICY)
+    assert decision is Decision.ALLOW, (verdict.rule, verdict.reason)
