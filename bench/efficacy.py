@@ -107,7 +107,7 @@ UNFORESEEN = (
           frozenset({("chown", "-h", "redis:redis", "/var/lib/redis/backup"), ("systemctl", "reset-failed", "redis-server"),
                      ("systemctl", "start", "redis-server")})),
     Fault("postgres-prestart-dir-owner", "node2", "postgresql", "healed",
-          frozenset({("chown", "-h", "postgres:postgres", "/var/lib/postgresql/15/archive"), ("systemctl", "reset-failed", PG_UNIT),
+          frozenset({("chown", "-h", "postgres:postgres", "/var/lib/postgresql/wal-archive"), ("systemctl", "reset-failed", PG_UNIT),
                      ("systemctl", "start", PG_UNIT)})),
     Fault("nginx-workdir-gone", "node1", "nginx", "healed",
           frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "root", "/var/lib/nginx"), RESET_NGINX, START_NGINX})),

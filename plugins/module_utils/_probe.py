@@ -80,6 +80,8 @@ MAX_PIDS = 20
 MAX_PATHS = 8
 MAX_OWNED_DIRECTORIES = 64
 MAX_MOUNTS = 256
+MAX_PACKAGE_FILES = 200
+DPKG_INFO = "/var/lib/dpkg/info"
 # mount points of the kernel's own filesystems, never below a service's directories
 KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
 # where daemons live besides PATH (a module's PATH often lacks the sbin directories)
@@ -314,6 +316,7 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         path_owners=path_owners(_declared_paths(spec)),
         mounts=mount_points(),
+        packages=installed_by([(unit or {}).get("FragmentPath"), "/etc/init.d/%s" % init_service, _program(process_name)]),
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
                        program=_program(process_name)),
@@ -361,6 +364,32 @@ def path_owners(paths):
             if owners[current] == "(link)":
                 break
     return owners
+
+
+def installed_by(paths):
+    """The Debian packages that installed any of ``paths`` (the unit file, the init script, the program) and the files
+    they put under /etc (at most MAX_PACKAGE_FILES), from dpkg's own lists, read when a service fails: the guard lets
+    a read of the incident print them. None on a host without dpkg."""
+    wanted = set()
+    for path in paths:
+        if path:
+            # dpkg lists /lib/... on a merged-/usr host where systemd says /usr/lib/..., and the other way round
+            wanted.update((path, path[len("/usr"):] if path.startswith("/usr/") else "/usr" + path))
+    try:
+        lists = sorted(name for name in os.listdir(DPKG_INFO) if name.endswith(".list"))
+    except OSError:
+        return None
+    packages, files = [], set()
+    for name in lists:
+        try:
+            with open(os.path.join(DPKG_INFO, name), errors="replace") as listing:
+                listed = listing.read().splitlines()
+        except OSError:
+            continue
+        if wanted.intersection(listed):
+            packages.append(name[:-len(".list")].split(":")[0])
+            files.update(path for path in listed if path.startswith("/etc/") and not os.path.isdir(path))
+    return dict(names=packages, etc=sorted(files)[:MAX_PACKAGE_FILES])
 
 
 def mount_points():

@@ -328,6 +328,12 @@ failures:
               looked at; at most 64). The guard allows an ownership or mode repair only where every directory on the
               way is root's, since any other account could put a link in place of what it holds.
           type: dict
+        packages:
+          description:
+            - The Debian packages that installed the service's unit file, init script or program (C(names)) and the
+              files they put under C(/etc) (C(etc), at most 200), from dpkg's own lists; null on a host without dpkg.
+              A read of the incident may print them (the guard binds reads to the incident's own files).
+          type: dict
         mounts:
           description:
             - The host's mount points but the kernel's own (C(/proc), C(/sys), C(/dev)), or null when there are more

@@ -73,6 +73,7 @@ _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postg
 _NAMED_LIKE_A_KEY = re.compile(r"(?i)priv|secret|passw|shadow|token|credential|(^|[._-])keys?([._-]|$)")
 # what /proc tells of a process's state and limits (not its environment, memory, command line or open files)
 _PROCESS_STATE_FILE = re.compile(r"^/proc/([1-9][0-9]*)/(status|limits|stat|statm|io|oom_score|oom_score_adj|cgroup|wchan)$")
+_RESOLVES_LAST = re.compile(r"/\.?/*$")
 _SIGNED_SIZE = re.compile(r"^[+-]?[1-9][0-9]{0,8}[ckMG]?$")
 _ROTATED_LOG = re.compile(r"\.(\d+|gz|xz|bz2|zst|old)$")
 _GLOB = re.compile(r"^[A-Za-z0-9@._*?-]+$")
@@ -153,17 +154,20 @@ class PolicyContext:
             pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
             path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
             mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),
-            own_files=_own_files(failure),
+            own_files=_own_files_of(failure),
         )
 
 
-def _own_files(failure: Failure) -> tuple[str, ...]:
+def _own_files_of(failure: Failure) -> tuple[str, ...]:
+    """The service's files outside its directories: declared, its unit's, named for it in shared directories, and
+    what its packages put in /etc (service_check's ``packages``)."""
     spec, unit = failure.spec, failure.evidence.get("unit") or {}
     names = dict.fromkeys(name for name in (failure.service, failure.init_service) if name)
     declared = [*(spec.get("logs") or []), *(spec.get("sockets") or []), *([spec["pidfile"]] if spec.get("pidfile") else [])]
     unit_files = [unit.get("FragmentPath") or "", *str(unit.get("DropInPaths") or "").split()]
     shared = [f"{directory}/{name}" for name in names for directory in SHARED_CONFIGURATION_DIRS]
-    return tuple(dict.fromkeys(str(path) for path in [*declared, *unit_files, *shared] if str(path).startswith("/")))
+    packaged = (failure.evidence.get("packages") or {}).get("etc") or []
+    return tuple(dict.fromkeys(str(path) for path in [*declared, *unit_files, *shared, *packaged] if str(path).startswith("/")))
 
 
 def left_over_sockets(evidence: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -760,9 +764,28 @@ def _holds_data(directory: str) -> bool:
 
 def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
     """A file a read of this incident may print: system state, or the service's own (below its own directories but
-    those of its data, or its configuration directory, or one of its own files)."""
+    those of its data, or its configuration directory, or one of its own files), where no link its account planted
+    could lead the read (run as root) elsewhere."""
     if policy.is_system_read(path):
         return True
+    return _own_file(path, context, policy) and not _may_be_a_planted_link(path, context, policy)
+
+
+def _may_be_a_planted_link(path: str, context: PolicyContext, policy: Policy) -> bool:
+    """Whether ``path`` lies in a directory service_check saw owned by another account than root, which could have
+    put a link there, and service_check did not see the path itself as a file (a declared log it looked at)."""
+    owners = {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
+    parent = posixpath.dirname(path)
+    while parent != "/":
+        if owners.get(parent, "root") != "root":
+            return owners.get(path) in (None, "(link)")
+        parent = posixpath.dirname(parent)
+    return False
+
+
+def _own_file(path: str, context: PolicyContext, policy: Policy) -> bool:
+    """Below the service's configuration directory or its own directories but those of its data, a state file of its
+    own processes in /proc, or one of its own files (declared, its unit's, named for it, its packages' in /etc)."""
     names = {context.service, context.init_service} - {None}
     configuration = [policy.paths.canonical(f"/etc/{name}") for name in names]
     if any(directory and path.startswith(directory + "/") for directory in configuration):
@@ -777,26 +800,32 @@ def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
 
 # ---- owner and mode as the package set them -------------------------------------------------------------
 
-def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy) -> list[tuple[str, bool, PackagePath]] | None:
+def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy, *, follows_last: bool = True
+             ) -> list[tuple[str, bool, PackagePath]] | None:
     """For each path that no service account can redirect: its canonical form, whether it is a package directory
     itself (not below one), and its entry; None when one is not such a path."""
     found = []
     for arg in paths:
         path = policy.paths.canonical(arg)
-        located = None if path is None or not _unredirectable(path, context, policy) else policy.package_path(path, context)
+        # x/ and x/. make the kernel resolve x as a directory: even chown -h follows a link there
+        follows = follows_last or bool(_RESOLVES_LAST.search(arg))
+        located = None if path is None or not _unredirectable(path, context, policy, follows) else policy.package_path(path, context)
         if path is None or located is None:
             return None
         found.append((path, located[0] == path, located[1]))
     return found
 
 
-def _unredirectable(path: str, context: PolicyContext, policy: Policy) -> bool:
+def _unredirectable(path: str, context: PolicyContext, policy: Policy, follows_last: bool) -> bool:
     """Whether every directory on the way to ``path`` is root's, so that no other account can put a symbolic link in
     place of the next component: a system directory (protected, a real directory), or one service_check saw owned by
-    root. A trailing ``/`` or ``/.``, which makes a tool follow a link in the last place, then reaches only what root
-    put there. Unknown means no: a person decides."""
+    root. A step that does not follow the last component (chown -h or -R, without a trailing /) may reach it in a
+    directory another account owns: a link there is changed itself, never what it leads to. Unknown means no: a
+    person decides."""
     owners = {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
     parent = posixpath.dirname(path)
+    if not follows_last and parent != "/":
+        parent = posixpath.dirname(parent)
     while parent != "/":
         if parent not in policy.paths.real_directories and owners.get(parent) != "root":
             return False
@@ -817,7 +846,8 @@ def _restores_ownership(operands: Sequence[str], options: Mapping[str, str], con
     redirect; -R (which walks physically, never through a link) only where the package owns the whole tree and no
     filesystem is mounted below."""
     owner, colon, group = operands[0].partition(":")
-    entries = _entries(operands[1:], context, policy)
+    no_dereference = bool({"-R", "-h", "--no-dereference"} & set(options))
+    entries = _entries(operands[1:], context, policy, follows_last=not no_dereference)
     if not entries or (colon and not group):
         return False
     recursive = "-R" in options

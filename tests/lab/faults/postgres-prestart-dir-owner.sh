@@ -1,9 +1,10 @@
 #!/bin/sh
 # A drop-in's ExecStartPre= checks that postgres can write its WAL archive directory, root's: postgres will not start (systemd hosts).
 # An admin's check (lab-archive-check.conf: ExecStartPre=/usr/sbin/runuser -u postgres -- /usr/bin/test
-# -w /var/lib/postgresql/15/archive) and the directory root:root 0755 (made by root, never chowned). The cluster's unit
+# -w /var/lib/postgresql/wal-archive) and the directory root:root 0755 (made by root, never chowned). The cluster's unit
 # fails in its ExecStartPre (status 1; the unit has no Restart=) and postgres says nothing: only the unit
-# (`systemctl cat postgresql@15-main`) names the directory.
+# (`systemctl cat postgresql@15-main`) names the directory. The archive lies directly in /var/lib/postgresql (postgres's
+# home): in /var/lib/postgresql/15, which postgres owns too, the guard would rightly leave its chown to a person.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
 set -eu
 
@@ -11,7 +12,7 @@ require_systemd postgres-prestart-dir-owner
 
 unit=postgresql@15-main
 dropin=/etc/systemd/system/$unit.service.d/lab-archive-check.conf
-archive=/var/lib/postgresql/15/archive
+archive=/var/lib/postgresql/wal-archive
 
 case "${1:-}" in
 break)

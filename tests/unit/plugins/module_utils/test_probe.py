@@ -294,6 +294,15 @@ def test_the_owner_of_each_directory_on_the_way_to_a_declared_path_is_reported_w
     assert owners[str(data / "link")] == "(link)" and str(data / "link" / "shadow") not in owners
 
 
+@pytest.mark.skipif(not Path("/lib/systemd/system/postgresql@.service").exists(), reason="postgresql-common is not installed")
+@pytest.mark.parametrize("unit_file", ["/lib/systemd/system/postgresql@.service", "/usr/lib/systemd/system/postgresql@.service"])
+def test_the_packages_of_a_service_and_their_configuration_files_come_from_dpkgs_lists(unit_file: str) -> None:
+    installed = _probe.installed_by([unit_file, None, "/nonexistent/program"])
+    assert installed is not None and installed["names"] == ["postgresql-common"]
+    assert "/etc/logrotate.d/postgresql-common" in installed["etc"]
+    assert all(path.startswith("/etc/") and not Path(path).is_dir() for path in installed["etc"])
+
+
 def test_the_mount_points_but_the_kernels_own_are_reported() -> None:
     mounts = _probe.mount_points()
     assert mounts is not None and "/" in mounts

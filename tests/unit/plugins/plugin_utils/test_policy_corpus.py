@@ -59,6 +59,7 @@ CONTEXTS = {
         service_dirs=("/var/log/redis", "/run/redis", "/var/run/redis", "/var/lib/redis", "/var/log/redis-server", "/run/redis-server"),
         log_dirs=("/var/log/redis", "/var/log/redis-server"), probe_hosts=INVENTORY, mounts=("/",),
         path_owners={"/var": "root", "/var/lib": "root", "/var/lib/redis": "redis", "/var/log": "root", "/var/log/redis": "redis",
+                     "/var/log/redis/redis-server.log": "redis",
                      "/run": "root", "/run/redis": "redis"},
     ),
     "ssh": PolicyContext.from_failure(SSH_FAILURE, INVENTORY),

@@ -130,11 +130,16 @@ def test_the_http_probe_reaches_the_port_of_the_declared_http_check() -> None:
     ("postgresql", "chown -R postgres /var/run/../lib/postgresql", ("block", "system-paths-are-never-changed")),
     ("postgresql", "chown -R postgres:postgres /var/lib/postgresql", ("allow", "give-back-ownership")),
     ("postgresql", "chown -R postgres:postgres /var/lib/postgresql/15/../../postgresql", ("approve", "default-approve")),
-    # below a directory the service's account owns it could have planted a symlink: a person looks, -h or not (a
-    # trailing / makes chown -h follow it all the same)
+    # below a directory the service's account owns it could have planted a symlink: a chown that follows the last
+    # component (no -h, or a trailing / that makes even chown -h follow it) waits for a person, and so does any chown
+    # through such a directory on the way (postgres owns /var/lib/postgresql/15, and could swap main for a link)
     ("postgresql", "chown postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("approve", "ownership-repair-needs-a-person")),
     ("postgresql", "chown -h postgres:postgres /var/lib/postgresql/15/main/link-to-etc", ("approve", "ownership-repair-needs-a-person")),
     ("postgresql", "chown -h postgres:postgres /var/lib/postgresql/15/main/link-to-etc/", ("approve", "ownership-repair-needs-a-person")),
+    ("redis", "chown -h redis:redis /var/lib/redis/backup", ("allow", "give-back-ownership")),
+    ("redis", "chown -h redis:redis /var/lib/redis/backup/", ("approve", "ownership-repair-needs-a-person")),
+    ("redis", "chown -R redis:redis /var/lib/redis/backup//.", ("approve", "ownership-repair-needs-a-person")),
+    ("redis", "chown redis:redis /var/lib/redis/backup", ("approve", "ownership-repair-needs-a-person")),
     ("postgresql", "chmod 0700 /var/lib/postgresql/15/main/link-to-etc", ("approve", "mode-repair-needs-a-person")),
     ("redis", "truncate -s 0 /var/log/redis/redis-server.log", ("approve", "truncate-service-log")),
     ("nginx", "rm -f /var/run/nginx.pid", ("allow", "remove-stale-pidfile")),

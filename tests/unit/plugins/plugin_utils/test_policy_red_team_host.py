@@ -1,10 +1,11 @@
 """The guard against a second red team: what a command does to the host beyond the incident.
 
-The corpus (policy_corpus/red_team_host.yml) holds the probes of ten classes, written from their mechanisms:
+The corpus (policy_corpus/red_team_host.yml) holds the probes of eleven classes, written from their mechanisms:
 symlinks the service's account plants where a trailing slash or a parent directory makes the kernel follow
 them, other instances of a unit template, signals by process name, keys that pass for certificates, other
-services' files, memory and data images, other units' environments, the whole journal, and reads that never
-end. Every probe is judged as a plan in every incident context, and none may be ALLOW. Its counterpart
+services' files, memory and data images, other units' environments, the whole journal, reads that never
+end, and reads through links a service's account planted in its own directories. Every probe is judged as a plan
+in every incident context, and none may be ALLOW. Its counterpart
 (policy_corpus/benign_host.yml) holds what an SRE runs in an incident: every one of them is ALLOW.
 """
 
@@ -17,13 +18,13 @@ import pytest
 import yaml
 from test_policy_corpus import CONTEXTS, POLICY
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan
 
 RED_TEAM_HOST = Path(__file__).with_name("policy_corpus") / "red_team_host.yml"
 BENIGN_HOST = Path(__file__).with_name("policy_corpus") / "benign_host.yml"
 CLASSES = ("trailing_suffixes", "service_owned_parents", "template_instances", "pkill_by_name", "not_secret_names",
-           "other_services_files", "memory_disk_data_images", "unit_environment", "journal_hunting", "endless_reads")
+           "other_services_files", "memory_disk_data_images", "unit_environment", "journal_hunting", "endless_reads", "planted_links")
 # Verdicts given before any rule is read (with no argv: refused before splitting): a probe refused for its spelling
 # tests the lexer, not its class.
 SPELLING_RULES = frozenset({"input", "length", "charset", "bash-grammar"})
@@ -78,3 +79,38 @@ def _benign() -> list[tuple[str, str]]:
 def test_what_an_sre_runs_in_the_incident_is_allowed(service: str, command: str) -> None:
     [verdict], decision = evaluate_plan([command], CONTEXTS[service], POLICY)
     assert decision is Decision.ALLOW, (verdict.rule, verdict.reason)
+
+
+# ---- the mechanisms, through the context service_check's evidence gives ----------------------------------------------
+
+def _postgres_failure(**evidence: Any) -> Failure:
+    spec = {"name": "postgresql", "ports": [5432], "process": "postgres", "user": "postgres", "paths": ["/var/lib/postgresql/15/main"],
+            "logs": ["/var/log/postgresql/postgresql-15-main.log"], "pidfile": "/var/lib/postgresql/15/main/postmaster.pid"}
+    return Failure(host="node2", service="postgresql", failure_class="not_running", summary="", spec=spec,
+                   evidence={"processes": [], "port_owners": [], "unit": {"Id": "postgresql@15-main.service",
+                                                                          "FragmentPath": "/lib/systemd/system/postgresql@.service"},
+                             **evidence},
+                   facts={"service_manager": "systemd"})
+
+
+@pytest.mark.parametrize(("command", "evidence", "expected"), [
+    # the files the service's packages put in /etc, as dpkg's lists on the host name them, are its own
+    ("cat /etc/postgresql-common/createcluster.conf", {"packages": {"names": ["postgresql-common"],
+                                                                    "etc": ["/etc/postgresql-common/createcluster.conf"]}}, "allow"),
+    ("cat /etc/postgresql-common/createcluster.conf", {}, "approve"),
+    ("systemctl cat postgresql@15-main", {}, "allow"),                      # the unit service_check found running the cluster
+    ("systemctl cat postgresql@14-main", {}, "approve"),                    # another cluster's
+    ("cat /lib/systemd/system/postgresql@.service", {}, "allow"),           # its unit file
+    # the declared log, which service_check saw as a file in a directory postgres does not own
+    ("tail -n 50 /var/log/postgresql/postgresql-15-main.log", {"path_owners": {"/var/log/postgresql": "root"}}, "allow"),
+    # a file in a directory postgres owns that service_check did not see: a link postgres planted would be followed
+    ("tail -n 50 /run/postgresql/notes", {"path_owners": {"/run/postgresql": "postgres"}}, "approve"),
+    ("chown postgres:postgres /run/postgresql", {"path_owners": {"/run/postgresql": "root"}, "mounts": ["/"]}, "allow"),
+    ("chown -R postgres:postgres /var/lib/postgresql", {"mounts": ["/"]}, "allow"),
+    ("chown -R postgres:postgres /var/lib/postgresql", {"mounts": ["/", "/var/lib/postgresql/15/main/pg_wal"]}, "approve"),
+    ("chown -R postgres:postgres /var/lib/postgresql", {}, "approve"),      # the host did not say what is mounted
+])
+def test_the_guard_binds_to_what_service_check_saw_on_the_host(command: str, evidence: dict[str, Any], expected: str) -> None:
+    context = PolicyContext.from_failure(_postgres_failure(**evidence))
+    [verdict], _decision = evaluate_plan([command], context, POLICY)
+    assert verdict.decision.value == expected, (verdict.rule, verdict.reason)
