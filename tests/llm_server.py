@@ -2,7 +2,8 @@
 
 Tests start it on 127.0.0.1 and point the real ``openai`` client (through sentinel.heal's LLM
 settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or what ``respond`` makes of the
-request, or the default one): a JSON plan, reads asked as tool calls or in the JSON form, malformed text,
+request, or the default one): a JSON plan, reads asked as tool calls or in the JSON form, malformed text, content
+as a list of parts (a reasoning model's thinking, then its text), a body that is no chat completion or not even UTF-8,
 an HTTP error such as 429 or 500, a slow answer. Every
 request is recorded (body and headers) so tests can assert on exactly what was sent.
 ``/v1/embeddings`` answers a deterministic vector per input ([its length, its number of words]),
@@ -30,13 +31,15 @@ from typing import Any, Callable
 @dataclass(frozen=True)
 class Answer:
     status: int = 200
-    content: str = ""
+    # the message's content: text, or a list of parts as Mistral's reasoning models and some proxies send it
+    content: str | list[dict[str, Any]] = ""
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int | None = None
     finish_reason: str = "stop"
-    # a 200 body that is no chat completion (a proxy's login page, a JSON array): sent as it is, with this content type
-    raw: str | None = None
+    # a 200 body that is no chat completion (a proxy's login page, a JSON array, bytes that are not UTF-8): sent as it is,
+    # with this content type
+    raw: str | bytes | None = None
     content_type: str = "application/json"
     # seconds between the bytes of the body: a server that trickles its answer passes every per-read timeout
     trickle: float = 0.0
@@ -55,6 +58,12 @@ class Answer:
         return cls(content=json.dumps(body), **kwargs)
 
     @classmethod
+    def parts(cls, *parts: dict[str, Any], **kwargs: Any) -> Answer:
+        """The content as a list of parts, as Mistral's reasoning models answer: ``{"type": "thinking", "thinking":
+        [{"type": "text", "text": ...}]}``, then ``{"type": "text", "text": ...}``."""
+        return cls(content=list(parts), **kwargs)
+
+    @classmethod
     def reads(cls, *reads: tuple[list[str], str], **kwargs: Any) -> Answer:
         """Reads asked for as tool calls of the ``read`` tool: (argv, why) each."""
         calls = tuple((f"call_{index}", "read", json.dumps({"argv": argv, "why": why})) for index, (argv, why) in enumerate(reads))
@@ -66,7 +75,7 @@ class Answer:
         return cls(content=json.dumps({"investigate": [{"argv": argv, "why": why} for argv, why in reads]}), **kwargs)
 
     @classmethod
-    def body(cls, raw: str, content_type: str = "application/json", **kwargs: Any) -> Answer:
+    def body(cls, raw: str | bytes, content_type: str = "application/json", **kwargs: Any) -> Answer:
         return cls(raw=raw, content_type=content_type, **kwargs)
 
     @classmethod
@@ -200,10 +209,11 @@ class ScriptedLLM:
                                answer.headers)
                     return
                 if answer.raw is not None:
-                    self._send(200, answer.raw.encode(), answer.content_type, answer.headers)
+                    data = answer.raw if isinstance(answer.raw, bytes) else answer.raw.encode()
+                    self._send(200, data, answer.content_type, answer.headers)
                     return
                 prompt_tokens = answer.prompt_tokens if answer.prompt_tokens is not None else len(recorded.prompt) // 4
-                completion_tokens = len(answer.content) // 4 + 1
+                completion_tokens = len(answer.content if isinstance(answer.content, str) else json.dumps(answer.content)) // 4 + 1
                 message: dict[str, Any] = {"role": "assistant", "content": answer.content}
                 if answer.tool_calls:
                     message = {"role": "assistant", "content": answer.content or None, "tool_calls": [

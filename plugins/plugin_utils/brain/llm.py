@@ -3,7 +3,8 @@
 OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server: anything that speaks chat completions.
 Retries with backoff on 429 and 5xx (honouring Retry-After), a timeout per request, and a token
 budget per incident. The answer is a JSON plan; a tolerant parser finds it in fenced or chatty
-answers, and an unusable answer is an :class:`LLMError` the planner turns into the offline plan.
+answers (or in the text parts of a content sent as parts), and an unusable answer, a body that is not UTF-8 JSON
+included, is an :class:`LLMError` the planner turns into the offline plan.
 The API key never leaves this module: not in errors, not in reprs, not in results.
 """
 
@@ -26,11 +27,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 
 MAX_STEPS = 3
+# bytes (or characters) quoted either side of where a body stops being UTF-8 JSON
+EXCERPT_SIDE = 24
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 # Azure OpenAI's classic URL: the deployment in the path, the API version in the query
 _AZURE_DEPLOYMENT = re.compile(r"^(?P<endpoint>https?://[^/]+)/openai/deployments/(?P<deployment>[^/?]+)/?\?(?:.*&)?api-version=(?P<version>[^&]+)")
-# A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer.
+# A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer (nor is a thinking or
+# reasoning part of a content sent as parts: only its text parts are read).
 _THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
 
 # A step in each shape parse_plan reads, each complete: a server that turns the schema into a grammar (llama.cpp, Ollama,
@@ -235,8 +239,9 @@ class LLMClient:
             attempt += 1
             left = deadline - time.monotonic()
             try:
-                response = self._before(deadline, attempt, functools.partial(
-                    self._client.chat.completions.create, model=self.settings.model, messages=list(messages), temperature=0,
+                # the raw response: its status and body say what was wrong when the body cannot be read
+                raw = self._before(deadline, attempt, functools.partial(
+                    self._client.chat.completions.with_raw_response.create, model=self.settings.model, messages=list(messages), temperature=0,
                     timeout=max(left, 0.1), **self._shape(reads), **self._cap(budget, estimated),
                 ))
             except self._openai.APIStatusError as exc:
@@ -269,7 +274,7 @@ class LLMClient:
             except self._openai.APIError as exc:  # a body the client cannot read as a response
                 raise LLMError("the LLM's answer is not a chat completion", field="llm.base_url", value=self.settings.base_url,
                                hint=_brief(str(exc))) from None
-            return _completion(response, estimated, attempt, budget)
+            return _completion(raw, estimated, attempt, budget, server=self.settings.base_url)
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _shape(self, reads: str) -> dict[str, Any]:
@@ -338,12 +343,17 @@ class LLMClient:
         return float(self.settings.backoff * (2 ** (attempt - 1)) * jitter)
 
 
-def _completion(response: Any, estimated: int, attempt: int, budget: TokenBudget) -> Completion:
-    """The text of a chat completion, charged to the budget; an answer that is no chat completion (a proxy's page, a
-    JSON array, a null message) or one cut at its token limit is an LLMError."""
+def _completion(raw: Any, estimated: int, attempt: int, budget: TokenBudget, *, server: str | None) -> Completion:
+    """The text of a chat completion (``raw``: the HTTP response), charged to the budget; a body that is not UTF-8 JSON,
+    an answer that is no chat completion (a proxy's page, a JSON array, a null message) or one cut at its token limit is
+    an LLMError."""
+    try:
+        response = raw.parse()
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:  # the openai client lets Python's own words through
+        raise _unreadable(exc, raw.status_code, server) from None
     try:
         choice = response.choices[0]
-        text = choice.message.content
+        text = _message_text(choice.message.content)
         finish_reason = getattr(choice, "finish_reason", None)
         usage = response.usage
         calls = tuple(ToolCall(id=str(call.id), name=str(call.function.name), arguments=str(call.function.arguments or ""))
@@ -356,10 +366,36 @@ def _completion(response: Any, estimated: int, attempt: int, budget: TokenBudget
     if finish_reason == "length":
         raise LLMError("the LLM's answer was cut at its token limit (finish_reason length)", field="answer", value=_brief(str(text or "")))
     if calls:
-        text = text if isinstance(text, str) else ""
-    elif not isinstance(text, str):
+        text = text or ""
+    elif text is None:
         raise LLMError("the LLM's answer holds no message text", field="answer.choices[0].message", value=_brief(str(choice)))
     return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt, tool_calls=calls)
+
+
+def _unreadable(exc: UnicodeDecodeError | json.JSONDecodeError, status: int, server: str | None) -> LLMError:
+    """A body that is not UTF-8, or not JSON, said with where it stops being readable and a short escaped excerpt there."""
+    body: bytes | str
+    if isinstance(exc, UnicodeDecodeError):
+        body, at = exc.object, exc.start
+        what = f"not UTF-8 (byte 0x{body[at]:02x} at offset {at}: {exc.reason})"
+    else:
+        body, at = exc.doc, exc.pos
+        what = f"not JSON ({exc.msg} at offset {at})"
+    near = ascii(body[max(at - EXCERPT_SIDE, 0):at + EXCERPT_SIDE])
+    return LLMError(f"the LLM answered HTTP {status} with a body that is {what}, near there: {near}", field="llm.base_url",
+                    value=server, hint="base_url must reach a server that answers chat completions as UTF-8 JSON; check it and "
+                                       "any proxy in between")
+
+
+def _message_text(content: Any) -> str | None:
+    """A message's text: its content, or, for a content sent as a list of parts (Mistral's reasoning models, some
+    proxies), its text parts joined in order; thinking and reasoning parts are drafts, as a <think> preamble is, never
+    the answer. None when it holds no text."""
+    if isinstance(content, list):
+        texts = [part["text"] for part in content
+                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)]
+        return "".join(texts) if texts else None
+    return content if isinstance(content, str) else None
 
 
 def parse_answer(completion: Completion, *, init_service: str) -> ProposedPlan | tuple[ReadRequest, ...]:

@@ -23,6 +23,13 @@ from helpers import nginx_failure
 
 FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]
 FACTS = {"service_manager": "sysv", "os": {"id": "debian", "version_id": "12"}}
+# a draft in a reasoning model's thoughts, never the plan
+DRAFT = 'nginx is down {maybe}; a draft: {"steps": [{"argv": ["rm", "-rf", "/etc/nginx"]}]} - no, start it'
+# a chat completion as a proxy that re-encodes answers in Latin-1 sends it: its é is one byte, 0xe9, which is not UTF-8
+LATIN_1_COMPLETION = json.dumps({
+    "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": json.dumps(
+        {"diagnosis": "nginx ne démarre pas", "steps": [{"argv": FIX[1]}]}, ensure_ascii=False)}}],
+}, ensure_ascii=False).encode("latin-1")
 
 
 @pytest.fixture
@@ -90,9 +97,12 @@ def test_the_tolerant_parser_reads_fenced_chatty_and_module_answers(llm: Scripte
         (Answer.body('{"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": null}]}'),
          "is not a chat completion"),
         (Answer.plan(FIX, finish_reason="length"), "cut at its token limit"),
+        (Answer.parts({"type": "thinking", "thinking": [{"type": "text", "text": DRAFT}]}), "holds no message text"),
+        (Answer.body(LATIN_1_COMPLETION), "the LLM answered HTTP 200 with a body that is not UTF-8"),
+        (Answer.body('{"object": "chat.completion", "choices": [{"index": 0, '), "the LLM answered HTTP 200 with a body that is not JSON"),
     ],
     ids=["garbage", "steps-not-a-list", "argv-a-string", "module-outside", "too-many", "http-500", "http-401", "html-page",
-         "json-array", "null-message", "cut-at-length"],
+         "json-array", "null-message", "cut-at-length", "only-thinking-parts", "not-utf-8", "json-cut-short"],
 )
 def test_an_unusable_answer_falls_back_to_the_offline_planner_and_says_so(llm: ScriptedLLM, answer: Answer, reason: str) -> None:
     llm.default = answer
@@ -241,12 +251,50 @@ def test_the_prompt_carries_the_closest_runbooks_from_the_knowledge_base(llm: Sc
 
 
 def test_a_reasoning_preamble_is_not_read_as_the_plan(llm: ScriptedLLM) -> None:
-    thoughts = '<think>nginx is down {maybe}; a draft: {"steps": [{"argv": ["rm", "-rf", "/etc/nginx"]}]} - no, start it</think>\n'
+    thoughts = f"<think>{DRAFT}</think>\n"
     llm.script(Answer.text(thoughts + json.dumps({"steps": [{"argv": argv} for argv in FIX], "rationale": "killed"})))
     plan, _use = _plan(_planner(llm))
     assert plan.source is PlanSource.LLM and [step.argv for step in plan.steps] == [tuple(argv) for argv in FIX]
     llm.script(Answer.text('<think>only thinking, never done: {"steps": [{"argv": ["reboot"]}]}'))
     assert _plan(_planner(llm))[0].source is PlanSource.GENERIC
+
+
+@pytest.mark.parametrize("thoughts", [
+    {"type": "thinking", "thinking": [{"type": "text", "text": DRAFT}]},  # Mistral's reasoning models
+    {"type": "thinking", "thinking": DRAFT, "signature": "c2lnbmVk"},  # Anthropic's thinking block, through a proxy
+    {"type": "reasoning", "reasoning": DRAFT},
+], ids=["mistral", "anthropic-through-a-proxy", "reasoning"])
+def test_content_as_a_list_of_parts_is_read_from_its_text_parts_in_order_never_from_its_thoughts(llm: ScriptedLLM,
+                                                                                               thoughts: dict[str, Any]) -> None:
+    answer = json.dumps({"steps": [{"argv": argv} for argv in FIX], "rationale": "killed"})
+    middle = len(answer) // 2
+    llm.script(Answer.parts(thoughts, {"type": "text", "text": answer[:middle]}, {"type": "text", "text": answer[middle:]}))
+    plan, _use = _plan(_planner(llm))
+    assert plan.source is PlanSource.LLM and [step.argv for step in plan.steps] == [tuple(argv) for argv in FIX]
+
+
+def test_a_body_that_is_not_utf8_is_named_by_its_server_status_and_an_escaped_excerpt_of_it(llm: ScriptedLLM) -> None:
+    body = json.dumps({"choices": [{"message": {"content": "x" * 5000 + "@" + "y" * 5000}}]}).encode()
+    llm.default = Answer.body(body.replace(b"@", b"\x1b[2J\xff"))  # a terminal's escape beside the byte UTF-8 never has
+    with pytest.raises(LLMError) as raised:
+        _client(llm).complete([{"role": "user", "content": "x"}], TokenBudget(6000))
+    said = str(raised.value)
+    assert said.startswith("the LLM answered HTTP 200 with a body that is not UTF-8 (byte 0xff at offset 5042: invalid start byte)")
+    assert f"field: llm.base_url; value: '{llm.base_url}'" in said
+    assert "xxx\\x1b[2J\\xffyyy" in said and "\x1b" not in said and len(said) < 400  # the excerpt: short, escaped
+    assert len(llm.chat_requests) == 1  # the server answered: asking again gets the same bytes
+
+
+def test_in_the_loop_a_body_that_is_not_utf8_is_said_in_the_timeline_and_the_offline_plan_heals(llm: ScriptedLLM,
+                                                                                                tmp_path: Path) -> None:
+    llm.default = Answer.body(LATIN_1_COMPLETION)
+    executor = ScriptedExecutor()
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [HEALTHY], planner=_planner(llm)))
+    assert outcome.state.status == "healed" and executor.remediations == [[("service", "nginx", "restart")]]
+    said = [line["message"] for line in outcome.state.timeline if line["node"] == "plan"]
+    assert [line for line in said if line.startswith("LLM not used: the LLM answered HTTP 200 with a body that is not UTF-8 "
+                                                     "(byte 0xe9 at offset ")], said
+    assert not any("codec" in line for line in said)
 
 
 @pytest.mark.parametrize("status", [400, 500])
