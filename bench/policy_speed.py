@@ -1,7 +1,7 @@
 """Policy decisions per second (one core) and the corpus scores.
 
 Runs the guard over the project's corpus (hostile commands with their evasions, and legitimate
-commands; the red team's probes are scored, not timed) and, in the same process on the same
+commands; the red teams' probes and what an SRE runs are scored, not timed) and, in the same process on the same
 commands, plain shlex.split as the baseline: the
 least any guard that parses must do. Prints decisions per second (target: at least 20,000), the
 ratio to the baseline, and the corpus scores. Part of `make bench`.
@@ -22,6 +22,7 @@ sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "tests" / "unit" / "plugi
 
 from test_policy_corpus import CONTEXTS, hostile_corpus, legitimate_corpus  # noqa: E402
 from test_policy_red_team import red_team  # noqa: E402
+from test_policy_red_team_host import benign_host, red_team_host  # noqa: E402
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate, evaluate_plan, load_policy  # noqa: E402
@@ -74,6 +75,13 @@ def main() -> None:
     red = Counter(evaluate_plan(plan, ctx, policy)[1] for plan in probes for ctx in CONTEXTS.values())
     print(f"  red team ({len(probes)} probes as plans x {len(CONTEXTS)} incidents): allow {red[Decision.ALLOW]}, "
           f"approve {red[Decision.APPROVE]}, block {red[Decision.BLOCK]}  target: allow 0")
+    probes = [[probe] if isinstance(probe, str) else list(probe) for probes in red_team_host().values() for probe in probes]
+    red = Counter(evaluate_plan(plan, ctx, policy)[1] for plan in probes for ctx in CONTEXTS.values())
+    print(f"  second red team, on the host ({len(probes)} probes as plans x {len(CONTEXTS)} incidents): allow {red[Decision.ALLOW]}, "
+          f"approve {red[Decision.APPROVE]}, block {red[Decision.BLOCK]}  target: allow 0")
+    benign = benign_host()
+    allowed = sum(evaluate_plan([command], CONTEXTS[service], policy)[1] is Decision.ALLOW for service, command in benign)
+    print(f"  what an SRE runs in the incident ({len(benign)} commands): {allowed / len(benign):.1%} allowed  target: 100%")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ CONTEXTS = {
         log_dirs=("/var/log/postgresql",), probe_hosts=INVENTORY, pg_clusters=frozenset({("15", "main")}), unit="postgresql@15-main",
         own_files=("/var/lib/postgresql/15/main/postmaster.pid", "/lib/systemd/system/postgresql@.service"),
         mounts=("/",), path_owners={"/var": "root", "/var/lib": "root", "/var/lib/postgresql": "postgres", "/var/lib/postgresql/15": "postgres",
-                                    "/var/lib/postgresql/15/main": "postgres", "/run": "root", "/run/postgresql": "postgres"},
+                                    "/var/lib/postgresql/15/main": "postgres", "/var/lib/postgresql/15/main/postmaster.pid": "postgres",
+                                    "/run": "root", "/run/postgresql": "postgres"},
     ),
     "redis": PolicyContext(
         service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}), port_owners={7001: "redis-server"},

@@ -70,12 +70,12 @@ def test_no_host_red_team_probe_is_allowed_in_any_incident(attack_class: str) ->
     assert allowed == []
 
 
-def _benign() -> list[tuple[str, str]]:
+def benign_host() -> list[tuple[str, str]]:
     corpus = yaml.load(BENIGN_HOST.read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
     return [(service, command) for service, lists in corpus.items() for command in lists["allow"]]
 
 
-@pytest.mark.parametrize(("service", "command"), _benign())
+@pytest.mark.parametrize(("service", "command"), benign_host())
 def test_what_an_sre_runs_in_the_incident_is_allowed(service: str, command: str) -> None:
     [verdict], decision = evaluate_plan([command], CONTEXTS[service], POLICY)
     assert decision is Decision.ALLOW, (verdict.rule, verdict.reason)
