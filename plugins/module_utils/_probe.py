@@ -185,8 +185,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     status = None
     if spec.get("status_check", True):
         status = _status(init_service, manager, timeout)
-        checks.append(dict(kind="service", target=init_service, ok=status["rc"] == 0,
-                           detail="%s: rc=%s: %s" % (" ".join(status["command"]), status["rc"], _first_line(status["output"]))))
+        checks.append(_service_check(init_service, status, manager, timeout))
     for port in spec.get("ports") or []:
         ok, detail = _tcp(spec.get("address") or "127.0.0.1", port, timeout)
         checks.append(dict(kind="port", target="%s/tcp" % port, ok=ok, detail=detail))
@@ -233,13 +232,26 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     return result
 
 
+def _service_check(init_service, status, manager, timeout):
+    """The service manager's word on the service. A unit that fronts others (Debian's postgresql, whose ExecStart= is
+    /bin/true, fronts postgresql@15-main) is the units it fronts: up when every one of them is active, whatever its
+    own state after one of them was started alone."""
+    detail = "%s: rc=%s: %s" % (" ".join(status["command"]), status["rc"], _first_line(status["output"]))
+    if status["rc"] != 0 and manager == "systemd":
+        fronted = _systemd.fronted_units(init_service, timeout)
+        if fronted and all(active for _unit, active in fronted):
+            return dict(kind="service", target=init_service, ok=True,
+                        detail="%s fronts %s: active" % (init_service, ", ".join(unit for unit, _active in fronted)))
+    return dict(kind="service", target=init_service, ok=status["rc"] == 0, detail=detail)
+
+
 def _classify(checks, evidence, process_name, managed):
     if managed and not any(evidence["installed"].values()) and not evidence["processes"]:
         return "not_installed"
     unit_class = _systemd.classify(evidence["unit"]) if evidence["unit"] else None
     if unit_class == "masked":
         return unit_class
-    if any(owner["process"] != process_name[:15] for owner in evidence["port_owners"]):
+    if any(owner["process"] != process_name[:15] and not owner.get("own") for owner in evidence["port_owners"]):
         return "port_conflict"
     if unit_class:
         return unit_class
@@ -305,10 +317,17 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
     if status is None:
         status = _status(init_service, manager, timeout)
     unit = _systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None
+    owners = [owner for port in spec.get("ports") or [] for owner in port_owners(port)]
+    if unit is not None:
+        # a process of the service's own units (its cgroup, the units its unit fronts) is never a stranger on its port
+        own_units = set([init_service + ".service", unit["Id"], (unit.get("Wrapper") or {}).get("Id")] +
+                        [member for member, _active in _systemd.fronted_units(init_service, timeout)])
+        for owner in owners:
+            owner["own"] = owner["unit"] in own_units
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
         logs=dict((path, tail(path, log_lines)) for path in spec.get("logs") or []),
-        port_owners=[owner for port in spec.get("ports") or [] for owner in port_owners(port)],
+        port_owners=owners,
         pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
         processes=find_pids(process_name)[:MAX_PIDS],
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
@@ -516,7 +535,7 @@ def read_socket(path, process_name):
     it names is dead or belongs to another program (the pid was reused after a restart of the host or container)."""
     exists = os.path.lexists(path)
     is_socket = exists and stat.S_ISSOCK(os.lstat(path).st_mode)
-    bound = exists and path in _bound_unix_sockets()
+    bound = exists and os.path.realpath(path) in _bound_unix_sockets()
     lock = read_pidfile(path + ".lock", process_name)
     lock["stale"] = lock["exists"] and not lock["alive"]
     return dict(path=path, exists=exists, socket=is_socket, bound=bound, stale=is_socket and not bound, lock=lock)
@@ -530,7 +549,8 @@ def _bound_unix_sockets():
             for line in handle:
                 fields = line.split(None, 7)
                 if len(fields) == 8:
-                    paths.add(fields[7].rstrip("\n"))
+                    # as the kernel resolves it: a server binds /var/run/postgresql/... for a declared /run/postgresql/...
+                    paths.add(os.path.realpath(fields[7].rstrip("\n")))
     except OSError:
         pass
     return paths
@@ -595,9 +615,20 @@ def port_owners(port):
             except OSError:
                 continue
             if link.startswith("socket:[") and link[8:-1] in inodes:
-                owners.append(dict(port=port, pid=pid, process=_comm(pid) or "?", cmdline=_cmdline(pid)))
+                owners.append(dict(port=port, pid=pid, process=_comm(pid) or "?", cmdline=_cmdline(pid), unit=_unit_of(pid)))
                 break
     return owners[:MAX_PIDS]
+
+
+def _unit_of(pid):
+    """The systemd unit whose cgroup holds the process (postgresql@15-main.service), or None."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as cgroup:
+            paths = [line.rstrip("\n").split(":", 2)[-1] for line in cgroup]
+    except OSError:
+        return None
+    units = [part for path in paths for part in path.split("/") if part.endswith((".service", ".scope"))]
+    return units[-1] if units else None
 
 
 def _pids():

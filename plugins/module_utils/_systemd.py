@@ -79,6 +79,15 @@ def read_unit(name, timeout, journal_lines):
     return unit
 
 
+def fronted_units(name, timeout):
+    """The units a unit fronts (its ``ConsistsOf=``: the units that are ``PartOf=`` it, as Debian's postgresql fronts
+    postgresql@15-main) with whether each is active; [] for a unit that fronts none."""
+    [unit] = _show([name], ("Id", "ConsistsOf"), timeout) or [{}]
+    members = unit.get("ConsistsOf", "").split()
+    return [(member.get("Id", ""), member.get("ActiveState") == "active") for member in _show(members, ("Id", "ActiveState"), timeout)] \
+        if members else []
+
+
 def unit_masked(unit):
     """A person masked the unit (for good or until the next boot): it must not run, and nothing starts it."""
     return any(

@@ -277,7 +277,10 @@ failures:
           description: The tail of each declared log file, by path.
           type: dict
         port_owners:
-          description: The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline)).
+          description:
+            - The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline), and C(unit), the
+              systemd unit whose cgroup holds the process, or null). On a systemd host also C(own), true for a process
+              of the service's own units (its unit, the unit it fronts or that fronts it): never a stranger on the port.
           type: list
           elements: dict
         pidfile:

@@ -131,6 +131,8 @@ class PolicyContext:
             for owner in evidence.get("port_owners") or []
             if isinstance(owner.get("pid"), int)
         }
+        # a port owner in the cgroup of one of the service's own units is the service's own, whatever its name
+        in_own_units = {int(owner["pid"]) for owner in evidence.get("port_owners") or [] if owner.get("own") and isinstance(owner.get("pid"), int)}
         process = str(spec.get("process") or failure.init_service)
         names = dict.fromkeys((failure.service, failure.init_service))
         logs = [str(p) for p in spec.get("logs") or ()]
@@ -141,7 +143,7 @@ class PolicyContext:
             unit=failure.unit,
             process=process,
             port_owners=owners,
-            service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)),
+            service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)) | in_own_units,
             ports=frozenset(int(port) for port in spec.get("ports") or []),
             stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
             stale_sockets=stale_sockets,

@@ -136,7 +136,8 @@ def incident_document(failure: Failure, outputs: Mapping[str, str], reading: Rea
         "evidence": dict(failure.evidence), "spec": dict(failure.spec), "facts": dict(failure.facts), "outputs": dict(outputs),
         "reading": None if decisive is None else {"kind": decisive.kind, "lines": list(decisive.lines), "source": decisive.source,
                                                   "path": decisive.path, "place": decisive.place},
-        "foreign_port_owners": [dict(owner) for owner in failure.evidence.get("port_owners") or [] if owner.get("process") not in own],
+        "foreign_port_owners": [dict(owner) for owner in failure.evidence.get("port_owners") or []
+                                if owner.get("process") not in own and not owner.get("own")],
         "missing_paths": _missing_paths(failure, reading),
         "misowned_paths": _misowned_paths(failure, reading),
         "full_log_filesystems": _full_log_filesystems(failure, reading),

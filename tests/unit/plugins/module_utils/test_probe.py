@@ -152,6 +152,25 @@ def test_a_socket_a_live_process_has_bound_and_the_services_own_lock_are_not_sta
     assert "left over" not in failure["summary"] and "lock file" not in failure["summary"]
 
 
+@pytest.mark.parametrize("bound_through_the_link", [True, False])
+def test_a_socket_bound_through_a_linked_directory_is_bound_where_the_kernel_put_it(sockets_dir: Path, bound_through_the_link: bool) -> None:
+    """PostgreSQL binds /var/run/postgresql/.s.PGSQL.5432 for a declared /run/postgresql/.s.PGSQL.5432 (/var/run is a
+    link to /run): /proc/net/unix names the path the server gave, which is the declared one only where the kernel lands."""
+    (sockets_dir / "real").mkdir()
+    (sockets_dir / "link").symlink_to(sockets_dir / "real")
+    bound_at, declared = (sockets_dir / "link" / "s.sock", sockets_dir / "real" / "s.sock")
+    if not bound_through_the_link:
+        bound_at, declared = declared, bound_at
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(bound_at))
+    listener.listen()
+    try:
+        info = _probe.read_socket(str(declared), "definitely-not-running")
+    finally:
+        listener.close()
+    assert (info["bound"], info["stale"]) == (True, False)
+
+
 def test_a_lock_naming_a_dead_pid_is_left_to_its_owner_and_a_socket_without_a_lock_is_in_the_way(sockets_dir: Path) -> None:
     """PostgreSQL killed: its lock names the dead postmaster, which its next start takes for its own remnant."""
     dead = subprocess.Popen(["true"])

@@ -142,6 +142,21 @@ def test_the_port_conflict_class_stops_a_foreign_owner_never_the_services_own_pr
     assert port_conflict.render_steps(both)[0].argv == ("kill", "-TERM", "4242")
 
 
+def test_a_process_of_the_services_own_units_on_its_port_is_never_a_stranger() -> None:
+    """What service_check says of a port owner in the cgroup of one of the service's units (the unit an umbrella fronts,
+    a helper under another name): the service's own, so no class kills it, and the guard reads its pid as the
+    service's, never as a squatter's."""
+    [port_conflict] = [rb for rb in RunbookLibrary.load().runbooks if rb.id == "port-conflict"]
+    helper = {**SQUATTER, "process": "nginx-helper", "unit": "nginx.service", "own": True}
+    failure = nginx_failure("port_conflict", owner=helper)
+    assert incident_document(failure, {})["foreign_port_owners"] == []
+    assert not port_conflict.matches(failure, {})
+    context = PolicyContext.from_failure(failure)
+    assert 4242 in context.service_pids
+    stranger = nginx_failure("port_conflict", owner={**helper, "unit": "squatter.service", "own": False})
+    assert incident_document(stranger, {})["foreign_port_owners"] != [] and 4242 not in PolicyContext.from_failure(stranger).service_pids
+
+
 REDIS_SPEC = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "user": "redis",
               "logs": ["/var/log/redis/redis-server.log"], "paths": ["/var/lib/redis", "/run/redis"]}
 REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750"}

@@ -1,0 +1,47 @@
+"""Verdicts a person can be paged on, on the lab fleet: a heal ends healed (exit 0) when the service answers, an
+escalation is true and names the cause in the service's words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from conftest import ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
+
+HEAL = "playbooks/heal.yml"
+DECLARED = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]
+# nginx declared through the umbrella unit that fronts it (tests/lab/faults/nginx-behind-umbrella.sh)
+WEB_STACK = {**next(spec for spec in DECLARED if spec["name"] == "nginx"), "name": "web-stack", "service": "web-stack"}
+
+
+def test_a_unit_that_fronts_another_is_healed_through_the_unit_it_fronts_and_verified_up(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """A second umbrella family: web-stack.service (ExecStart=/bin/true) fronts nginx (PartOf=). Stopped, both are
+    down; the loop starts nginx, the unit that runs the service, and the umbrella stays inactive: verification judges
+    the units it fronts, so the run says healed (exit 0), and nginx's master on port 80 is no stranger."""
+    faults.inject("node1", "nginx-behind-umbrella")
+    services = [spec for spec in DECLARED if spec["name"] != "nginx"] + [WEB_STACK]
+    run = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_services": services}), state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 0, run.output
+    assert "node1: web-stack healed in 1 attempt" in output, run.output
+    assert [argv for purpose, argv in commands_run(tmp_path, "node1") if purpose == "remediation"] == [["systemctl", "start", "nginx"]]
+    assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+    assert sh(lab, "node1", "systemctl", "is-active", "web-stack").strip() == "inactive"
+    assert "stranger" not in output and "port 80/tcp is held by" not in output
+
+
+def test_debians_postgresql_umbrella_stopped_is_healed_and_its_own_socket_is_not_left_over(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """systemctl stop postgresql stops the umbrella and the cluster; the loop starts postgresql@15-main. The cluster
+    binds /var/run/postgresql/.s.PGSQL.5432, the declared /run/postgresql/.s.PGSQL.5432 through /var/run's link: its
+    own socket, bound, and its postmaster on 5432 are the service's, and the run says healed."""
+    faults.inject("node2", "postgres-umbrella-stopped")
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 0, run.output
+    assert "node2: postgresql healed in 1 attempt" in output, run.output
+    assert "accepting connections" in sh(lab, "node2", "pg_isready", "-h", "127.0.0.1")
+    assert "left over" not in output and "held by postgres" not in output
+    [episode] = [episode for episode in episodes(tmp_path) if episode["service"] == "postgresql"]
+    assert episode["outcome"] == "healed"
