@@ -41,6 +41,12 @@ EXIT_STATUSES = {
 }
 MAX_REQUIREMENTS = 8
 MAX_CAUSE_LINES = 3
+CAUSE_LIMIT = 600
+# the lines a block such as redis's "*** FATAL CONFIG FILE ERROR ***" holds after its first
+BLOCK_LINES = 3
+_OPENS_BLOCK = re.compile(r"^\*\*\* .+ \*\*\*$")
+# a line that carries on the error of the line before it (PostgreSQL prefixes it as that line: time, [pid])
+_CONTINUES = re.compile(r"^(?:.*\] )?(?:DETAIL|HINT|CONTEXT):\s|^>>> ")
 JOURNAL_LIMIT = 4000
 _EXEC_RESULT = re.compile(r"path=(?P<path>[^ ;]+) ;.*\bcode=(?P<code>[a-z]+) ; status=(?P<status>\d+)")
 # a line of journalctl --output=short-iso: the time, the host, the program (and its pid), the message
@@ -180,18 +186,36 @@ def _ending(code, status):
 
 
 def journal_cause(journal):
-    """The journal's lines that say what went wrong (at most MAX_CAUSE_LINES, joined): the service's own lines, or
-    systemd's when the service said nothing (it could not even be run)."""
+    """The journal's lines that say what went wrong (at most MAX_CAUSE_LINES errors, joined, each whole as the service
+    printed it: with the lines that carry it on, see ``error_blocks``): the service's own lines, or systemd's when the
+    service said nothing (it could not even be run)."""
     lines = [JOURNAL_LINE.match(line) for line in (journal or "").splitlines()]
     entries = [(match.group("ident"), match.group("message").strip()) for match in lines if match]
     for own in (True, False):
+        messages = [message for ident, message in entries if (ident != "systemd") == own]
         said = []
-        for ident, message in entries:
-            if (ident != "systemd") == own and _ERROR_WORDS.search(message) and not _BOOKKEEPING.match(message) and message not in said:
-                said.append(message)
+        for block in error_blocks(messages):
+            if _ERROR_WORDS.search(block[0]) and not _BOOKKEEPING.match(block[0]) and " | ".join(block) not in said:
+                said.append(" | ".join(block))
         if said:
-            return clip(" | ".join(said[:MAX_CAUSE_LINES]), 400)
+            return clip(" | ".join(said[:MAX_CAUSE_LINES]), CAUSE_LIMIT)
     return None
+
+
+def error_blocks(lines):
+    """The lines, each with the lines that carry on what it began, as one block: PostgreSQL's DETAIL, HINT and CONTEXT
+    lines (which versions, which file), and the lines after redis's "*** FATAL CONFIG FILE ERROR ***" (the line number,
+    ">>> 'the directive'", why). A cause quoted without them does not say which directive or which version."""
+    blocks = []
+    open_lines = 0
+    for line in lines:
+        if blocks and (open_lines or _CONTINUES.search(line)):
+            blocks[-1].append(line)
+            open_lines = max(open_lines - 1, 0)
+            continue
+        blocks.append([line])
+        open_lines = BLOCK_LINES if _OPENS_BLOCK.match(line) else 0
+    return blocks
 
 
 def timespan_seconds(text):

@@ -45,3 +45,16 @@ def test_debians_postgresql_umbrella_stopped_is_healed_and_its_own_socket_is_not
     assert "left over" not in output and "held by postgres" not in output
     [episode] = [episode for episode in episodes(tmp_path) if episode["service"] == "postgresql"]
     assert episode["outcome"] == "healed"
+
+
+def test_an_error_that_spans_lines_is_escalated_whole_in_the_services_words(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """PostgreSQL refuses a data directory of another major version in two lines: FATAL says it is incompatible, the
+    DETAIL below says which versions. The page quotes both, as PostgreSQL printed them, and nothing is run."""
+    faults.inject("node2", "postgres-version-mismatch")
+    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 2 and run.recap["node2"]["failed"] == 1, run.output
+    assert "node2 postgresql: escalated after 1 attempt(s)" in output, run.output
+    assert "FATAL: database files are incompatible with server" in output.replace("  ", " ")
+    assert "The data directory was initialized by PostgreSQL version 14, which is not compatible with this version 15" in output
+    assert [argv for purpose, argv in commands_run(tmp_path, "node2") if purpose == "remediation"] == []

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE, error_blocks
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 
@@ -224,21 +224,19 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
 
 
 def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
-    """The lines of one text by kind (each with the two lines before it, which often name the file), at most
-    LINES_PER_FINDING each, in order; a configuration test's closing line counts only when no line of the text names
-    another kind."""
+    """The lines of one text by kind (each whole, with the lines that carry it on - PostgreSQL's DETAIL, the lines of
+    redis's FATAL block - and with the two lines before it, which often name the file), at most LINES_PER_FINDING each,
+    in order; a configuration test's closing line counts only when no line of the text names another kind."""
     by_kind: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     closing: list[tuple[str, tuple[str, ...]]] = []
     before: list[str] = []
-    for raw in text.splitlines():
-        line = clip(raw.strip(), LINE_LIMIT)
-        if not line:
-            continue
+    for block in error_blocks([clip(raw.strip(), LINE_LIMIT) for raw in text.splitlines() if raw.strip()]):
+        line = " | ".join(block)
         context = tuple(before[-2:])
         before.append(line)
         if AFTERMATH.search(line):
             continue
-        kind = next((kind for kind, pattern in KIND_PATTERNS if pattern.search(line)), None)
+        kind = next((kind for kind, pattern in KIND_PATTERNS if any(pattern.search(part) for part in block)), None)
         if kind is None:
             if CONFIG_TEST_FAILED.search(line):
                 closing.append((line, context))

@@ -86,3 +86,31 @@ def test_the_sentence_names_systemds_exit_status_and_the_signal() -> None:
     killed = {"Id": "nginx.service", "ActiveState": "failed", "Result": "signal", "ExecMainCode": "2", "ExecMainStatus": "9"}
     assert describe(user, "not_running") == "unit app.service failed: result exit-code, ExecStart /opt/app/bin/app exited with status 217/USER"
     assert describe(killed, "not_running") == "unit nginx.service failed: result signal, main process killed by signal SIGKILL"
+
+
+# Recorded from the lab: PostgreSQL 15 on a data directory PG_VERSION says is 14, and redis on a bad directive.
+POSTGRES_VERSION_MISMATCH = (
+    "2026-11-27T18:25:15+0000 node2 postgresql@15-main[150]: Error: /usr/lib/postgresql/15/bin/pg_ctl start exited with status 1:\n"
+    "2026-11-27T18:25:15+0000 node2 postgresql@15-main[150]: 2026-11-27 18:25:15.130 UTC [153] FATAL:  database files are incompatible"
+    " with server\n"
+    "2026-11-27T18:25:15+0000 node2 postgresql@15-main[150]: 2026-11-27 18:25:15.130 UTC [153] DETAIL:  The data directory was"
+    " initialized by PostgreSQL version 14, which is not compatible with this version 15.18.\n"
+    "2026-11-27T18:25:15+0000 node2 postgresql@15-main[150]: pg_ctl: could not start server\n"
+    "2026-11-27T18:25:15+0000 node2 systemd[1]: postgresql@15-main.service: Failed with result 'protocol'.\n"
+)
+REDIS_FATAL_BLOCK = (
+    "2026-11-27T18:25:15+0000 node1 redis-server[99]: *** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\n"
+    "2026-11-27T18:25:15+0000 node1 redis-server[99]: Reading the configuration file, at line 2\n"
+    "2026-11-27T18:25:15+0000 node1 redis-server[99]: >>> 'maxmemory-policy \"sometimes\"'\n"
+    "2026-11-27T18:25:15+0000 node1 redis-server[99]: Bad directive or wrong number of arguments\n"
+    "2026-11-27T18:25:16+0000 node1 systemd[1]: redis-server.service: Main process exited, code=exited, status=1/FAILURE\n"
+)
+
+
+def test_an_error_that_spans_lines_is_quoted_whole() -> None:
+    """PostgreSQL's DETAIL says which versions, redis's block which line and directive: without them the cause does not
+    say what to fix."""
+    assert "FATAL:  database files are incompatible with server | 2026-11-27 18:25:15.130 UTC [153] DETAIL:  The data directory was " \
+           "initialized by PostgreSQL version 14" in str(journal_cause(POSTGRES_VERSION_MISMATCH))
+    assert journal_cause(REDIS_FATAL_BLOCK) == ("*** FATAL CONFIG FILE ERROR (Redis 7.0.15) *** | Reading the configuration file, at line 2"
+                                                " | >>> 'maxmemory-policy \"sometimes\"' | Bad directive or wrong number of arguments")

@@ -145,3 +145,11 @@ def test_a_missing_working_directory_is_the_one_the_units_definition_names(outpu
     reading = read_failure(_chdir_failure(), outputs, locate=lambda path: state_dir if path.startswith("/var/lib/nginx") else None)  # type: ignore[arg-type]
     assert reading.decisive is not None and reading.decisive.kind == "missing_path"
     assert {name: value for name, value in reading.placeholder_values().items() if name != "reading"} == values
+
+
+def test_a_configuration_error_block_is_read_whole_with_the_directive_it_names() -> None:
+    text = ("*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2\n"
+            ">>> 'maxmemory-policy \"sometimes\"'\nBad directive or wrong number of arguments\n")
+    finding = read_texts([("log /var/log/redis/redis-server.log", text)]).first("invalid_config")
+    assert finding is not None and "maxmemory-policy \"sometimes\"" in finding.said and "at line 2" in finding.said
+    assert finding.place == "line 2"
