@@ -1020,7 +1020,7 @@ def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir
         located = policy.package_path(canonical, context)
         if located is not None:
             top, entry = located
-            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}")
+            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}", tree=entry.tree)
         canonical = canonical.rsplit("/", 1)[0] or "/"
     return None
 

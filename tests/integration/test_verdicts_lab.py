@@ -58,3 +58,19 @@ def test_an_error_that_spans_lines_is_escalated_whole_in_the_services_words(lab:
     assert "FATAL: database files are incompatible with server" in output.replace("  ", " ")
     assert "The data directory was initialized by PostgreSQL version 14, which is not compatible with this version 15" in output
     assert [argv for purpose, argv in commands_run(tmp_path, "node2") if purpose == "remediation"] == []
+
+
+def test_a_file_the_service_must_open_in_its_own_directory_is_given_back(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """redis's log file is root's (0600) in a directory that is right: the class for files below a directory the
+    package owns whole gives the file back (chown -h: redis owns the directory and could have put a link there), and
+    the run says healed."""
+    for host in ("node1", "node3"):  # systemd, sysv
+        faults.inject(host, "redis-log-file-root-owned")
+        run = run_playbook(HEAL, "--limit", host, state_dir=tmp_path / host)
+        output = one_line(run.output)
+        assert run.rc == 0, run.output
+        assert f"{host}: redis healed in 1 attempt" in output, run.output
+        ran = [argv for purpose, argv in commands_run(tmp_path / host, host) if purpose == "remediation"]
+        assert ran[0] == ["chown", "-h", "redis:adm", "/var/log/redis/redis-server.log"], ran
+        assert "PONG" in sh(lab, host, "redis-cli", "ping")
+        assert sh(lab, host, "stat", "-c", "%U:%G", "/var/log/redis/redis-server.log").strip() == "redis:adm"

@@ -23,13 +23,16 @@ owner cannot be compared with ``spec.user`` there), each a list, empty when noth
     misowned_paths                          what has the wrong owner or mode: the path of the service's permission
                                             error (its decisive line), then each declared path owned by another
                                             account than the package gave it (when it is a package's directory; else
-                                            than spec.user): {path, source, owner, group, mode, package_dir}
+                                            than spec.user), then each declared log another account owns in a
+                                            directory the package owns whole: {path, source, owner, group, mode,
+                                            package_dir}
     full_log_filesystems                    each declared log whose directory's filesystem is full or out of inodes:
                                             {log, directory, full, inodes_exhausted, used_percent, inodes_percent,
                                             package_dir}
 
 ``package_dir`` is the directory the service's package made that the path is (in), with the owner, group and mode the
-package gave it (the policy's ``package_paths``): ``{path, owner, group, mode}``, or null outside them.
+package gave it (the policy's ``package_paths``): ``{path, owner, group, mode, tree}`` (``tree``: what lies below has
+the same owner and group), or null outside them.
 
 Expressions are compiled once, when the runbook is loaded; a syntax error, an unknown function or a function given
 the wrong number of arguments fails the load. An expression that meets a value of the wrong type while it is
@@ -144,8 +147,9 @@ def incident_document(failure: Failure, outputs: Mapping[str, str], reading: Rea
     }
 
 
-def _package_dir(directory: PackageDir | None) -> dict[str, str] | None:
-    return None if directory is None else {"path": directory.path, "owner": directory.owner, "group": directory.group, "mode": directory.mode}
+def _package_dir(directory: PackageDir | None) -> dict[str, Any] | None:
+    return None if directory is None else {"path": directory.path, "owner": directory.owner, "group": directory.group, "mode": directory.mode,
+                                           "tree": directory.tree}
 
 
 def _decisive_path(reading: Reading, kind: str) -> list[dict[str, Any]]:
@@ -190,7 +194,22 @@ def _misowned_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
         if info.get("exists") and expected and info.get("owner") != expected:
             declared.append({"path": info["path"], "source": "service_check", "owner": info.get("owner"), "group": info.get("group"),
                              "mode": info.get("mode"), "package_dir": _package_dir(itself)})
-    return said + declared
+    return said + declared + _misowned_logs(failure, reading)
+
+
+def _misowned_logs(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
+    """The declared logs, in a directory whose whole tree the package gives one owner, that service_check saw owned by
+    another account (its path_owners; a link is no log of the service's): a service that cannot open its log may
+    have no other place to say so (redis started by a sysv script)."""
+    owners = failure.evidence.get("path_owners") or {}
+    found = []
+    for log in failure.spec.get("logs") or []:
+        directory = reading.package_dirs.get(posixpath.dirname(str(log)))
+        owner = owners.get(str(log))
+        if directory is not None and directory.tree and owner not in (None, "(link)", directory.owner):
+            found.append({"path": str(log), "source": "service_check", "owner": owner, "group": None, "mode": None,
+                          "package_dir": _package_dir(directory)})
+    return found
 
 
 def _full_log_filesystems(failure: Failure, reading: Reading) -> list[dict[str, Any]]:

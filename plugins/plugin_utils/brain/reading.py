@@ -83,6 +83,8 @@ class PackageDir:
     owner: str
     group: str
     mode: str
+    # everything below has the same owner and group (the policy's package path is a tree)
+    tree: bool = False
 
 
 @dataclass(frozen=True)

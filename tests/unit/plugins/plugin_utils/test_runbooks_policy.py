@@ -43,6 +43,7 @@ NEED_A_PERSON = {
 NEED_A_PERSON_FOR = {
     ("service-directory-permissions", "postgresql"): {"directory-repair-needs-a-person"},
     ("service-directory-missing", "postgresql"): {"directory-repair-needs-a-person"},
+    ("service-file-ownership", "postgresql"): {"ownership-repair-needs-a-person"},
 }
 
 # Who owns the directories on the way to the declared paths, as service_check reports them on a Debian host: root,

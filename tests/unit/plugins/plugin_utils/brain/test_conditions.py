@@ -159,8 +159,8 @@ def test_a_process_of_the_services_own_units_on_its_port_is_never_a_stranger() -
 
 REDIS_SPEC = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "user": "redis",
               "logs": ["/var/log/redis/redis-server.log"], "paths": ["/var/lib/redis", "/run/redis"]}
-REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750"}
-REDIS_LOGS = {"path": "/var/log/redis", "owner": "redis", "group": "adm", "mode": "2750"}
+REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750", "tree": True}
+REDIS_LOGS = {"path": "/var/log/redis", "owner": "redis", "group": "adm", "mode": "2750", "tree": True}
 
 
 def redis_failure(journal: str = "", *, paths: list[dict[str, Any]] | None = None, disk: list[dict[str, Any]] | None = None,
@@ -278,3 +278,21 @@ def test_evidence_entries_of_another_shape_are_passed_over_by_the_views() -> Non
     odd = redis_failure(paths=["/var/lib/redis", {"exists": False}, {"path": None, "exists": False}], disk=["/var/log/redis", None])
     document = incident_document(odd, {}, read(odd))
     assert (document["missing_paths"], document["misowned_paths"], document["full_log_filesystems"]) == ([], [], [])
+
+
+def test_a_file_the_service_must_open_is_given_back_where_the_package_owns_its_directory_whole() -> None:
+    """redis cannot open its root-owned log ("Can't open the log file: Permission denied", or nothing at all when a
+    sysv script started it): the file class gives the file back the owner and group of everything in /var/log/redis,
+    with chown -h; the directory class would only make the directory again."""
+    [file_class] = [rb for rb in RunbookLibrary.load().runbooks if rb.id == "service-file-ownership"]
+    for said in ("redis-server[90]: Can't open the log file: Permission denied", ""):
+        failure = redis_failure(said)
+        failure = dataclasses.replace(failure, evidence={**failure.evidence, "path_owners": {
+            "/var": "root", "/var/log": "root", "/var/log/redis": "redis", "/var/log/redis/redis-server.log": "root"}})
+        reading = read(failure)
+        assert file_class.matches(failure, {}, reading), said
+        assert file_class.render_steps(failure, reading)[0].argv == ("chown", "-h", "redis:adm", "/var/log/redis/redis-server.log")
+    # a log service_check saw as a link is no file of the service's to give back
+    linked = redis_failure()
+    linked = dataclasses.replace(linked, evidence={**linked.evidence, "path_owners": {"/var/log/redis/redis-server.log": "(link)"}})
+    assert not file_class.matches(linked, {}, read(linked))
