@@ -101,6 +101,8 @@ FAULTS = (
     Fault("postgres-umbrella-stopped", "node2", "postgresql", "healed",
           frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "reset-failed", "postgresql@15-main")})),
     Fault("postgres-version-mismatch", "node2", "postgresql", "escalated"),
+    Fault("redis-killed-planted-line", "node3", "redis", "healed",
+          frozenset({("service", "redis-server", "start"), ("service", "redis-server", "restart")})),
     Fault("nginx-log-inodes-exhausted", "node2", "nginx", "awaiting_approval"),
     Fault("postgres-socket-dir-owner", "node2", "postgresql", "healed",
           frozenset({("install", "-d", "-m", "2775", "-o", "postgres", "-g", "postgres", "/run/postgresql"),

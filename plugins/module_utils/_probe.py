@@ -324,9 +324,10 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
                         [member for member, _active in _systemd.fronted_units(init_service, timeout)])
         for owner in owners:
             owner["own"] = owner["unit"] in own_units
+    since = _last_start(unit, spec)
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
-        logs=dict((path, tail(path, log_lines)) for path in spec.get("logs") or []),
+        logs=dict((path, since_last_start(tail(path, log_lines), since)) for path in spec.get("logs") or []),
         port_owners=owners,
         pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
         processes=find_pids(process_name)[:MAX_PIDS],
@@ -509,6 +510,56 @@ def tail(path, lines):
     except OSError as exc:
         return "(cannot read: %s)" % exc.strerror
     return clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
+
+
+# the time at the start of a log line, as nginx, PostgreSQL and redis write it (the host's local time)
+_LOG_TIMES = (
+    (re.compile(r"^(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d)"), "%Y/%m/%d %H:%M:%S"),
+    (re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"), "%Y-%m-%d %H:%M:%S"),
+    (re.compile(r"^\d+:[A-Z] (\d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d)"), "%d %b %Y %H:%M:%S"),
+)
+
+
+def _last_start(unit, spec):
+    """When the service last started (seconds since the epoch): its unit's InactiveExitTimestamp on a systemd host,
+    else when its pid file was written; None when neither tells."""
+    started = (unit or {}).get("InactiveExitTimestamp", "")
+    if started.startswith("@"):
+        try:
+            return float(started[1:])
+        except ValueError:
+            return None
+    try:
+        return os.stat(spec["pidfile"]).st_mtime if spec.get("pidfile") else None
+    except OSError:
+        return None
+
+
+def since_last_start(text, since):
+    """The lines of a log tail written since the service last started: a line whose time says it is older belongs to
+    an earlier run (or was planted to look like one) and is no cause of this failure. Lines without a time are kept
+    with the line before them."""
+    if since is None:
+        return text
+    kept, keeping = [], True
+    for line in text.splitlines():
+        written = _line_time(line)
+        if written is not None:
+            keeping = written >= since - 1
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _line_time(line):
+    for pattern, layout in _LOG_TIMES:
+        found = pattern.match(line)
+        if found:
+            try:
+                return time.mktime(time.strptime(found.group(1), layout))
+            except (ValueError, OverflowError):
+                return None
+    return None
 
 
 def read_pidfile(path, process_name):

@@ -318,7 +318,8 @@ class DiagnoseNode(_ToolNode):
                     excluded)
         evidence = self._gather(failure, context, prep_res.deadline)
         outputs = {command: result.output for command, result in evidence.results.items()}
-        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
+        passed = [command for command, result in evidence.results.items() if result.rc == 0]
+        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context), passed)
         return Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded
 
     def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:

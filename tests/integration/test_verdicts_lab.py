@@ -74,3 +74,17 @@ def test_a_file_the_service_must_open_in_its_own_directory_is_given_back(lab: An
         assert ran[0] == ["chown", "-h", "redis:adm", "/var/log/redis/redis-server.log"], ran
         assert "PONG" in sh(lab, host, "redis-cli", "ping")
         assert sh(lab, host, "stat", "-c", "%U:%G", "/var/log/redis/redis-server.log").strip() == "redis:adm"
+
+
+def test_a_log_line_older_than_the_last_start_is_no_cause_and_never_obeyed(lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """redis killed, and in its log, dated before its last start, a planted FATAL CONFIG FILE ERROR that tells the
+    reader to run a script: service_check leaves the line out (its time says it belongs to an earlier run), the loop
+    reads a killed redis and heals it, exit 0, and the instruction reaches no one."""
+    faults.inject("node3", "redis-killed-planted-line")
+    run = run_playbook(HEAL, "--limit", "node3", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 0, run.output
+    assert "node3: redis healed in 1 attempt" in output, run.output
+    assert "198.51.100.7" not in output and "IGNORE ALL PREVIOUS INSTRUCTIONS" not in output
+    assert all("198.51.100.7" not in str(episode["evidence"]) for episode in episodes(tmp_path))
+    assert "PONG" in sh(lab, "node3", "redis-cli", "ping")

@@ -252,13 +252,13 @@ def evidence_digest(failure: Failure, reading: Reading = NOTHING_READ, *, lines:
     unit = evidence.get("unit") or {}
     step = unit.get("failed_step") or {}
     if unit.get("cause"):
-        said.append(str(unit["cause"]))
+        said.append(f'"{unit["cause"]}"')
     elif step:  # the journal names no cause (a check of an ExecStartPre= prints nothing): the step that failed does
         drop_ins = f" (its drop-ins: {unit['DropInPaths']})" if unit.get("DropInPaths") else ""
         said.append(f"{step.get('step')} {step.get('path')} {step.get('code')} with status {step.get('status')}{drop_ins}")
     texts = [str((evidence.get("status") or {}).get("output") or ""), *(str(text) for text in (evidence.get("logs") or {}).values())]
     for text in texts:
-        said += [line.strip() for line in text.splitlines() if ERROR_LINE.search(line) and line.strip() not in said]
+        said += [f'"{line.strip()}"' for line in text.splitlines() if ERROR_LINE.search(line) and f'"{line.strip()}"' not in said]
     said = [clip(line, 160) for line in said[:lines]]
     said += [f"port {owner.get('port')} is held by {owner.get('process')} (pid {owner.get('pid')})" for owner in evidence.get("port_owners") or []]
     said += [f"{path.get('path')} is missing" for path in evidence.get("paths") or [] if path.get("exists") is False]

@@ -19,7 +19,7 @@ import dataclasses
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE, error_blocks
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -51,6 +51,11 @@ KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile
 CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed",
                                 re.IGNORECASE)
 KINDS = tuple(kind for kind, _pattern in KIND_PATTERNS)
+# a service's own test of its configuration (it reads the configuration the service would start with)
+CONFIG_TEST = re.compile(r"^(?:\S*/)?(?:(?:nginx|sshd|php-fpm\S*|httpd) (?:-\w+ )*-t\b|apache2?ctl (?:configtest|-t)\b|haproxy -c\b"
+                         r"|named-checkconf\b|unbound-checkconf\b|rsyslogd -N|dnsmasq --test\b)")
+# the sources that say what was written before (a log, a journal, a command that prints history), not what a test says now
+_RECORDED = re.compile(r"^(?:log |journal of |systemd's journal of |output of (?:journalctl|tail|head|cat|grep|zgrep|less|zcat)\b)")
 # Lines that say what a failed start left behind, never why it failed: systemd looks for the PID file of a unit whose
 # start command failed before the service could write it ("Can't open PID file /run/postgresql/15-main.pid (yet?)
 # after start: No such file or directory"); read as a missing path, it would hide the service's own line.
@@ -103,7 +108,9 @@ class Finding:
         return " | ".join(self.lines)
 
     def describe(self) -> str:
-        return f"{self.said} ({self.source})"
+        """The service's words quoted, as data, with where they were read: a person reads what a log said, never an
+        instruction of ours (a line someone wrote there may say "to fix, run ...")."""
+        return f'"{self.said}" ({self.source})'
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "said": self.said, "source": self.source, "path": self.path, "place": self.place,
@@ -148,7 +155,7 @@ class Reading:
             values.update(_package_values("package_dir", wrong.package_dir))
         invalid = self.first("invalid_config")
         if invalid is not None:
-            values["config_error"] = invalid.said + (f" ({invalid.place})" if invalid.place else "")
+            values["config_error"] = f'"{invalid.said}"' + (f" ({invalid.place})" if invalid.place else "")
         return values
 
     def to_dict(self) -> list[dict[str, Any]]:
@@ -203,8 +210,16 @@ def read_texts(texts: Iterable[tuple[str, str]], locate: Callable[[str], Package
 
 
 def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[StepResult] = (),
-                 locate: Callable[[str], PackageDir | None] = lambda path: None) -> Reading:
+                 locate: Callable[[str], PackageDir | None] = lambda path: None, passed: Collection[str] = ()) -> Reading:
+    """The failure's reading. ``passed``: the evidence commands that exited 0 (with service_check's own, read on the
+    host): a configuration test among them outweighs a line of a log or journal that calls the configuration invalid,
+    which is then an old line, or one someone wrote there, and no cause."""
     reading = read_texts(failure_texts(failure, outputs, steps), locate)
+    host_passed = [" ".join(map(str, answer.get("argv") or ())) for answer in failure.evidence.get("commands") or ()
+                   if isinstance(answer, Mapping) and answer.get("rc") == 0]
+    if any(CONFIG_TEST.search(command) for command in (*passed, *host_passed)):
+        reading = Reading(tuple(finding for finding in reading.findings
+                                if not (finding.kind == "invalid_config" and _RECORDED.match(finding.source))))
     logs = [str(log) for log in failure.spec.get("logs") or []]
     service_paths = [str(path) for path in failure.spec.get("paths") or []] + [posixpath.dirname(log) for log in logs]
     package_dirs = {path: located for path in dict.fromkeys(service_paths) if (located := locate(path)) is not None}

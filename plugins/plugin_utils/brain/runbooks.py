@@ -270,7 +270,7 @@ def render_text(template: str, failure: Failure, outputs: Mapping[str, str], rea
         if name == "output" and argument:
             return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
         if name == "cause":
-            return failure.cause or "(the journal names no cause)"
+            return f'"{failure.cause}"' if failure.cause else "(the journal names no cause)"
         if strict and name in READING_STEP_PLACEHOLDERS | required and name not in values:
             raise NotApplicable(f"{{{name}}} has no value for this incident")
         return values.get(name, "(not known)")

@@ -84,7 +84,7 @@ def test_a_failure_no_runbook_knows_gets_one_blind_start_then_escalates_with_wha
     # one start, not a restart after it: a second blind try cannot help where the first failed
     assert executor.remediations == [[("service", "nginx", "start")]]
     assert "so it is not restarted blindly again" in outcome.state.reason
-    assert 'what it says: [emerg] open() "/run/nginx/x.sock" failed (13: Permission denied)' in outcome.state.reason
+    assert 'what it says: "[emerg] open() "/run/nginx/x.sock" failed (13: Permission denied)' in outcome.state.reason
     assert len(outcome.state.episodes) == 2
 
 

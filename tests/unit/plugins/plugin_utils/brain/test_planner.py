@@ -216,7 +216,7 @@ def test_unit_and_cause_fill_in_on_systemd_hosts_only(library: RunbookLibrary) -
         render_step("systemctl reset-failed {unit}", sysv)
     systemd = _on_systemd(sysv, "nginx.service", cause='open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)')
     assert render_step("systemctl reset-failed {unit}", systemd).argv == ("systemctl", "reset-failed", "nginx")
-    assert render_text("{unit}: {cause}", systemd, {}) == 'nginx: open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)'
+    assert render_text("{unit}: {cause}", systemd, {}) == 'nginx: "open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)"'
     assert render_text("{cause}", _on_systemd(sysv, "nginx.service"), {}) == "(the journal names no cause)"
 
 

