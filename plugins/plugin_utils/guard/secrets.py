@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact_tree
 
-SECRET_NAME = re.compile(r"(password|passwd|passphrase|secret|token|api_?key|private_?key|credential)", re.IGNORECASE)
+# ..._pass: the inventory's short names for connection and privilege escalation passwords (ansible_ssh_pass, ansible_become_pass)
+SECRET_NAME = re.compile(r"(password|passwd|passphrase|secret|token|api_?key|private_?key|credential|(?:^|_)pass$)", re.IGNORECASE)
 SECRET_ENVIRONMENT = ("OPENAI_API_KEY", "AZURE_OPENAI_API_KEY")
 MINIMUM_LENGTH = 4
 _MAX_DEPTH = 4

@@ -361,6 +361,13 @@ def test_duplicate_names_are_refused() -> None:
     [
         ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjE"),
         ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload", "eyJhbGciOiJIUzI1NiJ9"),
+        ("Authorization: Basic bGVkZ2VyOmh1bnRlcjI=", "bGVkZ2VyOmh1bnRlcjI="),
+        # each of these only by its shape: no Authorization header, no name of a secret before it
+        ("upstream said: Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJsZWRnZXIifQ.c2lnbmF0dXJl", "eyJhbGciOiJSUzI1NiJ9"),
+        ("aws s3 cp s3://ledger/backup.tar . failed for AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ("slack: posting with xoxb-123456789012-abcdefghijKL refused", "xoxb-123456789012-abcdefghijKL"),
+        ("git clone https://gitlab.example/ops/ledger.git with glpat-abcdefghij0123456789 failed", "glpat-abcdefghij0123456789"),
+        ("client built with sk-proj-abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
         ('{"password": "s3cr3t-value"}', "s3cr3t-value"),
         ("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
         ("redis://:topsecret@127.0.0.1:6379/0", "topsecret"),
