@@ -1,4 +1,4 @@
-"""ledger: a service on this machine that heal.yml heals without the lab, through a local connection.
+"""ledger: a service on this machine that heal.yml and approve.yml heal without the lab, through a local connection.
 
 It is up while its marker file exists. Its runbook prints its log and puts the marker back, and the policy allows those
 two steps and nothing else, so a play runs real steps through ansible-runner without touching the machine's services.
@@ -18,6 +18,14 @@ class Ledger:
     inventory: Path
     # the group's variables: a test adds files of its own beside the service's declaration
     group_vars: Path
+    marker: Path
+
+    @property
+    def up(self) -> bool:
+        return self.marker.exists()
+
+    def stop(self) -> None:
+        self.marker.unlink(missing_ok=True)
 
 
 def ledger(tmp_path: Path, log: str = "", check_with: str = "") -> Ledger:
@@ -44,4 +52,4 @@ def ledger(tmp_path: Path, log: str = "", check_with: str = "") -> Ledger:
         "autoheal_become: false\nautoheal_verify_retries: 1\nautoheal_verify_delay: 0\n"
         f"autoheal_runbooks: ['{runbooks}']\nautoheal_policy_file: {policy}\n"
         f"autoheal_services: [{{name: ledger, status_check: false, check_command: 'test -e {marker}{check_with}', logs: ['{service_log}']}}]\n")
-    return Ledger(inventory=inventory, group_vars=group_vars)
+    return Ledger(inventory=inventory, group_vars=group_vars, marker=marker)

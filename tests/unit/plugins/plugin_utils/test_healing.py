@@ -73,6 +73,59 @@ def test_second_identical_incident_is_planned_from_memory_without_evidence_comma
     assert [purpose for purpose, _argvs in executor.runs] == ["remediation"]
 
 
+@pytest.mark.parametrize(("later", "tried_again"), [(600, False), (86400 + 600, True)])
+def test_a_plan_that_failed_for_the_fingerprint_in_an_earlier_job_is_not_tried_again_within_failed_ttl(
+    tmp_path: Path, later: float, tried_again: bool,
+) -> None:
+    now = [1000.0]
+    failed_plan = [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
+    earlier = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, earlier, [STILL_DOWN], max_attempts=1, clock=lambda: now[0], failed_plan_ttl=86400)
+    assert heal_incident(nginx_failure(pid=10), tools).state.status == "escalated"
+    assert earlier.remediations == [failed_plan]
+    now[0] += later
+    executor = ScriptedExecutor(CONFIG_OK)
+    outcome = heal_incident(nginx_failure(pid=20), dataclasses.replace(tools, executor=executor, verify=lambda spec: HEALTHY))
+    assert outcome.state.status == "healed"
+    assert executor.remediations == ([failed_plan] if tried_again else [[("service", "nginx", "start")]])
+
+
+def test_a_remembered_fix_that_failed_since_is_not_replayed(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY, STILL_DOWN, HEALTHY], max_attempts=1)
+    assert heal_incident(nginx_failure(pid=10), tools).state.status == "healed"
+    replayed = heal_incident(nginx_failure(pid=20), tools)
+    assert replayed.state.status == "escalated" and replayed.to_dict()["plan"]["source"] == "memory"
+    outcome = heal_incident(nginx_failure(pid=30), tools)
+    assert outcome.state.status == "healed" and outcome.to_dict()["plan"]["source"] == "runbook"
+    stale_pid_plan = [("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")]
+    assert executor.remediations == [stale_pid_plan, stale_pid_plan, [("service", "nginx", "start")]]
+
+
+def test_a_plan_that_failed_in_this_incident_is_not_tried_again_when_memory_could_not_record_it(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [STILL_DOWN, HEALTHY], max_attempts=2)
+    assert tools.memory is not None
+    with tools.memory._conn:  # the memory's disk is full: no episode is written
+        tools.memory._conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON episodes BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "healed"
+    assert [warning.split(":")[0] for warning in outcome.state.warnings] == ["episode of attempt 1 not recorded", "episode of attempt 2 not recorded"]
+    assert executor.remediations == [[("rm", "-f", "/run/nginx.pid"), ("service", "nginx", "start")], [("service", "nginx", "start")]]
+
+
+def test_an_episode_is_recorded_verified_only_when_verification_passed(tmp_path: Path) -> None:
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [STILL_DOWN, HEALTHY], max_attempts=2)
+    assert heal_incident(nginx_failure(), tools).state.status == "healed"
+    assert tools.memory is not None
+    episodes = sorted(tools.memory.episodes(), key=lambda row: row["id"])
+    assert [(row["outcome"], row["verified"]) for row in episodes] == [("failed", 0), ("healed", 1)]
+    assert [json.loads(row["results_json"])["verification"]["healthy"] for row in episodes] == [False, True]
+    # only the verified one is what memory offers the next incident
+    fix = tools.memory.verified_fix(nginx_failure().fingerprint)
+    assert fix is not None and fix.episode_id == episodes[1]["id"]
+
+
 def test_a_failure_no_runbook_knows_gets_one_blind_start_then_escalates_with_what_the_evidence_says(tmp_path: Path) -> None:
     executor = ScriptedExecutor()
     said = '[emerg] open() "/run/nginx/x.sock" failed (13: Permission denied)'
@@ -497,9 +550,10 @@ def test_the_canary_of_a_job_that_died_is_taken_over_and_one_never_verified_in_t
 
 def test_a_run_past_its_error_threshold_halts_and_nothing_more_runs_in_it(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    # each host tries the same runbook plan (the others' failures of it not held against it)
-    tools = _tools(tmp_path, executor, [STILL_DOWN] * 2 + [HEALTHY],
+    # each host tries the same plan (the others' failures of it not held against it)
+    tools = _tools(tmp_path, executor, [HEALTHY] + [STILL_DOWN] * 2 + [HEALTHY],
                    blast_radius=BlastRadius(run_id="run-1", max_fail_percentage=25, run_hosts=4), max_attempts=1, failed_plan_ttl=-10)
+    assert heal_incident(nginx_failure(host="web0"), _on(tools, "web0")).state.status == "healed"  # a heal is no failure
     for host in ("web1", "web2"):  # 1 of 4 failed: 25%, not more than the threshold, so web2 runs
         assert heal_incident(nginx_failure(host=host), _on(tools, host)).state.status == "escalated"
     halted = heal_incident(nginx_failure(host="web3"), _on(tools, "web3"))
@@ -507,7 +561,7 @@ def test_a_run_past_its_error_threshold_halts_and_nothing_more_runs_in_it(tmp_pa
     assert halted.state.status == "halted"
     assert ("remediations failed verification on 2 of the 4 hosts of this run (50%: web1, web2), more than max_fail_percentage 25%"
             in halted.state.reason)
-    assert len(executor.remediations) == 2
+    assert len(executor.remediations) == 3
     assert tools.memory is not None and [row["outcome"] for row in tools.memory.episodes(host="web3")] == ["halted"]
     # another run starts afresh
     other = _on(tools, "web3", blast_radius=BlastRadius(run_id="run-2", max_fail_percentage=25, run_hosts=4))

@@ -281,6 +281,14 @@ def test_argv_plans_are_read_back_by_bash_as_the_argv_approvers_see() -> None:
     assert evaluate_argv(["FOO=1", "service", "nginx", "start"], NGINX, load_policy()).rule == "bash-grammar"
 
 
+@pytest.mark.parametrize("argv", [("service", "nginx;reboot", "start"), ("kill", "-TERM", "$(id)"), ("rm", "-f", "/run/nginx.pid`id`")])
+def test_shell_syntax_inside_an_argv_is_refused_as_in_a_command(argv: tuple[str, ...]) -> None:
+    """A plan's argv never reaches a shell either, but what would mean something to one is refused, not shown to a
+    person to approve."""
+    verdict = evaluate_argv(argv, NGINX, load_policy())
+    assert (verdict.decision, verdict.rule) == (Decision.BLOCK, "shell-syntax"), verdict.reason
+
+
 def test_without_the_bash_grammar_nothing_is_judged_and_the_error_says_what_to_install() -> None:
     # a fresh interpreter where importing tree_sitter_bash fails, as on a controller that skipped requirements.txt
     script = (

@@ -90,6 +90,16 @@ def test_every_word_reaches_the_host_as_written_and_a_finished_run_leaves_no_wat
     assert not [pid for pid in _processes_with(Leash._WATCH) if _parent(pid) == os.getpid()]
 
 
+def test_a_run_told_to_stop_starts_no_step_after_it(tmp_path: Path) -> None:
+    """The kill switch, thrown while a run is on: ansible-runner polls it, and no step starts once it is thrown."""
+    first, last = tmp_path / "first", tmp_path / "last"
+    steps = [RunStep(argv=("touch", str(first)), become=False), RunStep(argv=("sleep", "5"), become=False),
+             RunStep(argv=("touch", str(last)), become=False)]
+    report = RunnerExecutor(tmp_path / "runs").run(LOCAL, steps, purpose="remediation", stop=first.exists, timeout=60)
+    assert report.stopped and report.results[0].status == "ok"
+    assert report.results[2].status == "skipped" and not last.exists()
+
+
 def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
     play = {"ansible_connection": "ssh", "ansible_ssh_args": "-o ControlMaster=auto -o ControlPersist=60s"}
     run = _with_keepalive(play)

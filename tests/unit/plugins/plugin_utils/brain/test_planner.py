@@ -284,6 +284,9 @@ def test_an_optional_step_is_left_out_where_its_placeholder_has_no_value() -> No
     # the plan without its optional step failed before: the runbook does not offer it again
     tried = _plan(planner, sysv).templates
     assert _plan(planner, sysv, excluded=frozenset({tried})).reference != "reset-then-start"
+    # nor, when it failed with its optional step, without it
+    tried = _plan(planner, _on_systemd(sysv, "nginx.service")).templates
+    assert _plan(planner, sysv, excluded=frozenset({tried})).reference != "reset-then-start"
 
 
 def test_a_step_with_an_unknown_key_names_it() -> None:

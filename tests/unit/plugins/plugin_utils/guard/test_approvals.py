@@ -10,11 +10,12 @@ import pytest
 from memory_places import MemoryPlace
 from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import ApprovalRefused
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident, run_approved_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from helpers import nginx_failure
 
@@ -83,6 +84,31 @@ def test_an_approved_plan_in_a_run_past_its_error_threshold_does_not_run_and_wai
     assert outcome.trace.path == ["rollout", "record", "halted"] and executor.remediations == []
     row = tools.memory.plan(stored.plan_id)
     assert row is not None and row["status"] == "pending"  # held back before it ran: approved again, it runs
+
+
+def test_a_plan_that_needs_a_person_never_runs_without_one_named(memory_place: MemoryPlace) -> None:
+    """The execute node's own refusal, behind the guard and approvals: a plan the policy sends to a person runs only
+    with who approved it, and one it blocks never runs, whoever approved it."""
+    tools, executor, stored = _waiting(memory_place)
+    verdicts = approvals.authorize(stored, host="web1", policy=tools.policy)
+    with pytest.raises(FlowError, match="execute reached without ALLOW or a human's approval"):
+        run_approved_plan(stored, verdicts, "", tools)
+    reboot = (Step(template="reboot", argv=("reboot",)),)
+    blocked, _decision = evaluate_plan([step.argv for step in reboot], PolicyContext.from_failure(stored.failure), tools.policy)
+    assert [verdict.decision for verdict in blocked] == [Decision.BLOCK]
+    with pytest.raises(FlowError, match="execute reached without ALLOW or a human's approval"):
+        run_approved_plan(replace(stored, plan=replace(stored.plan, steps=reboot)), blocked, "alice", tools)
+    assert executor.remediations == []
+
+
+def test_a_prompt_that_approves_without_saying_who_runs_nothing(memory_place: MemoryPlace) -> None:
+    (memory_place.state_dir / "strict.yml").write_text(STRICT)
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(memory_place.state_dir, executor, [HEALTHY], policy=load_policy(memory_place.state_dir / "strict.yml"),
+                   ask_approval=lambda *asked: ("approved", ""), memory=memory_place.open())
+    with pytest.raises(FlowError, match="execute reached without ALLOW or a human's approval"):
+        heal_incident(nginx_failure(), tools)
+    assert executor.remediations == []
 
 
 def test_an_approval_for_another_host_is_refused(memory_place: MemoryPlace) -> None:

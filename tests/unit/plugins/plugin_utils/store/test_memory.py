@@ -89,6 +89,9 @@ def test_only_a_verified_recovery_is_a_remembered_fix(memory_place: MemoryPlace)
     failure = nginx_failure()
     with memory_place.open() as memory:
         memory.record_attempt(incident_id="i1", failure=failure, attempt=_attempt("failed", "service {init_service} restart"))
+        # an outcome that says healed is not enough: verification must have seen it
+        unverified, _plan_id = memory.record_attempt(incident_id="i0", failure=failure, attempt=_attempt("healed", "service {init_service} reload"))
+        assert [(row["id"], row["verified"]) for row in memory.episodes(outcome="healed")] == [(unverified, 0)]
         assert memory.verified_fix(failure.fingerprint) is None
         episode, _plan_id = memory.record_attempt(
             incident_id="i2", failure=failure, attempt=_attempt("healed", "rm -f {stale_pidfile}", "service {init_service} start", verified=True),
