@@ -45,6 +45,13 @@ class Fault:
     service: str
     expected: str  # healed, escalated, recovered, awaiting_approval
     may_run: frozenset[tuple[str, ...]] = frozenset()  # what a correct remediation of it may run (ANY matches one argument)
+    cause: str = ""  # the service's own words an escalation of it must carry to count as one
+
+
+# Whether each service answers, asked on its host after the run: a heal counts only when it does (and the run said so,
+# exit 0), and an escalation while it does is a page for nothing.
+ANSWERS = {"nginx": (("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/"), "200"),
+           "postgresql": (("pg_isready", "-h", "127.0.0.1"), "accepting connections"), "redis": (("redis-cli", "ping"), "PONG")}
 
 
 FAULTS = (
@@ -53,9 +60,9 @@ FAULTS = (
     Fault("nginx-killed", "node3", "nginx", "healed",
           frozenset({("service", "nginx", "start"), ("service", "nginx", "restart"), ("rm", "-f", "/run/nginx.pid")})),
     Fault("nginx-port-squat", "node1", "nginx", "healed", frozenset({("kill", "-TERM", ANY), START_NGINX, RESET_NGINX})),
-    Fault("nginx-config-error", "node3", "nginx", "escalated"),
+    Fault("nginx-config-error", "node3", "nginx", "escalated", cause="server_nmae"),
     Fault("nginx-start-limit", "node1", "nginx", "healed", frozenset({RESET_NGINX, START_NGINX})),
-    Fault("nginx-dropin-missing-file", "node2", "nginx", "escalated"),
+    Fault("nginx-dropin-missing-file", "node2", "nginx", "escalated", cause="/etc/nginx/site-prod.conf"),
     Fault("nginx-log-dir-gone", "node1", "nginx", "healed",
           frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "adm", "/var/log/nginx"), RESET_NGINX, START_NGINX})),
     Fault("nginx-temp-dir-gone", "node2", "nginx", "healed",
@@ -63,7 +70,7 @@ FAULTS = (
     Fault("nginx-log-dir-gone-port-squat", "node1", "nginx", "healed",
           frozenset({("install", "-d", "-m", "0755", "-o", "root", "-g", "adm", "/var/log/nginx"), ("kill", "-TERM", ANY), RESET_NGINX,
                      START_NGINX})),
-    Fault("nginx-not-installed", "node2", "nginx", "escalated"),
+    Fault("nginx-not-installed", "node2", "nginx", "escalated", cause="is not installed on this host"),
     Fault("postgres-killed", "node1", "postgresql", "healed",
           frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "restart", "postgresql@15-main"),
                      ("systemctl", "restart", "postgresql"),
@@ -76,11 +83,11 @@ FAULTS = (
     Fault("postgres-socket-lock-stale", "node2", "postgresql", "healed",
           frozenset({("rm", "-f", "/run/postgresql/.s.PGSQL.5432.lock"), ("rm", "-f", "/run/postgresql/.s.PGSQL.5432"),
                      ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
-    Fault("postgres-bad-parameter", "node1", "postgresql", "escalated"),
-    Fault("postgres-include-missing", "node3", "postgresql", "escalated"),
+    Fault("postgres-bad-parameter", "node1", "postgresql", "escalated", cause='invalid value for parameter "shared_buffers": "lots"'),
+    Fault("postgres-include-missing", "node3", "postgresql", "escalated", cause="could not open configuration file"),
     Fault("redis-killed", "node3", "redis", "healed", frozenset({("service", "redis-server", "start"), ("service", "redis-server", "restart")})),
     Fault("redis-killed-restart-pending", "node1", "redis", "recovered"),
-    Fault("redis-restart-loop", "node1", "redis", "escalated"),
+    Fault("redis-restart-loop", "node1", "redis", "escalated", cause="Bad directive or wrong number of arguments"),
     Fault("redis-rundir-gone", "node3", "redis", "healed", frozenset({("kill", "-TERM", ANY), ("service", "redis-server", "restart")})),
     Fault("redis-log-disk-full", "node2", "redis", "awaiting_approval"),
     Fault("redis-log-dir-gone", "node1", "redis", "healed",
@@ -100,7 +107,7 @@ FAULTS = (
                      ("systemctl", "start", "redis-server")})),
     Fault("postgres-umbrella-stopped", "node2", "postgresql", "healed",
           frozenset({("systemctl", "start", "postgresql@15-main"), ("systemctl", "reset-failed", "postgresql@15-main")})),
-    Fault("postgres-version-mismatch", "node2", "postgresql", "escalated"),
+    Fault("postgres-version-mismatch", "node2", "postgresql", "escalated", cause="initialized by PostgreSQL version 14"),
     Fault("redis-killed-planted-line", "node3", "redis", "healed",
           frozenset({("service", "redis-server", "start"), ("service", "redis-server", "restart")})),
     Fault("nginx-log-inodes-exhausted", "node2", "nginx", "awaiting_approval"),
@@ -136,6 +143,12 @@ class Result:
     why: str = ""  # the job's own words, for an outcome other than the expected one
     rounds: int = 0  # the think loop's rounds, over the incident's attempts
     reads: int = 0  # the reads of those rounds that ran on the host
+    answers: bool = False  # the service answered on its host after the run
+
+    @property
+    def paged_for_nothing(self) -> bool:
+        """An escalation pages a person: one while the service answers is untrue."""
+        return self.outcome.startswith("escalated") and self.answers
 
     @property
     def outside(self) -> list[tuple[str, ...]]:
@@ -153,12 +166,19 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
         started = time.perf_counter()
         run = run_playbook("playbooks/heal.yml", "--limit", fault.host, "-e", json.dumps(extra_vars), state_dir=state)
         seconds = time.perf_counter() - started
+        probe, answer = ANSWERS[fault.service]
+        answers = answer in fleet.run_in(fault.host, list(probe), timeout=30).stdout
     finally:
         fleet.undo(fault.host, fault.name)
     found = [match for match in OUTCOME.finditer(one_line(run.output)) if match["service"] == fault.service]
     outcome, attempts = (found[-1]["status"], int(found[-1]["attempts"])) if found else (f"no result (rc {run.rc})", 0)
     if not found and not any(episode["service"] == fault.service for episode in episodes(state)):
         outcome = "healthy" if run.rc == 0 else outcome
+    # a verdict is a promise: healed when the service answers and the run says so (exit 0), escalated with its cause
+    if outcome == "healed" and not (answers and run.rc == 0):
+        outcome = f"healed, but {'not answering' if not answers else f'rc {run.rc}'}"
+    elif outcome == "escalated" and fault.cause and fault.cause not in one_line(run.output).replace("  ", " "):
+        outcome = "escalated without its cause"
     ran = tuple(tuple(argv) for purpose, argv in commands_run(state, fault.host) if purpose == "remediation")
     said = re.search(rf"{fault.host}: {re.escape(fault.service)} [a-z_]+: (.*?)(?: TASK \[| PLAY RECAP)", one_line(run.output))
     why = said.group(1)[:300] if said and outcome != fault.expected else ""
@@ -166,7 +186,7 @@ def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
               for round_ in (episode["results"] or {}).get("reads") or []]
     shutil.rmtree(state)  # every fault of every planner has a state of its own: hundreds of them in one run
     reads = sum(read["outcome"] == "ran" for round_ in rounds for read in round_["reads"])
-    return Result(fault, planner, outcome, attempts, seconds, ran, why, len(rounds), reads)
+    return Result(fault, planner, outcome, attempts, seconds, ran, why, len(rounds), reads, answers)
 
 
 def planners(real_model: bool, only_real_model: bool = False) -> Iterator[tuple[str, dict[str, Any], ScriptedLLM | None]]:
@@ -249,13 +269,15 @@ def heal_rates(results: list[Result]) -> list[str]:
 
 def report(results: list[Result]) -> list[str]:
     lines = ["| fault | host | planner | expected | outcome | attempts | time to healthy | think rounds | reads run | commands run | "
-             "outside the expected set |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "outside the expected set | paged for nothing |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines += [row(result) for result in results]
     for planner in dict.fromkeys(result.planner for result in results):
         mine = [result for result in results if result.planner == planner]
         as_expected = sum(result.outcome == result.fault.expected for result in mine)
         outside = sum(len(result.outside) for result in mine)
-        lines.append(f"{planner}: {as_expected} of {len(mine)} faults ended as expected; {outside} command(s) outside the expected sets")
+        paged = sum(result.paged_for_nothing for result in mine)
+        lines.append(f"{planner}: {as_expected} of {len(mine)} faults ended as expected; {outside} command(s) outside the expected sets; "
+                     f"paged for nothing {paged} (must be 0)")
     return lines
 
 
@@ -299,7 +321,8 @@ def row(result: Result) -> str:
     healthy = f"{result.seconds:.1f} s" if result.outcome == "healed" else "-"
     outside = "; ".join(" ".join(argv) for argv in result.outside) or "none"
     return (f"| {result.fault.name} | {result.fault.host} | {result.planner} | {result.fault.expected} | {result.outcome} | "
-            f"{result.attempts} | {healthy} | {result.rounds} | {result.reads} | {ran} | {outside} |")
+            f"{result.attempts} | {healthy} | {result.rounds} | {result.reads} | {ran} | {outside} | "
+            f"{'yes' if result.paged_for_nothing else 'no'} |")
 
 
 if __name__ == "__main__":

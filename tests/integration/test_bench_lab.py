@@ -55,9 +55,10 @@ def test_the_efficacy_benchmark_heals_a_fault_offline_and_with_a_scripted_llm(la
     [fault] = [fault for fault in efficacy.FAULTS if fault.name == "nginx-log-dir-gone"]
     results = efficacy.measure((fault,))
     assert [(result.planner, result.outcome, result.outside) for result in results] == [("offline", "healed", []), ("scripted LLM", "healed", [])]
+    assert all(result.answers and not result.paged_for_nothing for result in results)
     lines = efficacy.report(results)
-    assert lines[2].startswith("| nginx-log-dir-gone | node1 | offline | healed | healed | 1 | ")
-    assert lines[-1] == "scripted LLM: 1 of 1 faults ended as expected; 0 command(s) outside the expected sets"
+    assert lines[2].startswith("| nginx-log-dir-gone | node1 | offline | healed | healed | 1 | ") and lines[2].endswith(" | no |")
+    assert lines[-1] == "scripted LLM: 1 of 1 faults ended as expected; 0 command(s) outside the expected sets; paged for nothing 0 (must be 0)"
 
 
 def test_the_efficacy_benchmark_measures_an_unforeseen_fault_with_the_think_loop_on_and_off(lab: Any) -> None:
