@@ -11,6 +11,7 @@ of their paths and logs are), redacted before it leaves the host.
 
 from __future__ import annotations
 
+import calendar
 import grp
 import os
 import pwd
@@ -321,13 +322,17 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
     if unit is not None:
         # a process of the service's own units (its cgroup, the units its unit fronts) is never a stranger on its port
         own_units = set([init_service + ".service", unit["Id"], (unit.get("Wrapper") or {}).get("Id")] +
-                        [member for member, _active in _systemd.fronted_units(init_service, timeout)])
+                        [member for member, _active in _systemd.fronted_units(init_service, timeout)]) - set([None, ""])
         for owner in owners:
             owner["own"] = owner["unit"] in own_units
     since = _last_start(unit, spec)
+    offset = time.localtime().tm_gmtoff
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
-        logs=dict((path, since_last_start(tail(path, log_lines), since)) for path in spec.get("logs") or []),
+        logs=dict((path, since_last_start(tail(path, log_lines), since, offset)) for path in spec.get("logs") or []),
+        # when the service last started, and the host's offset from UTC: a log read later is judged by them too
+        started_at=since,
+        utc_offset=offset,
         port_owners=owners,
         pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
         processes=find_pids(process_name)[:MAX_PIDS],
@@ -535,15 +540,15 @@ def _last_start(unit, spec):
         return None
 
 
-def since_last_start(text, since):
+def since_last_start(text, since, utc_offset):
     """The lines of a log tail written since the service last started: a line whose time says it is older belongs to
     an earlier run (or was planted to look like one) and is no cause of this failure. Lines without a time are kept
-    with the line before them."""
+    with the line before them. ``utc_offset``: the host's, in seconds (its logs are written in its local time)."""
     if since is None:
         return text
     kept, keeping = [], True
     for line in text.splitlines():
-        written = _line_time(line)
+        written = _line_time(line, utc_offset)
         if written is not None:
             keeping = written >= since - 1
         if keeping:
@@ -551,12 +556,12 @@ def since_last_start(text, since):
     return "\n".join(kept)
 
 
-def _line_time(line):
+def _line_time(line, utc_offset):
     for pattern, layout in _LOG_TIMES:
         found = pattern.match(line)
         if found:
             try:
-                return time.mktime(time.strptime(found.group(1), layout))
+                return calendar.timegm(time.strptime(found.group(1), layout)) - utc_offset
             except (ValueError, OverflowError):
                 return None
     return None

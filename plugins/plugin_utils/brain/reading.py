@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import since_last_start
 from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE, error_blocks
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
@@ -193,8 +194,10 @@ def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[
         texts.append((f"output of {status.get('command') or 'its status'}", str(status["output"])))
     for path, tail in (evidence.get("logs") or {}).items():
         texts.append((f"log {path}", "\n".join(str(tail).splitlines()[-LOG_LINES_READ:])))
-    texts += [(f"output of {command}", "\n".join(text.splitlines()[-LOG_LINES_READ:])) for command, text in outputs.items()
-              if command not in fresh]
+    # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the last start
+    started, offset = evidence.get("started_at"), evidence.get("utc_offset")
+    texts += [(f"output of {command}", "\n".join(since_last_start(text, started, int(offset or 0)).splitlines()[-LOG_LINES_READ:]))
+              for command, text in outputs.items() if command not in fresh]
     return texts
 
 
