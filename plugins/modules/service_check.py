@@ -280,7 +280,7 @@ failures:
           description:
             - The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline), and C(unit), the
               systemd unit whose cgroup holds the process, or null). On a systemd host also C(own), true for a process
-              of the service's own units (its unit, the unit it fronts or that fronts it): never a stranger on the port.
+              of the service's own units (its unit, the unit it fronts or that fronts it), never a stranger on the port.
           type: list
           elements: dict
         pidfile:
@@ -340,7 +340,7 @@ failures:
         mounts:
           description:
             - The host's mount points but the kernel's own (C(/proc), C(/sys), C(/dev)), or null when there are more
-              than 256: a recursive repair never walks into another filesystem.
+              than 256; a recursive repair never walks into another filesystem.
           type: list
           elements: str
         unit:

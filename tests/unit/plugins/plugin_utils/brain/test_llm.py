@@ -264,8 +264,8 @@ def test_a_reasoning_preamble_is_not_read_as_the_plan(llm: ScriptedLLM) -> None:
     {"type": "thinking", "thinking": DRAFT, "signature": "c2lnbmVk"},  # Anthropic's thinking block, through a proxy
     {"type": "reasoning", "reasoning": DRAFT},
 ], ids=["mistral", "anthropic-through-a-proxy", "reasoning"])
-def test_content_as_a_list_of_parts_is_read_from_its_text_parts_in_order_never_from_its_thoughts(llm: ScriptedLLM,
-                                                                                               thoughts: dict[str, Any]) -> None:
+def test_content_as_a_list_of_parts_is_read_from_its_text_parts_in_order_never_from_its_thoughts(
+        llm: ScriptedLLM, thoughts: dict[str, Any]) -> None:
     answer = json.dumps({"steps": [{"argv": argv} for argv in FIX], "rationale": "killed"})
     middle = len(answer) // 2
     llm.script(Answer.parts(thoughts, {"type": "text", "text": answer[:middle]}, {"type": "text", "text": answer[middle:]}))

@@ -37,8 +37,8 @@ def test_secrets_inside_dictionaries_and_lists_are_collected_by_their_own_key() 
 def test_the_llm_key_in_the_environment_and_the_values_the_task_names_are_collected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment")
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-from-the-environment")
-    assert sorted(known_secrets({}, ["listed-by-the-user", ""])) == ["azure-from-the-environment", "listed-by-the-user",
-                                                                   "sk-from-the-environment"]
+    expected = ["azure-from-the-environment", "listed-by-the-user", "sk-from-the-environment"]
+    assert sorted(known_secrets({}, ["listed-by-the-user", ""])) == expected
 
 
 def test_short_values_templates_and_other_hosts_variables_are_not_collected() -> None:
