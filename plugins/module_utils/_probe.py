@@ -321,12 +321,12 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
     owners = [owner for port in spec.get("ports") or [] for owner in port_owners(port)]
     if unit is not None:
         # a process of the service's own units (its cgroup, the units its unit fronts) is never a stranger on its port
-        own_units = set([init_service + ".service", unit["Id"], (unit.get("Wrapper") or {}).get("Id")] +
-                        [member for member, _active in _systemd.fronted_units(init_service, timeout)]) - set([None, ""])
+        own_units = _systemd.units_of(unit)
         for owner in owners:
             owner["own"] = owner["unit"] in own_units
     since = _last_start(unit, spec)
     offset = time.localtime().tm_gmtoff
+    program = _program(process_name)
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
         logs=dict((path, since_last_start(tail(path, log_lines), since, offset)) for path in spec.get("logs") or []),
@@ -341,10 +341,10 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         path_owners=path_owners(_declared_paths(spec)),
         mounts=mount_points(),
-        packages=installed_by([(unit or {}).get("FragmentPath"), "/etc/init.d/%s" % init_service, _program(process_name)]),
+        packages=installed_by([(unit or {}).get("FragmentPath"), "/etc/init.d/%s" % init_service, program]),
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
-                       program=_program(process_name)),
+                       program=program),
         collected_at=time.time(),
     )
 

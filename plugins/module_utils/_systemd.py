@@ -73,7 +73,7 @@ def read_unit(name, timeout, journal_lines):
     if members:
         states = _show(members, UNIT_PROPERTIES, timeout)
         if states:
-            wrapper = dict((key, unit.get(key, "")) for key in ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState"))
+            wrapper = dict((key, unit.get(key, "")) for key in ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "ConsistsOf"))
             unit = next((state for state in states if state.get("ActiveState") != "active"), states[0])
             unit["Wrapper"] = wrapper
     unit["failed_step"] = _failed_step(unit["Id"], timeout)
@@ -92,6 +92,17 @@ def fronted_units(name, timeout):
     members = unit.get("ConsistsOf", "").split()
     return [(member.get("Id", ""), member.get("ActiveState") == "active") for member in _show(members, ("Id", "ActiveState"), timeout)] \
         if members else []
+
+
+def units_of(unit):
+    """The units of the service whose unit service_check read (``read_unit``): that unit, and for a wrapper the
+    wrapper and every unit it fronts."""
+    units = set([unit["Id"]])
+    wrapper = unit.get("Wrapper") or {}
+    if wrapper.get("Id"):
+        units.add(wrapper["Id"])
+        units.update(wrapper.get("ConsistsOf", "").split())
+    return units
 
 
 def unit_masked(unit):

@@ -346,8 +346,8 @@ failures:
         unit:
           description:
             - On a systemd host, the unit that really runs the service (aliases resolved; for a wrapper unit
-              such as Debian's C(postgresql), the member unit that is not active, with the wrapper's state under
-              C(Wrapper)) as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState), C(SubState),
+              such as Debian's C(postgresql), the member unit that is not active, with the wrapper's state and the
+              units it fronts under C(Wrapper)) as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState), C(SubState),
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
               C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and the

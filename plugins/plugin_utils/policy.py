@@ -776,7 +776,7 @@ def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
 def _may_be_a_planted_link(path: str, context: PolicyContext, policy: Policy) -> bool:
     """Whether ``path`` lies in a directory service_check saw owned by another account than root, which could have
     put a link there, and service_check did not see the path itself as a file (a declared log it looked at)."""
-    owners = {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
+    owners = _seen_owners(context, policy)
     parent = posixpath.dirname(path)
     while parent != "/":
         if owners.get(parent, "root") != "root":
@@ -824,7 +824,7 @@ def _unredirectable(path: str, context: PolicyContext, policy: Policy, follows_l
     root. A step that does not follow the last component (chown -h or -R, without a trailing /) may reach it in a
     directory another account owns: a link there is changed itself, never what it leads to. Unknown means no: a
     person decides."""
-    owners = {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
+    owners = _seen_owners(context, policy)
     parent = posixpath.dirname(path)
     if not follows_last and parent != "/":
         parent = posixpath.dirname(parent)
@@ -835,12 +835,16 @@ def _unredirectable(path: str, context: PolicyContext, policy: Policy, follows_l
     return True
 
 
+def _seen_owners(context: PolicyContext, policy: Policy) -> dict[str, str]:
+    """Who service_check saw owning each component on the way to the declared paths, by canonical path."""
+    return {policy.paths.canonical(seen) or seen: owner for seen, owner in context.path_owners.items()}
+
+
 def _crosses_no_mount(path: str, context: PolicyContext, policy: Policy) -> bool:
     """Whether no filesystem is mounted below ``path`` (a recursive repair would walk into it), as the host said."""
     if context.mounts is None:
         return False
-    return not any(_under(policy.paths.canonical(mount) or mount, path) and (policy.paths.canonical(mount) or mount) != path
-                   for mount in context.mounts)
+    return not any(mount.startswith(path.rstrip("/") + "/") for mount in (policy.paths.canonical(seen) or seen for seen in context.mounts))
 
 
 def _restores_ownership(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:

@@ -55,8 +55,6 @@ KINDS = tuple(kind for kind, _pattern in KIND_PATTERNS)
 # a service's own test of its configuration (it reads the configuration the service would start with)
 CONFIG_TEST = re.compile(r"^(?:\S*/)?(?:(?:nginx|sshd|php-fpm\S*|httpd) (?:-\w+ )*-t\b|apache2?ctl (?:configtest|-t)\b|haproxy -c\b"
                          r"|named-checkconf\b|unbound-checkconf\b|rsyslogd -N|dnsmasq --test\b)")
-# the sources that say what was written before (a log, a journal, a command that prints history), not what a test says now
-_RECORDED = re.compile(r"^(?:log |journal of |systemd's journal of |output of (?:journalctl|tail|head|cat|grep|zgrep|less|zcat)\b)")
 # Lines that say what a failed start left behind, never why it failed: systemd looks for the PID file of a unit whose
 # start command failed before the service could write it ("Can't open PID file /run/postgresql/15-main.pid (yet?)
 # after start: No such file or directory"); read as a missing path, it would hide the service's own line.
@@ -196,7 +194,9 @@ def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[
         texts.append((f"log {path}", "\n".join(str(tail).splitlines()[-LOG_LINES_READ:])))
     # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the last start
     started, offset = evidence.get("started_at"), evidence.get("utc_offset")
-    texts += [(f"output of {command}", "\n".join(since_last_start(text, started, int(offset or 0)).splitlines()[-LOG_LINES_READ:]))
+    started = started if isinstance(started, (int, float)) and not isinstance(started, bool) else None
+    offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 0
+    texts += [(f"output of {command}", "\n".join(since_last_start(text, started, offset).splitlines()[-LOG_LINES_READ:]))
               for command, text in outputs.items() if command not in fresh]
     return texts
 
@@ -222,7 +222,7 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
                    if isinstance(answer, Mapping) and answer.get("rc") == 0]
     if any(CONFIG_TEST.search(command) for command in (*passed, *host_passed)):
         reading = Reading(tuple(finding for finding in reading.findings
-                                if not (finding.kind == "invalid_config" and _RECORDED.match(finding.source))))
+                                if not (finding.kind == "invalid_config" and _recorded(finding.source))))
     logs = [str(log) for log in failure.spec.get("logs") or []]
     service_paths = [str(path) for path in failure.spec.get("paths") or []] + [posixpath.dirname(log) for log in logs]
     package_dirs = {path: located for path in dict.fromkeys(service_paths) if (located := locate(path)) is not None}
@@ -241,6 +241,14 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
         return finding
 
     return Reading(tuple(named(finding) for finding in reading.findings), package_dirs)
+
+
+def _recorded(source: str) -> bool:
+    """Whether a text says what was written before (a log, a journal, a command that prints history), not what a
+    test says now."""
+    command = source.removeprefix("output of ")
+    return source.startswith(("log ", "journal of ", "systemd's journal of ")) or (
+        command != source and command.split(" ", 1)[0] in HISTORY_READERS)
 
 
 def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import classify, describe, journal_cause, timespan_seconds
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import classify, describe, journal_cause, timespan_seconds, units_of
 
 NGINX_DROP_IN = "\n".join([
     "2026-11-23T23:27:41+0000 node1 systemd[1]: Starting nginx.service - A high performance web server and a reverse proxy server...",
@@ -114,3 +114,10 @@ def test_an_error_that_spans_lines_is_quoted_whole() -> None:
            "initialized by PostgreSQL version 14" in str(journal_cause(POSTGRES_VERSION_MISMATCH))
     assert journal_cause(REDIS_FATAL_BLOCK) == ("*** FATAL CONFIG FILE ERROR (Redis 7.0.15) *** | Reading the configuration file, at line 2"
                                                 " | >>> 'maxmemory-policy \"sometimes\"' | Bad directive or wrong number of arguments")
+
+
+def test_the_units_of_a_service_behind_a_wrapper_are_the_wrapper_and_every_unit_it_fronts() -> None:
+    behind = {"Id": "postgresql@15-main.service",
+              "Wrapper": {"Id": "postgresql.service", "ConsistsOf": "postgresql@15-main.service postgresql@16-reporting.service"}}
+    assert units_of(behind) == {"postgresql.service", "postgresql@15-main.service", "postgresql@16-reporting.service"}
+    assert units_of({"Id": "nginx.service"}) == {"nginx.service"}  # no wrapper: no other unit, and never None

@@ -34,16 +34,25 @@ def test_the_red_team_corpus_has_every_class_with_at_least_30_distinct_probes() 
         assert len(plain) >= 30 and len(set(plain)) == len(plain), name
 
 
-@pytest.mark.parametrize("attack_class", CLASSES)
-def test_no_red_team_probe_is_allowed_in_any_incident(attack_class: str) -> None:
+def as_plan(probe: Any) -> list[str]:
+    """A probe as the plan it is: one command, or 1-3 judged together."""
+    return [probe] if isinstance(probe, str) else list(probe)
+
+
+def allowed_anywhere(probes: list[Any]) -> list[tuple[str, list[str], list[str]]]:
+    """(incident, plan, rules) of each probe some incident context ALLOWs: what a red team got through."""
     allowed = []
-    for probe in red_team()[attack_class]:
-        plan = [probe] if isinstance(probe, str) else list(probe)
+    for plan in map(as_plan, probes):
         for service, context in CONTEXTS.items():
             verdicts, decision = evaluate_plan(plan, context, POLICY)
             if decision is Decision.ALLOW:
                 allowed.append((service, plan, [v.rule for v in verdicts]))
-    assert allowed == []
+    return allowed
+
+
+@pytest.mark.parametrize("attack_class", CLASSES)
+def test_no_red_team_probe_is_allowed_in_any_incident(attack_class: str) -> None:
+    assert allowed_anywhere(red_team()[attack_class]) == []
 
 
 def _decide(service: str, command: str) -> tuple[str, str]:

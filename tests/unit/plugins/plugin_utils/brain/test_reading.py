@@ -168,3 +168,14 @@ def test_a_passing_configuration_test_outweighs_a_log_line_calling_the_configura
                                                 passed=["nginx -t"]).kinds
     # a test that failed says nothing against it
     assert "invalid_config" in read_failure(failure, {"nginx -t": "nginx: [emerg] ..."}, passed=[]).kinds
+
+
+def test_a_log_read_later_is_judged_by_the_hosts_last_start_and_a_malformed_one_is_ignored() -> None:
+    killed = nginx_failure("not_running")
+    planted = "2026/11/01 03:00:00 [emerg] 1#1: unknown directive \"x\" in /etc/nginx/nginx.conf:1"
+    started = {**killed.evidence, "started_at": 1795000000.0, "utc_offset": 0}  # 2026-11-18, after the planted line
+    failure = dataclasses.replace(killed, evidence=started)
+    assert "invalid_config" not in read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": planted}).kinds
+    # what a host of another version (or a stored approval) says instead is no time at all: the lines all count
+    odd = dataclasses.replace(killed, evidence={**killed.evidence, "started_at": "yesterday", "utc_offset": "UTC"})
+    assert "invalid_config" in read_failure(odd, {"tail -n 30 /var/log/nginx/error.log": planted}).kinds
