@@ -314,6 +314,12 @@ def _command(command, indicator, timeout):
     return True, "%s: ok" % command
 
 
+def evidence_of(spec, manager, log_lines=1):
+    """The evidence of a declared service as it is now, failing or not (the executor's context at a step)."""
+    init_service = spec.get("service") or spec["name"]
+    return _evidence(spec, init_service, spec.get("process") or init_service, None, manager, log_lines, spec.get("timeout") or 5.0)
+
+
 def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout):
     if status is None:
         status = _status(init_service, manager, timeout)

@@ -6,39 +6,14 @@ operator reading a failed task knows where to look without reading code.
 
 from __future__ import annotations
 
-from typing import Any
+from ansible_collections.sentinel.heal.plugins.module_utils._errors import ConfigError, PolicyFileError, SentinelError
 
-
-class SentinelError(Exception):
-    """Base of every error sentinel.heal raises on purpose."""
-
-    def __init__(self, message: str, *, field: str | None = None, value: Any = None, hint: str | None = None) -> None:
-        self.message = message
-        self.field = field
-        self.value = value
-        self.hint = hint
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        parts = [self.message]
-        if self.field is not None:
-            parts.append(f"field: {self.field}")
-            parts.append(f"value: {self.value!r}")
-        if self.hint:
-            parts.append(f"fix: {self.hint}")
-        return "; ".join(parts)
-
-
-class ConfigError(SentinelError):
-    """A user-supplied option, policy or runbook is invalid."""
+__all__ = ["ConfigError", "ExecutorError", "FlowError", "HostUnreachable", "JobGone", "KnowledgeError", "MemoryStoreError",
+           "PolicyEngineUnavailable", "PolicyFileError", "RunbookError", "SentinelError"]
 
 
 class RunbookError(ConfigError):
     """A runbook file cannot be loaded."""
-
-
-class PolicyFileError(ConfigError):
-    """The command policy file cannot be loaded."""
 
 
 class PolicyEngineUnavailable(SentinelError):

@@ -9,27 +9,11 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
-
-class Decision(StrEnum):
-    """What the guard says about a step. Ordered from the most to the least permissive."""
-
-    ALLOW = "allow"
-    APPROVE = "approve"
-    BLOCK = "block"
-
-    @property
-    def strictness(self) -> int:
-        return _STRICTNESS[self]
-
-    @classmethod
-    def strictest(cls, decisions: list[Decision]) -> Decision:
-        # An empty plan runs nothing, so nothing needs to be guarded.
-        return max(decisions, key=lambda d: d.strictness, default=cls.ALLOW)
-
-
-_STRICTNESS = {Decision.ALLOW: 0, Decision.APPROVE: 1, Decision.BLOCK: 2}
+__all__ = ["Attempt", "Decision", "Failure", "PendingPlan", "Plan", "PlanSource", "Status", "Step", "StepResult", "Verdict",
+           "host_family", "normalize_error_text"]
 
 
 class Status(StrEnum):
@@ -230,30 +214,6 @@ class Plan:
         return cls(source=PlanSource(data["source"]), reference=str(data["reference"]), rationale=str(data["rationale"]),
                    steps=tuple(Step.from_dict(step) for step in data["steps"]), escalation=data.get("escalation"),
                    origin=str(data.get("origin") or ""))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The guard's decision about one command."""
-
-    command: str
-    argv: tuple[str, ...]
-    decision: Decision
-    reason: str
-    rule: str
-    become: bool = False
-    policy_version: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "command": self.command,
-            "argv": list(self.argv),
-            "decision": self.decision.value,
-            "reason": self.reason,
-            "rule": self.rule,
-            "become": self.become,
-            "policy_version": self.policy_version,
-        }
 
 
 @dataclass(frozen=True)

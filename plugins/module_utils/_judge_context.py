@@ -1,0 +1,143 @@
+"""What the guard knows of one incident: the context its rules bind arguments to.
+
+Built from what service_check reported: on the controller from the failure it received, on the host by the executor
+from what it reads again at the moment of a step. One builder, so both sides judge the same facts the same way.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+# system directories where a package puts one file named for its service: that file is the service's own
+SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
+_PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
+_HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9]{1,5}))?(/|$)")
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """What the incident knows, so rules can bind arguments to it (the service's own unit, ...)."""
+
+    service: str | None = None
+    init_service: str | None = None
+    # the systemd unit service_check found running the service (postgresql@15-main behind Debian's postgresql)
+    unit: str | None = None
+    process: str | None = None
+    port_owners: Mapping[int, str] = field(default_factory=dict)
+    service_pids: frozenset[int] = frozenset()
+    ports: frozenset[int] = frozenset()
+    stale_pidfile: str | None = None
+    # declared Unix sockets nothing has bound, and their lock files naming a pid that is not the service's
+    stale_sockets: tuple[str, ...] = ()
+    stale_locks: tuple[str, ...] = ()
+    log_files: tuple[str, ...] = ()
+    service_dirs: tuple[str, ...] = ()
+    log_dirs: tuple[str, ...] = ()
+    # the ports of the service's declared HTTP check: the only ones a loopback HTTP probe may reach
+    http_ports: frozenset[int] = frozenset()
+    # the inventory's hosts (names and addresses): with loopback, the only hosts a probe may reach
+    probe_hosts: frozenset[str] = frozenset()
+    # the PostgreSQL clusters (version, name) the service declares: the only ones pg_ctlcluster may act on
+    pg_clusters: frozenset[tuple[str, str]] = frozenset()
+    # who owns each directory on the way to the service's declared paths, as service_check saw it on the host
+    # ("(link)" for a symbolic link): a repair below a directory a service account owns could be redirected
+    path_owners: Mapping[str, str] = field(default_factory=dict)
+    # the host's mount points, when service_check reported them: a recursive repair never crosses one
+    mounts: tuple[str, ...] | None = None
+    # files of the service outside its directories: its unit file and drop-ins, pid file, sockets, logs, and the files
+    # named for it in the system's shared directories (/etc/default/NAME, ...)
+    own_files: tuple[str, ...] = ()
+
+    @classmethod
+    def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = ()) -> PolicyContext:
+        """The context of a failure service_check reported (anything with its ``service``, ``init_service``,
+        ``unit``, ``spec`` and ``evidence``: the controller's Failure, or what the executor on the host reads
+        again)."""
+        spec, evidence = failure.spec, failure.evidence
+        pidfile = evidence.get("pidfile") or {}
+        owners = {
+            int(owner["pid"]): str(owner.get("process", ""))
+            for owner in evidence.get("port_owners") or []
+            if isinstance(owner.get("pid"), int)
+        }
+        # a port owner in the cgroup of one of the service's own units is the service's own, whatever its name
+        in_own_units = {int(owner["pid"]) for owner in evidence.get("port_owners") or [] if owner.get("own") and isinstance(owner.get("pid"), int)}
+        process = str(spec.get("process") or failure.init_service)
+        names = dict.fromkeys((failure.service, failure.init_service))
+        logs = [str(p) for p in spec.get("logs") or ()]
+        stale_sockets, stale_locks = left_over_sockets(evidence)
+        return cls(
+            service=failure.service,
+            init_service=failure.init_service,
+            unit=failure.unit,
+            process=process,
+            port_owners=owners,
+            service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)) | in_own_units,
+            ports=frozenset(int(port) for port in spec.get("ports") or []),
+            stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
+            stale_sockets=stale_sockets,
+            stale_locks=stale_locks,
+            log_files=tuple(logs),
+            service_dirs=service_dirs(failure),
+            log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
+            http_ports=frozenset(port for port in [_http_port((spec.get("http") or {}).get("url"))] if port is not None),
+            probe_hosts=frozenset(probe_hosts),
+            pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
+            path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
+            mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),
+            own_files=_own_files_of(failure),
+        )
+
+
+def _own_files_of(failure: Any) -> tuple[str, ...]:
+    """The service's files outside its directories: declared, its unit's, named for it in shared directories, and
+    what its packages put in /etc (service_check's ``packages``)."""
+    spec, unit = failure.spec, failure.evidence.get("unit") or {}
+    names = dict.fromkeys(name for name in (failure.service, failure.init_service) if name)
+    declared = [*(spec.get("logs") or []), *(spec.get("sockets") or []), *([spec["pidfile"]] if spec.get("pidfile") else [])]
+    unit_files = [unit.get("FragmentPath") or "", *str(unit.get("DropInPaths") or "").split()]
+    shared = [f"{directory}/{name}" for name in names for directory in SHARED_CONFIGURATION_DIRS]
+    packaged = (failure.evidence.get("packages") or {}).get("etc") or []
+    return tuple(dict.fromkeys(str(path) for path in [*declared, *unit_files, *shared, *packaged] if str(path).startswith("/")))
+
+
+def left_over_sockets(evidence: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The declared Unix sockets service_check saw nothing bound to, and the lock files it saw naming a pid that is not
+    the service's (its ``evidence.sockets``)."""
+    sockets = [info for info in evidence.get("sockets") or () if isinstance(info, Mapping)]
+    return (tuple(str(info["path"]) for info in sockets if info.get("stale")),
+            tuple(str(info["lock"]["path"]) for info in sockets if (info.get("lock") or {}).get("stale")))
+
+
+def _pg_clusters(paths: Iterable[str]) -> frozenset[tuple[str, str]]:
+    clusters = set()
+    for path in paths:
+        match = _PG_CLUSTER.search(path)
+        if match:
+            version, name = (match.group(1), match.group(2)) if match.group(1) else (match.group(4), match.group(5))
+            clusters.add((version, name))
+    return frozenset(clusters)
+
+
+def _http_port(url: Any) -> int | None:
+    match = _HTTP_URL.match(str(url or ""))
+    return None if match is None else url_port(match)
+
+
+def url_port(match: re.Match[str]) -> int:
+    """The port a URL reaches: the one it names, or its scheme's."""
+    return int(match.group("port")) if match.group("port") else (443 if match.group("scheme") == "https" else 80)
+
+
+def service_dirs(failure: Any) -> tuple[str, ...]:
+    """Directories that belong to the service: declared ``paths``, the usual per-service directories
+    and the directories of its log files. Remediation may write only below these; the policy drops
+    the shared ones (``/var/log`` when a log is ``/var/log/auth.log``) when it compares."""
+    names = dict.fromkeys((failure.service, failure.init_service))
+    candidates = [str(p) for p in failure.spec.get("paths") or []]
+    candidates += [f"{base}/{name}" for name in names for base in ("/var/log", "/run", "/var/run", "/var/lib", "/var/cache")]
+    candidates += [posixpath.dirname(str(log)) for log in failure.spec.get("logs") or []]
+    return tuple(dict.fromkeys(posixpath.normpath(c) for c in candidates if c.startswith("/")))
