@@ -446,7 +446,7 @@ def _argument_values(args: Sequence[str]) -> Iterable[str]:
 
 
 def split_options(args: Sequence[str], options: Mapping[str, Pattern | None], context: PolicyContext,
-                   policy: Policy) -> tuple[list[str], dict[str, str]] | None:
+                  policy: Policy) -> tuple[list[str], dict[str, str]] | None:
     """Consume the options a rule knows, getopt-style (GNU: options may follow operands); returns the
     operands and the options seen with their values ("" for a flag), or None when an option is
     unknown or its value does not match."""

@@ -64,9 +64,11 @@ def change_owner(path, uid, gid, recursive=False):
 def change_mode(path, mode):
     """chmod for a directory itself (the policy restores modes on package directories only): ``mode`` on ``path``, which
     must be a real directory; a symbolic link or anything else is refused. Returns whether the mode changed."""
-    with _pinned_parent(path) as (parent_fd, name), _directory(parent_fd, name, path, path) as fd, _refusing(path, path, "changed"):
-        changed = stat.S_IMODE(os.fstat(fd).st_mode) != mode
-        os.fchmod(fd, mode)
+    with _pinned_parent(path) as pinned:
+        parent_fd, name = pinned
+        with _directory(parent_fd, name, path, path) as fd, _refusing(path, path, "changed"):
+            changed = stat.S_IMODE(os.fstat(fd).st_mode) != mode
+            os.fchmod(fd, mode)
     return changed
 
 

@@ -1,0 +1,244 @@
+"""The executor on the host: the last check, where the action happens.
+
+With enforcement on the host, the healing account's only sudo rule is this program. The controller sends one request
+on standard input (JSON: the host, the service, the policy version it judged with, the plan's steps as argv and which
+one to run); the executor gathers the incident's context again itself, at that moment (who holds the port now, the pid
+file now, the unit's own processes, who owns each component of the service's paths), judges the plan with the same
+argv judge as the controller and runs the step only when its own policy says ALLOW. Ownership, mode and directory
+repairs it does itself, component by component without following links. Whatever it decides goes to the host's
+journal (identifier ``sentinel-heal-exec``), or to a file when the host has none.
+
+The policy and the declared services are the host's own: root-owned files the host role wrote. Nothing the request
+says changes them; a request for another policy version is refused until the role is applied again.
+"""
+
+from __future__ import annotations
+
+import grp
+import json
+import os
+import pwd
+import stat
+import subprocess
+import sys
+import syslog
+import time
+
+from ansible_collections.sentinel.heal.plugins.module_utils import _nofollow
+from ansible_collections.sentinel.heal.plugins.module_utils._errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import detect_service_manager, evidence_of
+
+CONFIG_DIR = "/etc/sentinel-heal"
+LOG_IDENTIFIER = "sentinel-heal-exec"
+LOG_FILE = "/var/log/sentinel-heal/exec.log"
+MAX_REQUEST_BYTES = 65536
+MAX_OUTPUT_BYTES = 16384
+MAX_TIMEOUT = 600
+# what a refusal exits with (EX_NOPERM): the controller tells it from a step that ran and failed
+REFUSED = 77
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_KINDS = ("step", "read")
+
+
+class RequestRefused(SentinelError):
+    """The executor does not run what it was asked: a malformed request, another policy version, a step its policy
+    does not allow."""
+
+    def __init__(self, message, rule, field=None, value=None, hint=None):
+        self.rule = rule
+        super().__init__(message, field=field, value=value, hint=hint)
+
+
+class _Incident(object):
+    """What PolicyContext.from_failure reads, gathered here."""
+
+    def __init__(self, name, spec, evidence, manager):
+        self.service = name
+        self.init_service = spec.get("service") or name
+        self.spec = spec
+        self.evidence = evidence
+        unit_id = (evidence.get("unit") or {}).get("Id") if manager == "systemd" else None
+        self.unit = unit_id[:-len(".service")] if unit_id and unit_id.endswith(".service") else unit_id
+
+
+def main(config_dir=CONFIG_DIR, log_file=LOG_FILE):
+    """Read one request from standard input, decide, run, log; the exit status is the step's, or REFUSED."""
+    raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
+    caller = os.environ.get("SUDO_USER") or pwd.getpwuid(os.getuid()).pw_name
+    request = {}
+    try:
+        request = _parse_request(raw)
+        response = handle(request, config_dir)
+    except RequestRefused as exc:
+        response = dict(refused=True, decision=Decision.BLOCK.value, rule=exc.rule, reason=exc.describe())
+    record_decision(caller, request, response, log_file)
+    sys.stdout.write(json.dumps(response, sort_keys=True) + "\n")
+    return REFUSED if response.get("refused") else int(response.get("rc", 0))
+
+
+def _parse_request(raw):
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise RequestRefused("the request is larger than %d bytes" % MAX_REQUEST_BYTES, "request", field="request", value=len(raw))
+    try:
+        request = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise RequestRefused("the request is not JSON", "request", field="request", value=raw[:80].decode("utf-8", "replace"),
+                             hint=str(exc)) from None
+    if not isinstance(request, dict):
+        raise RequestRefused("the request must be a JSON object", "request", field="request", value=type(request).__name__)
+    for key, kind in (("host", str), ("service", str), ("policy_version", str), ("plan", list), ("step", int)):
+        if not isinstance(request.get(key), kind) or isinstance(request.get(key), bool):
+            raise RequestRefused("the request lacks %s (%s)" % (key, kind.__name__), "request", field=key, value=request.get(key))
+    plan = request["plan"]
+    if not 1 <= len(plan) <= 3 or not all(isinstance(step, list) and step and all(isinstance(a, str) for a in step) for step in plan):
+        raise RequestRefused("plan must be 1 to 3 steps, each a list of strings", "request", field="plan", value=plan)
+    if not 0 <= request["step"] < len(plan):
+        raise RequestRefused("step must name one of the plan's steps", "request", field="step", value=request["step"])
+    if request.get("kind", "step") not in _KINDS:
+        raise RequestRefused("kind must be one of %s" % ", ".join(_KINDS), "request", field="kind", value=request.get("kind"))
+    timeout = request.get("timeout", 120)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= MAX_TIMEOUT:
+        raise RequestRefused("timeout must be 1 to %d seconds" % MAX_TIMEOUT, "request", field="timeout", value=timeout)
+    return request
+
+
+def handle(request, config_dir=CONFIG_DIR):
+    """Judge the request's plan in the context gathered now, and run its step when the host's policy allows it."""
+    policy = load_host_policy(config_dir)
+    if request["policy_version"] != policy.version:
+        raise RequestRefused(
+            "the controller judged with policy %s, this host enforces %s" % (request["policy_version"], policy.version), "policy-version",
+            field="policy_version", value=request["policy_version"],
+            hint="apply the sentinel.heal.host role to this host again, with the policy the controller uses")
+    services = _load_json(os.path.join(config_dir, "services.json"))
+    spec = next((s for s in services.get("services") or [] if s.get("name") == request["service"]), None)
+    if spec is None:
+        raise RequestRefused("%s is not a service this host declares" % request["service"], "undeclared-service", field="service",
+                             value=request["service"], hint="declare it in autoheal_services and apply the sentinel.heal.host role")
+    manager = detect_service_manager()
+    incident = _Incident(spec["name"], spec, evidence_of(spec, manager), manager)
+    context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
+    verdicts, _decision = judge_steps(request["plan"], context, policy)
+    verdict = verdicts[request["step"]]
+    response = dict(refused=False, decision=verdict.decision.value, rule=verdict.rule, reason=verdict.reason,
+                    policy_version=policy.version, argv=list(verdict.argv))
+    if verdict.decision is not Decision.ALLOW:
+        response.update(refused=True, reason="this host's policy says %s: %s" % (verdict.decision.value, verdict.reason))
+        return response
+    rule = next(rule for rule in policy.rules if rule.id == verdict.rule)
+    if request.get("kind", "step") == "read" and not rule.read_only:
+        response.update(refused=True, reason="asked as a read, but %s changes things" % rule.id)
+        return response
+    started = time.time()
+    if rule.restores:
+        response.update(_repair(rule, verdict.argv, context, policy))
+    else:
+        response.update(_run(verdict.argv, verdict.become, request.get("timeout", 120)))
+    response["seconds"] = round(time.time() - started, 3)
+    return response
+
+
+def load_host_policy(config_dir=CONFIG_DIR):
+    """The policy the host role installed (root-owned, not writable by others: anything else is not the host's)."""
+    path = os.path.join(config_dir, "policy.json")
+    return policy_from_document(_load_json(path))
+
+
+def _load_json(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RequestRefused("cannot read %s: %s" % (path, exc.strerror), "host-configuration", field="file", value=path,
+                             hint="apply the sentinel.heal.host role to this host") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or not stat.S_ISREG(info.st_mode):
+            raise RequestRefused("%s is not a root-owned file only root may write" % path, "host-configuration", field="file", value=path,
+                                 hint="apply the sentinel.heal.host role to this host")
+        try:
+            return json.loads(handle.read().decode("utf-8"))
+        except ValueError as exc:
+            raise RequestRefused("%s is not JSON" % path, "host-configuration", field="file", value=path, hint=str(exc)) from None
+
+
+def _run(argv, become, timeout):
+    """Run the argv without a shell, as root when the rule says so and as the calling account otherwise."""
+    demote = None if become else _as_caller()
+    try:
+        completed = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+                                   env=dict(PATH=SAFE_PATH, LANG="C.UTF-8"), cwd="/", preexec_fn=demote, check=False)
+    except subprocess.TimeoutExpired:
+        return dict(rc=124, stdout="", stderr="timed out after %d seconds" % timeout)
+    except OSError as exc:
+        return dict(rc=127, stdout="", stderr="cannot run %s: %s" % (argv[0], exc.strerror))
+    return dict(rc=completed.returncode, stdout=_text(completed.stdout), stderr=_text(completed.stderr))
+
+
+def _as_caller():
+    uid, gid = int(os.environ.get("SUDO_UID", "65534")), int(os.environ.get("SUDO_GID", "65534"))
+
+    def demote():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return demote
+
+
+def _text(data):
+    return data[:MAX_OUTPUT_BYTES].decode("utf-8", "replace")
+
+
+def _repair(rule, argv, context, policy):
+    """Ownership, mode and directory repairs, done here without following a link at any component: what the judge
+    allowed on the paths it saw is what changes, whatever was swapped in since."""
+    operands, options = split_options(argv[1:], rule.options or {}, context, policy)
+    try:
+        if rule.restores == "ownership":
+            owner, _colon, group = operands[0].partition(":")
+            uid, gid = pwd.getpwnam(owner).pw_uid, grp.getgrnam(group).gr_gid if group else -1
+            notes = [_nofollow.change_owner(path, uid, gid, recursive="-R" in options) for path in operands[1:]]
+        elif rule.restores == "mode":
+            notes = [_nofollow.change_mode(path, int(operands[0], 8)) for path in operands[1:]]
+        else:
+            uid, gid = pwd.getpwnam(options.get("-o") or "root").pw_uid, grp.getgrnam(options.get("-g") or "root").gr_gid
+            notes = [_nofollow.make_directory(path, uid, gid, int(options.get("-m") or "0755", 8)) for path in operands]
+    except _nofollow.NoFollowRefused as exc:
+        return dict(rc=1, stdout="", stderr=str(exc))
+    except KeyError as exc:
+        return dict(rc=1, stdout="", stderr="no such account or group: %s" % exc)
+    return dict(rc=0, stdout=json.dumps(notes, sort_keys=True, default=str), stderr="")
+
+
+def record_decision(caller, request, response, log_file=LOG_FILE):
+    """One line per request to the journal (or the log file): who asked, what, the decision, its rule, the status."""
+    entry = dict(caller=caller, host=request.get("host"), service=request.get("service"), policy_version=request.get("policy_version"),
+                 step=response.get("argv") or _requested_step(request),
+                 decision="refused" if response.get("refused") else response.get("decision"), rule=response.get("rule"),
+                 reason=response.get("reason"), rc=response.get("rc"))
+    line = json.dumps(entry, sort_keys=True)
+    if _has_journal():
+        syslog.openlog(LOG_IDENTIFIER, syslog.LOG_PID, syslog.LOG_AUTHPRIV)
+        syslog.syslog(syslog.LOG_WARNING if response.get("refused") else syslog.LOG_NOTICE, line)
+        syslog.closelog()
+        return
+    os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
+    fd = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a") as handle:
+        handle.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S%z"), line))
+
+
+def _requested_step(request):
+    plan, index = request.get("plan"), request.get("step")
+    if isinstance(plan, list) and isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(plan):
+        return plan[index]
+    return None
+
+
+def _has_journal():
+    try:
+        return stat.S_ISSOCK(os.stat("/run/systemd/journal/dev-log").st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,109 @@
+"""A compromised controller against the executor on a host (sentinel.heal.host on node1, a systemd host).
+
+No controller runs here: the test is the healing account, with the executor as its only sudo rule, sending what an
+attacker holding the controller would send. Every class the guard refuses is refused on the host, logged in the
+host's journal, and changes nothing (checked on the host); a step the policy allows still heals, and a repair the
+policy allows changes nothing outside the service's tree through a link planted in it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+import pytest
+from conftest import run_playbook, sh
+
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
+
+pytestmark = pytest.mark.lab
+NODE = "node1"
+EXEC = "/usr/libexec/sentinel-heal/exec"
+
+
+@pytest.fixture(scope="module")
+def executor(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    state = tmp_path_factory.mktemp("host-role")
+    first = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=state)
+    assert first.rc == 0, first.output
+    again = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=state)
+    assert again.rc == 0 and again.recap[NODE]["changed"] == 0, again.output
+    # the lab provisions the healing account with NOPASSWD: ALL; with it set aside, the executor is its one rule
+    sh(lab, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
+    try:
+        yield lab
+    finally:
+        sh(lab, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+        sh(lab, NODE, "rm", "-rf", "/etc/sudoers.d/sentinel-heal", "/usr/libexec/sentinel-heal", "/usr/lib/sentinel-heal", "/etc/sentinel-heal")
+
+
+def as_healing_account(lab: Any, *argv: str, input_text: str | None = None) -> Any:
+    return lab.run_in(NODE, ["runuser", "-u", "sentinel", "--", *argv], input_text=input_text, timeout=60)
+
+
+def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None) -> tuple[int, dict[str, Any]]:
+    request = {"host": NODE, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step}
+    proc = as_healing_account(lab, "sudo", "-n", EXEC, input_text=json.dumps(request))
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def journal(lab: Any) -> list[dict[str, Any]]:
+    out = sh(lab, NODE, "journalctl", "-t", "sentinel-heal-exec", "-o", "cat", "--no-pager")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_the_executor_is_the_healing_accounts_only_sudo_rule(executor: Any) -> None:
+    listed = as_healing_account(executor, "sudo", "-n", "-l").stdout
+    rules = [line.strip() for line in listed.split("may run the following commands", 1)[1].splitlines()[1:] if line.strip()]
+    assert rules == [f'(root) NOPASSWD: {EXEC} ""'], listed
+    assert as_healing_account(executor, "sudo", "-n", "/bin/sh", "-c", "id").returncode != 0
+    assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
+
+
+def test_what_a_compromised_controller_sends_is_refused_logged_and_changes_nothing(executor: Any) -> None:
+    lab = executor
+    sshd = sh(lab, NODE, "systemctl", "show", "-p", "MainPID", "--value", "ssh").strip()
+    sh(lab, NODE, "ln", "-sfn", "/etc", "/var/lib/redis/planted")
+    try:
+        attempts = {
+            "a secret": ("nginx", [["cat", "/etc/shadow"]]),
+            "another unit": ("nginx", [["systemctl", "cat", "redis-server"]]),
+            "another instance": ("postgresql", [["systemctl", "restart", "postgresql@14-main"]]),
+            "sshd's pid": ("nginx", [["kill", "-9", sshd]]),
+            "through a planted link": ("redis", [["chown", "-h", "redis:redis", "/var/lib/redis/planted/"]]),
+            "a service stopped for good": ("nginx", [["systemctl", "stop", "nginx"]]),
+        }
+        for what, (service, plan) in attempts.items():
+            rc, response = send(lab, service, *plan)
+            assert (rc, response["refused"]) == (REFUSED, True), (what, response)
+            assert "root:" not in response.get("stdout", ""), what
+        rc, response = send(lab, "nginx", ["systemctl", "restart", "nginx"], version="0123456789abcdef")
+        assert rc == REFUSED and response["rule"] == "policy-version" and "apply the sentinel.heal.host role" in response["reason"]
+        assert sh(lab, NODE, "systemctl", "show", "-p", "MainPID", "--value", "ssh").strip() == sshd
+        assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+        assert sh(lab, NODE, "stat", "-c", "%U:%G", "/etc").strip() == "root:root"
+        refused = [entry for entry in journal(lab) if entry["decision"] == "refused" and entry["caller"] == "sentinel"]
+        assert len(refused) >= len(attempts) + 1
+        assert {tuple(step) for plan in attempts.values() for step in plan[1]} <= {tuple(entry["step"]) for entry in refused}
+    finally:
+        sh(lab, NODE, "rm", "-f", "/var/lib/redis/planted")
+
+
+def test_a_step_the_policy_allows_heals_and_a_repair_never_follows_a_planted_link(executor: Any, faults: Any) -> None:
+    lab = executor
+    faults.inject(NODE, "nginx-killed")
+    rc, response = send(lab, "nginx", ["systemctl", "start", "nginx"])
+    assert (rc, response["decision"]) == (0, "allow"), response
+    assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+
+    faults.inject(NODE, "redis-log-dir-root-owned")
+    sh(lab, NODE, "ln", "-sfn", "/etc", "/var/log/redis/planted")
+    rc, response = send(lab, "redis", ["chown", "-R", "redis:adm", "/var/log/redis"])
+    assert (rc, response["decision"], response["rule"]) == (0, "allow", "give-back-ownership"), response
+    assert sh(lab, NODE, "stat", "-c", "%U:%G", "/var/log/redis").strip() == "redis:adm"
+    assert sh(lab, NODE, "stat", "-c", "%U:%G", "/etc").strip() == "root:root"
+    assert re.fullmatch(r"redis:adm\s*", sh(lab, NODE, "stat", "-c", "%U:%G", "/var/log/redis/planted"))
+    assert [entry["rc"] for entry in journal(lab) if entry["step"] == ["chown", "-R", "redis:adm", "/var/log/redis"]] == [0]
+    sh(lab, NODE, "rm", "-f", "/var/log/redis/planted")
