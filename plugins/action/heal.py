@@ -187,11 +187,13 @@ class ActionModule(ActionBase):
             knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=writes)
         planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
         radius = blast_radius(args, task_vars)
+        privilege = args.get("step_privilege", "become")
         return Toolkit(
             planner=planner,
             policy=load_policy(args["policy"]),
             executor=step_executor(args, secrets, radius),
-            evidence_executor=HostEvidence(self, task_vars, secrets, args.get("step_privilege", "become"), args.get("step_timeout", 120)),
+            # with the executor on the host, reads go to it one by one like steps: no module reads as root beside it
+            evidence_executor=None if privilege == "executor" else HostEvidence(self, task_vars, secrets, privilege, args.get("step_timeout", 120)),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
@@ -247,9 +249,10 @@ class ActionModule(ActionBase):
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
             # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
-            ahead = self._evidence_ahead(host, args, task_vars) if self._writes() else []
+            through_executor = args.get("step_privilege") == "executor"
+            ahead = self._evidence_ahead(host, args, task_vars) if self._writes() and not through_executor else []
             checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"], ahead,
-                                    args.get("step_privilege", "become"), args.get("step_timeout", 120))
+                                    "become" if through_executor else args.get("step_privilege", "become"), args.get("step_timeout", 120))
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]

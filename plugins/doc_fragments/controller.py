@@ -130,8 +130,12 @@ options:
       - C(sudo) runs the step as C(sudo -n -- ARGV) without Ansible's become, so a sudo rule on the host
         can allow exactly the commands the policy can allow, a second line behind the guard (see
         C(policies/sudoers.example)). A command the host's rule does not allow fails there.
+      - C(executor) sends every step and every read of the loop, root or not, to the executor on the host that the
+        role C(sentinel.heal.host) installs, which judges the step again with the host's policy, in the context it
+        gathers there and runs it only when that policy allows it. A step it refuses ends the incident escalated,
+        like a plan the guard blocked. Plans a person approved run only where the host's policy allows them too.
     type: str
-    choices: [become, sudo]
+    choices: [become, sudo, executor]
     default: become
 """
 

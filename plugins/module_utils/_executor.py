@@ -32,6 +32,8 @@ from ansible_collections.sentinel.heal.plugins.module_utils._policy_language imp
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import detect_service_manager, evidence_of
 
 CONFIG_DIR = "/etc/sentinel-heal"
+# where the host role installs the executor: the healing account's one sudo rule
+EXECUTOR_PATH = "/usr/libexec/sentinel-heal/exec"
 LOG_IDENTIFIER = "sentinel-heal-exec"
 LOG_FILE = "/var/log/sentinel-heal/exec.log"
 MAX_REQUEST_BYTES = 65536

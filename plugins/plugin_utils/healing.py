@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import shlex
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,7 +67,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv, evaluate_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
@@ -336,7 +337,9 @@ class DiagnoseNode(_ToolNode):
         unread = {command: verdict for command, verdict in allowed.items() if command not in results}
         artifacts = ""
         if unread:
-            steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True) for verdict in unread.values()]
+            steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True,
+                             on_host=HostRequest(failure.service, verdict.policy_version, (verdict.argv,), 0, kind="read"))
+                     for verdict in unread.values()]
             reader = self.tools.evidence_executor or self.tools.executor
             report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
             results.update(zip(unread, report.results, strict=True))
@@ -455,6 +458,7 @@ class Looking:
     investigation: Investigation
     screened: list[Screened]
     time_left: float
+    service: str
 
 
 class ObserveNode(_ToolNode):
@@ -477,10 +481,11 @@ class ObserveNode(_ToolNode):
         time_left = self._deadline(state) - self.tools.clock()
         screened = screen(requests, verdicts, reads_only=policy.read_only_rules, read_before=read_before,
                           check_mode=self.tools.check_mode, late=time_left <= 0, budget_left=state.read_budget.left)
-        return Looking(investigation, screened, time_left)
+        return Looking(investigation, screened, time_left, state.failure.service)
 
     def exec(self, prep_res: Looking) -> RunReport | None:
-        steps = [RunStep(argv=item.request.argv, become=item.verdict.become, may_fail=True)
+        steps = [RunStep(argv=item.request.argv, become=item.verdict.become, may_fail=True,
+                         on_host=HostRequest(prep_res.service, item.verdict.policy_version, (item.verdict.argv,), 0, kind="read"))
                  for item in prep_res.screened if item.run and item.verdict is not None]
         if not steps:
             return None
@@ -699,9 +704,11 @@ class ExecuteNode(_ToolNode):
         decision = state.attempt.decision
         if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
             raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
+        judged = tuple(verdict.argv for verdict in state.attempt.verdicts)
         steps = [
-            RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail)
-            for step, verdict in zip(plan.steps, state.attempt.verdicts, strict=True)
+            RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
+                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index))
+            for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
         ]
         now = self.tools.clock()
         lease = None
@@ -773,6 +780,12 @@ class ExecuteNode(_ToolNode):
         attempt.artifacts.append(exec_res.artifacts)
         for result in exec_res.results:
             state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
+        refused = [result for result in exec_res.results if result.status == "refused"]
+        if refused:
+            # the host's own judge said no: like the guard's BLOCK, a person looks, nothing is retried
+            attempt.outcome = "blocked"
+            state.reason = "the host refused the plan: " + "; ".join(f"{shlex.join(result.argv)!r}: {result.stderr}" for result in refused)
+            return "refused"
         if exec_res.stopped:
             return self._suspended(state, self.tools.suspension() or "the kill switch was thrown during the run")
         return "executed"
@@ -979,7 +992,7 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "guard": {"allow": "rollout", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
     "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record"},
-    "execute": {"executed": "verify", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
+    "execute": {"executed": "verify", "refused": "record", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
                 "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",

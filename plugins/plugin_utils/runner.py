@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH, REFUSED
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
@@ -51,10 +52,24 @@ class Target:
 
 
 @dataclass(frozen=True)
+class HostRequest:
+    """What the executor on the host is told of a step besides its argv: the incident's service, the policy version
+    the controller judged under, the plan the step belongs to and its place there, and whether it only reads."""
+
+    service: str
+    policy_version: str
+    plan: tuple[tuple[str, ...], ...]
+    index: int
+    kind: str = "step"
+
+
+@dataclass(frozen=True)
 class RunStep:
     argv: tuple[str, ...]
     become: bool
     may_fail: bool = False
+    # with the executor on the host (privilege "executor"), what it is sent
+    on_host: HostRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +81,7 @@ class RunReport:
     stopped: bool = False
 
 
-STEP_PRIVILEGES = ("become", "sudo")
+STEP_PRIVILEGES = ("become", "sudo", "executor")
 # A step still running at its timeout gets SIGTERM on the host, and SIGKILL this many seconds later.
 TIMEOUT_KILL_AFTER_S = 5
 # coreutils' timeout exits with 124 when the step ran out of time and ended on SIGTERM
@@ -83,8 +98,10 @@ MAX_CONTROL_PATH_DIR = 107 - 1 - 10 - 17
 
 class RunnerExecutor:
     """Runs steps on a host. ``privilege`` is how a step that needs root gets it: Ansible's become (which
-    runs a shell and Python as root, so the host's sudo rule must allow anything), or ``sudo -n -- ARGV``
-    with no become, so a sudo rule on the host can allow exactly the commands the policy can allow."""
+    runs a shell and Python as root, so the host's sudo rule must allow anything), ``sudo -n -- ARGV``
+    with no become, so a sudo rule on the host can allow exactly the commands the policy can allow, or ``executor``:
+    every step, root or not, is a request to the executor on the host (sentinel.heal.host), which judges it again
+    and runs it or refuses it."""
 
     def __init__(self, artifacts_root: str | Path, *, step_timeout: int = 120, output_limit: int = 4000, secrets: Sequence[str] = (),
                  privilege: str = "become") -> None:
@@ -123,7 +140,8 @@ class RunnerExecutor:
         (run_dir / "project" / "steps.yml").write_text(_PLAYBOOK, encoding="utf-8")
         inventory: dict[str, Any] = {}
         for number, (target, steps) in enumerate(members):
-            (run_dir / "project" / "hosts" / f"{number}.yml").write_text(_tasks(steps, self.step_timeout, self.privilege), encoding="utf-8")
+            tasks = _tasks(target.name, steps, self.step_timeout, self.privilege)
+            (run_dir / "project" / "hosts" / f"{number}.yml").write_text(tasks, encoding="utf-8")
             inventory[target.name] = dict(_with_keepalive(target.host_vars), sentinel_heal_member=number)
         # how often ansible-runner looks at the cancel callback (the kill switch, the time limit, the job): every second
         (run_dir / "env").mkdir(mode=0o700)
@@ -202,6 +220,11 @@ class RunnerExecutor:
             return StepResult(argv=step.argv, status="skipped", stderr="not run: " + ("the run was stopped" if stopped else "an earlier step failed"))
         res = event["res"]
         failed = event["failed"]
+        if self.privilege == "executor":
+            res, failed, refused = _executor_answer(res)
+            if refused:
+                return StepResult(argv=step.argv, status="refused", rc=REFUSED, stderr=clip(redact(refused, self.secrets), self.output_limit),
+                                  duration_s=_task_duration(event["res"]))
         if failed and res.get("rc") == TIMED_OUT_RC:
             res = dict(res, stderr=f"{res.get('stderr', '')}\nkilled on the host at its timeout of {self.step_timeout} s".strip())
         return StepResult(
@@ -411,16 +434,23 @@ _PLAYBOOK = """- name: sentinel.heal steps
 """
 
 
-def _tasks(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
+def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
     """A host's task file, whose every command word is `!unsafe`, word for word: nothing a plan says is ever templated
     or retyped."""
     lines = []
     for number, step in enumerate(steps, start=1):
-        through_sudo = step.become and privilege == "sudo"
-        words = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv
+        request, limit = None, int(step_timeout)
+        words: tuple[str, ...]
+        if privilege == "executor":
+            # the executor runs the step as root only where the host's policy says so, and stops it at the timeout itself
+            request, limit = _host_request(host, step, step_timeout), limit + TIMEOUT_KILL_AFTER_S
+            words, become = ("sudo", "-n", EXECUTOR_PATH), False
+        else:
+            through_sudo = step.become and privilege == "sudo"
+            words, become = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv, step.become and not through_sudo
         # Ansible's task timeout stops waiting but leaves the command running on the host: coreutils' timeout kills it
         # (and what it started) there; outside sudo, so a host's sudo rule still sees the plain command
-        words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(int(step_timeout)), *words)
+        words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(limit), *words)
         # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
         argv = ", ".join(json.dumps(arg) for arg in words)
         lines += [
@@ -428,11 +458,38 @@ def _tasks(steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
             "  ansible.builtin.command:",
             f"    argv: !unsafe [{argv}]",
             "    expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
-            f"  become: {str(step.become and not through_sudo).lower()}",
+            *([f"    stdin: !unsafe {json.dumps(request)}"] if request is not None else []),
+            f"  become: {str(become).lower()}",
             f"  ignore_errors: {str(step.may_fail).lower()}",
             f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
         ]
     return "\n".join(lines) + "\n"
+
+
+def _host_request(host: str, step: RunStep, step_timeout: int) -> str:
+    """The executor's request for a step (its plan, its place, the policy version), as JSON."""
+    if step.on_host is None:
+        raise ExecutorError("a step for the executor on the host carries no request", field="steps", value=list(step.argv),
+                            hint="the loop attaches the incident's service, plan and policy version to every step it runs")
+    on_host = step.on_host
+    return json.dumps({"host": host, "service": on_host.service, "policy_version": on_host.policy_version,
+                       "plan": [list(argv) for argv in on_host.plan], "step": on_host.index, "kind": on_host.kind,
+                       "timeout": int(step_timeout)}, sort_keys=True)
+
+
+def _executor_answer(res: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool, str]:
+    """The step's own result inside the executor's answer (its JSON on stdout), whether it failed, and why the host
+    refused it ("" when it ran). An answer that is not the executor's (sudo refused to run it) is the step's failure."""
+    try:
+        answer = json.loads(str(res.get("stdout") or ""))
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return res, True, f"the executor on the host did not answer: {res.get('stderr') or res.get('msg') or res.get('stdout')}"
+    if answer.get("refused"):
+        return res, True, f"refused by the host's executor ({answer.get('rule')}): {answer.get('reason')}"
+    inner = {"rc": answer.get("rc"), "stdout": answer.get("stdout", ""), "stderr": answer.get("stderr", ""), "delta": res.get("delta")}
+    return inner, answer.get("rc") != 0, ""
 
 
 def _environment(target: Target) -> dict[str, str]:

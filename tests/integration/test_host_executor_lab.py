@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import run_playbook, sh
+from conftest import one_line, run_playbook, sh
 
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
@@ -30,12 +31,9 @@ def executor(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     assert first.rc == 0, first.output
     again = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=state)
     assert again.rc == 0 and again.recap[NODE]["changed"] == 0, again.output
-    # the lab provisions the healing account with NOPASSWD: ALL; with it set aside, the executor is its one rule
-    sh(lab, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
     try:
         yield lab
     finally:
-        sh(lab, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
         sh(lab, NODE, "rm", "-rf", "/etc/sudoers.d/sentinel-heal", "/usr/libexec/sentinel-heal", "/usr/lib/sentinel-heal", "/etc/sentinel-heal")
 
 
@@ -55,11 +53,17 @@ def journal(lab: Any) -> list[dict[str, Any]]:
 
 
 def test_the_executor_is_the_healing_accounts_only_sudo_rule(executor: Any) -> None:
-    listed = as_healing_account(executor, "sudo", "-n", "-l").stdout
-    rules = [line.strip() for line in listed.split("may run the following commands", 1)[1].splitlines()[1:] if line.strip()]
-    assert rules == [f'(root) NOPASSWD: {EXEC} ""'], listed
-    assert as_healing_account(executor, "sudo", "-n", "/bin/sh", "-c", "id").returncode != 0
-    assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
+    # the lab provisions the healing account with NOPASSWD: ALL (the check still becomes root); set aside, the
+    # executor is its one rule
+    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
+    try:
+        listed = as_healing_account(executor, "sudo", "-n", "-l").stdout
+        rules = [line.strip() for line in listed.split("may run the following commands", 1)[1].splitlines()[1:] if line.strip()]
+        assert rules == [f'(root) NOPASSWD: {EXEC} ""'], listed
+        assert as_healing_account(executor, "sudo", "-n", "/bin/sh", "-c", "id").returncode != 0
+        assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
+    finally:
+        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
 
 
 def test_what_a_compromised_controller_sends_is_refused_logged_and_changes_nothing(executor: Any) -> None:
@@ -107,3 +111,31 @@ def test_a_step_the_policy_allows_heals_and_a_repair_never_follows_a_planted_lin
     assert re.fullmatch(r"redis:adm\s*", sh(lab, NODE, "stat", "-c", "%U:%G", "/var/log/redis/planted"))
     assert [entry["rc"] for entry in journal(lab) if entry["step"] == ["chown", "-R", "redis:adm", "/var/log/redis"]] == [0]
     sh(lab, NODE, "rm", "-f", "/var/log/redis/planted")
+
+
+def heal(*extra: str, state_dir: Path) -> Any:
+    return run_playbook("playbooks/heal.yml", "--limit", NODE, "-e", "autoheal_enforcement=host", "-e", "autoheal_target_services=nginx",
+                        *extra, state_dir=state_dir)
+
+
+def test_a_heal_with_enforcement_on_the_host_runs_its_steps_through_the_executor(executor: Any, faults: Any, tmp_path: Path) -> None:
+    faults.inject(NODE, "nginx-killed")
+    before = len(journal(executor))
+    run = heal(state_dir=tmp_path)
+    assert run.rc == 0, run.output
+    assert "healed" in one_line(run.output)
+    assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+    ran = [entry for entry in journal(executor)[before:] if entry["service"] == "nginx"]
+    assert ran and all(entry["decision"] == "allow" and entry["rc"] == 0 for entry in ran), ran
+
+
+def test_a_plan_judged_under_another_policy_is_refused_on_the_host_and_escalated(executor: Any, faults: Any, tmp_path: Path) -> None:
+    """The controller's policy changed and the role was not applied again: the host runs nothing, and says why."""
+    policy = tmp_path / "policy.yml"
+    policy.write_text("version: 1\ninclude_default: true\nrules: []\n")
+    faults.inject(NODE, "nginx-killed")
+    run = heal("-e", f"autoheal_policy_file={policy}", state_dir=tmp_path / "state")
+    said = one_line(run.output)
+    assert run.rc != 0 and "escalated" in said, run.output
+    assert "refused by the host's executor (policy-version)" in said and "apply the sentinel.heal.host role" in said
+    assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() != "active"

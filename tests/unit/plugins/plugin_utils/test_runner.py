@@ -183,3 +183,25 @@ def test_a_run_inside_a_job_that_ansible_runner_runs_reports_its_steps(tmp_path:
     monkeypatch.setenv("ORIGINAL_STDOUT_CALLBACK", "ansible.builtin.default")
     report = RunnerExecutor(tmp_path).run(LOCAL, [RunStep(argv=("echo", "inside"), become=False)], purpose="remediation", timeout=60)
     assert [(result.status, result.stdout) for result in report.results] == [("ok", "inside")]
+
+
+def test_with_the_executor_on_the_host_a_step_without_its_request_does_not_run(tmp_path: Path) -> None:
+    with pytest.raises(ExecutorError) as raised:
+        RunnerExecutor(tmp_path, privilege="executor").run(LOCAL, [RunStep(argv=("true",), become=False)], purpose="remediation")
+    assert raised.value.field == "steps" and "carries no request" in str(raised.value)
+
+
+@pytest.mark.parametrize(("stdout", "status", "rc", "said"), [
+    ('{"refused": true, "rule": "policy-version", "reason": "apply the role again"}', "refused", 77,
+     "refused by the host's executor (policy-version): apply the role again"),
+    ('{"refused": false, "rc": 3, "stdout": "inactive", "stderr": ""}', "failed", 3, "inactive"),
+    ('{"refused": false, "rc": 0, "stdout": "active", "stderr": ""}', "ok", 0, "active"),
+    ("sudo: a password is required", "refused", 77, "the executor on the host did not answer"),
+])
+def test_the_executors_answer_is_the_steps_result(tmp_path: Path, stdout: str, status: str, rc: int, said: str) -> None:
+    """A step runs as `sudo -n EXEC` with its request on stdin; what the executor prints is the step's own result."""
+    step = RunStep(argv=("systemctl", "is-active", "nginx"), become=False)
+    event = {"failed": rc != 0, "res": {"rc": 0 if stdout.startswith("{") else 1, "stdout": stdout, "stderr": ""}}
+    result = RunnerExecutor(tmp_path, privilege="executor")._result(0, step, event, stopped=False)
+    assert (result.status, result.rc) == (status, rc)
+    assert said in result.output
