@@ -77,7 +77,8 @@ class ActionModule(ActionBase):
                         field="plan_ids", value=[stored.plan_id for stored in stored_plans],
                         hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
                 # the host's maintenance marker, as it is now: a person may have left one since the plan was stored
-                marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets)["facts"].get("maintenance")
+                marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets,
+                                       through_executor=args["step_privilege"] == "executor")["facts"].get("maintenance")
                 for stored in stored_plans:
                     now = time.time()
                     silenced = hands_off(memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=now),
@@ -112,7 +113,7 @@ class ActionModule(ActionBase):
             policy=policy,
             executor=step_executor(args, secrets, radius),
             target=target_for_task(host, self._connection, task_vars, self._templar),
-            verify=lambda spec: service_check(self, [spec], task_vars, secrets)["services"][0],
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets, through_executor=args["step_privilege"] == "executor")["services"][0],
             memory=memory,
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],

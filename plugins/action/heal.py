@@ -195,7 +195,8 @@ class ActionModule(ActionBase):
             # with the executor on the host, reads go to it one by one like steps: no module reads as root beside it
             evidence_executor=None if privilege == "executor" else HostEvidence(self, task_vars, secrets, privilege, args.get("step_timeout", 120)),
             target=target_for_task(host, self._connection, task_vars, self._templar),
-            verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"])["services"][0],
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"],
+                                              through_executor=privilege == "executor")["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
             check_mode=not writes,
             run_evidence=not self._task.check_mode,
@@ -252,7 +253,8 @@ class ActionModule(ActionBase):
             through_executor = args.get("step_privilege") == "executor"
             ahead = self._evidence_ahead(host, args, task_vars) if self._writes() and not through_executor else []
             checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"], ahead,
-                                    "become" if through_executor else args.get("step_privilege", "become"), args.get("step_timeout", 120))
+                                    "become" if through_executor else args.get("step_privilege", "become"), args.get("step_timeout", 120),
+                                    through_executor=through_executor)
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]

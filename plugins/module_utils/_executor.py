@@ -18,6 +18,7 @@ import grp
 import json
 import os
 import pwd
+import socket
 import stat
 import subprocess
 import sys
@@ -29,7 +30,13 @@ from ansible_collections.sentinel.heal.plugins.module_utils._errors import Senti
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import detect_service_manager, evidence_of
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
+    SERVICE_OPTIONS,
+    ProbeConfigError,
+    check_services,
+    detect_service_manager,
+    evidence_of,
+)
 
 CONFIG_DIR = "/etc/sentinel-heal"
 # where the host role installs the executor: the healing account's one sudo rule
@@ -42,7 +49,8 @@ MAX_TIMEOUT = 600
 # what a refusal exits with (EX_NOPERM): the controller tells it from a step that ran and failed
 REFUSED = 77
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_KINDS = ("step", "read")
+_KINDS = ("step", "read", "check")
+MAX_LOG_LINES = 500
 
 
 class RequestRefused(SentinelError):
@@ -73,7 +81,7 @@ def main(config_dir=CONFIG_DIR, log_file=LOG_FILE):
     request = {}
     try:
         request = _parse_request(raw)
-        response = handle(request, config_dir)
+        response = check(request, config_dir) if request.get("kind") == "check" else handle(request, config_dir)
     except RequestRefused as exc:
         response = dict(refused=True, decision=Decision.BLOCK.value, rule=exc.rule, reason=exc.describe())
     record_decision(caller, request, response, log_file)
@@ -91,6 +99,8 @@ def _parse_request(raw):
                              hint=str(exc)) from None
     if not isinstance(request, dict):
         raise RequestRefused("the request must be a JSON object", "request", field="request", value=type(request).__name__)
+    if request.get("kind") == "check":
+        return _parse_check(request)
     for key, kind in (("host", str), ("service", str), ("policy_version", str), ("plan", list), ("step", int)):
         if not isinstance(request.get(key), kind) or isinstance(request.get(key), bool):
             raise RequestRefused("the request lacks %s (%s)" % (key, kind.__name__), "request", field=key, value=request.get(key))
@@ -105,6 +115,76 @@ def _parse_request(raw):
     if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= MAX_TIMEOUT:
         raise RequestRefused("timeout must be 1 to %d seconds" % MAX_TIMEOUT, "request", field="timeout", value=timeout)
     return request
+
+
+def _parse_check(request):
+    names, lines = request.get("services"), request.get("log_lines", 20)
+    if not isinstance(request.get("host"), str):
+        raise RequestRefused("the request lacks host (str)", "request", field="host", value=request.get("host"))
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        raise RequestRefused("services must name the declared services to check", "request", field="services", value=names)
+    if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LOG_LINES:
+        raise RequestRefused("log_lines must be 1 to %d" % MAX_LOG_LINES, "request", field="log_lines", value=lines)
+    secrets = request.get("redact_values", [])
+    if not isinstance(secrets, list) or not all(isinstance(secret, str) for secret in secrets):
+        raise RequestRefused("redact_values must be a list of strings", "request", field="redact_values", value="(not shown)")
+    return request
+
+
+def check(request, config_dir=CONFIG_DIR):
+    """service_check as root on the host, of services the host declares, as it declares them: the request chooses which,
+    never what is read for them."""
+    declared = dict((spec.get("name"), spec) for spec in _load_json(os.path.join(config_dir, "services.json")).get("services") or [])
+    unknown = [name for name in request["services"] if name not in declared]
+    if unknown:
+        raise RequestRefused("%s: not a service this host declares" % ", ".join(unknown), "undeclared-service", field="services",
+                             value=unknown, hint="declare it in autoheal_services and apply the sentinel.heal.host role")
+    params = dict(services=[_with_defaults(declared[name], SERVICE_OPTIONS) for name in request["services"]],
+                  log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
+    try:
+        return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
+                    check=check_services(params))
+    except ProbeConfigError as exc:
+        raise RequestRefused("the host's declared services cannot be checked: %s" % exc, "host-configuration", field="services",
+                             value=request["services"], hint="fix autoheal_services and apply the sentinel.heal.host role") from None
+
+
+def _with_defaults(spec, options):
+    """A declared service as the module's argument spec would give it: every option, defaults filled in."""
+    filled = {}
+    for name, option in options.items():
+        value = spec.get(name, option.get("default"))
+        if value is not None and option.get("options"):
+            value = _with_defaults(value, option["options"])
+        filled[name] = value
+    return filled
+
+
+def check_through_executor(params):
+    """service_check's result for the declared services ``params`` names, read as root by the executor on the host
+    (the module's way with enforcement on the host: the healing account's one sudo rule is the executor)."""
+    if params.get("evidence_commands"):
+        raise ProbeConfigError("evidence_commands: with through_executor, evidence is read through the executor step by step, not in the check")
+    answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
+                      log_lines=params["log_lines"], redact_values=params.get("redact_values") or []))
+    if answer.get("refused"):
+        raise ProbeConfigError("the executor on the host refused the check (%s): %s" % (answer.get("rule"), answer.get("reason")))
+    return answer["check"]
+
+
+def ask(request, executor=None):
+    """The executor's answer to a request, asked through sudo as the calling account (what the service_check module
+    does with enforcement on the host)."""
+    completed = subprocess.run(["sudo", "-n", executor or EXECUTOR_PATH], input=json.dumps(request).encode("utf-8"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, check=False, timeout=MAX_TIMEOUT)
+    try:
+        answer = json.loads(completed.stdout.decode("utf-8"))
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise ProbeConfigError("the executor on the host did not answer (%s); apply the sentinel.heal.host role to this host (playbooks/host.yml)"
+                               % _text(completed.stderr or completed.stdout).strip())
+    return answer
 
 
 def handle(request, config_dir=CONFIG_DIR):
@@ -233,6 +313,8 @@ def record_decision(caller, request, response, log_file=LOG_FILE):
 
 
 def _requested_step(request):
+    if request.get("kind") == "check" and isinstance(request.get("services"), list):
+        return ["service_check"] + [str(name) for name in request["services"]]
     plan, index = request.get("plan"), request.get("step")
     if isinstance(plan, list) and isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(plan):
         return plan[index]

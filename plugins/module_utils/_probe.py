@@ -71,6 +71,8 @@ ARGUMENT_SPEC = dict(
     )),
     evidence_privilege=dict(type="str", default="become", choices=list(PRIVILEGES)),
     evidence_timeout=dict(type="int", default=120),
+    # the executor on the host (sentinel.heal.host) reads as root: the module itself runs without become
+    through_executor=dict(type="bool", default=False),
 )
 
 FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",

@@ -193,6 +193,15 @@ options:
     description: Seconds each of O(evidence_commands) may take (1-3600).
     type: int
     default: 120
+  through_executor:
+    description:
+      - Ask the executor on the host (installed by the role C(sentinel.heal.host)) to check the services, as root, through
+        its one sudo rule, instead of checking them in this module. Run the module without become then.
+      - The executor checks the services as the host declares them (C(/etc/sentinel-heal/services.json)), by the names
+        in O(services); a name the host does not declare fails the module. O(evidence_commands) cannot be combined
+        with it.
+    type: bool
+    default: false
 seealso:
   - module: sentinel.heal.heal
 """
@@ -378,13 +387,14 @@ facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import check_through_executor
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUMENT_SPEC, ProbeConfigError, check_services
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
-        result = check_services(module.params)
+        result = (check_through_executor if module.params["through_executor"] else check_services)(module.params)
     except ProbeConfigError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

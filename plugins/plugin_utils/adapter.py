@@ -119,13 +119,16 @@ def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
                   log_lines: int = 20, evidence: Sequence[Mapping[str, Any]] = (), privilege: str = "become",
-                  timeout: int = 120) -> Mapping[str, Any]:
+                  timeout: int = 120, through_executor: bool = False) -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
     not answer raises HostUnreachable. ``evidence``: the guard's allowed evidence commands, read for a service that
-    fails (with ``privilege``, each within ``timeout`` seconds)."""
+    fails (with ``privilege``, each within ``timeout`` seconds). ``through_executor``: the executor on the host checks,
+    as root, and the module runs as the connection's account."""
     args: dict[str, Any] = {"services": [_declared(s) for s in services], "log_lines": log_lines}
     if evidence:
         args.update(evidence_commands=list(evidence), evidence_privilege=privilege, evidence_timeout=timeout)
+    if through_executor:
+        args.update(through_executor=True, redact_values=list(secrets))
     return _module(action, SERVICE_CHECK, args, task_vars, secrets)
 
 

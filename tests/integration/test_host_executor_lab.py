@@ -34,7 +34,8 @@ def executor(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     try:
         yield lab
     finally:
-        sh(lab, NODE, "rm", "-rf", "/etc/sudoers.d/sentinel-heal", "/usr/libexec/sentinel-heal", "/usr/lib/sentinel-heal", "/etc/sentinel-heal")
+        sh(lab, NODE, "rm", "-rf", "/etc/sudoers.d/sentinel-heal", "/usr/libexec/sentinel-heal", "/usr/lib/sentinel-heal",
+           "/etc/sentinel-heal/policy.json", "/etc/sentinel-heal/services.json")
 
 
 def as_healing_account(lab: Any, *argv: str, input_text: str | None = None) -> Any:
@@ -139,3 +140,18 @@ def test_a_plan_judged_under_another_policy_is_refused_on_the_host_and_escalated
     assert run.rc != 0 and "escalated" in said, run.output
     assert "refused by the host's executor (policy-version)" in said and "apply the sentinel.heal.host role" in said
     assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() != "active"
+
+
+def test_with_the_executor_as_the_accounts_only_rule_a_killed_service_is_still_healed(executor: Any, faults: Any, tmp_path: Path) -> None:
+    """Nothing of the heal becomes root: the check, every step and the verification are requests to the executor."""
+    faults.inject(NODE, "nginx-killed")
+    before = len(journal(executor))
+    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
+    try:
+        run = heal(state_dir=tmp_path)
+    finally:
+        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    assert run.rc == 0 and "healed" in one_line(run.output), run.output
+    assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+    asked = [entry["step"][0] for entry in journal(executor)[before:]]
+    assert asked[0] == "service_check" and asked[-1] == "service_check" and len(asked) >= 3, asked

@@ -113,3 +113,22 @@ def test_a_policy_others_may_write_is_not_the_hosts_and_nothing_runs(host: Path)
     (host / "policy.json").chmod(0o666)
     rc, response, _log = execute(host, request(["df", "-h", "/"]))
     assert rc == REFUSED and response["rule"] == "host-configuration" and "only root may write" in response["reason"]
+
+
+def test_a_check_reads_the_declared_service_as_the_host_declares_it(host: Path) -> None:
+    rc, response, log = execute(host, {"host": "node1", "kind": "check", "services": ["nginx"], "log_lines": 5})
+    assert rc == 0 and response["refused"] is False, response
+    [checked] = response["check"]["services"]
+    assert checked["name"] == "nginx" and checked["spec"]["pidfile"] == "/run/nginx.pid" and checked["spec"]["status_check"] is True
+    assert log[0]["step"] == ["service_check", "nginx"] and log[0]["decision"] == "allow"
+
+
+@pytest.mark.parametrize(("services", "rule"), [
+    (["sshd"], "undeclared-service"),
+    ([{"name": "nginx", "logs": ["/etc/shadow"]}], "request"),
+    ([], "request"),
+])
+def test_a_check_of_what_the_host_does_not_declare_is_refused(host: Path, services: list[Any], rule: str) -> None:
+    """The request names services; what is read for them (logs, paths, commands) is the host's declaration alone."""
+    rc, response, _log = execute(host, {"host": "node1", "kind": "check", "services": services})
+    assert rc == REFUSED and response["rule"] == rule
