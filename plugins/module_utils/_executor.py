@@ -28,9 +28,10 @@ import time
 from ansible_collections.sentinel.heal.plugins.module_utils import _nofollow
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
+    MAX_LOG_LINES,
     SERVICE_OPTIONS,
     ProbeConfigError,
     check_services,
@@ -50,7 +51,6 @@ MAX_TIMEOUT = 600
 REFUSED = 77
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _KINDS = ("step", "read", "check")
-MAX_LOG_LINES = 500
 
 
 class RequestRefused(SentinelError):
@@ -70,8 +70,7 @@ class _Incident(object):
         self.init_service = spec.get("service") or name
         self.spec = spec
         self.evidence = evidence
-        unit_id = (evidence.get("unit") or {}).get("Id") if manager == "systemd" else None
-        self.unit = unit_id[:-len(".service")] if unit_id and unit_id.endswith(".service") else unit_id
+        self.unit = running_unit(evidence, manager)
 
 
 def main(config_dir=CONFIG_DIR, log_file=LOG_FILE):
@@ -84,6 +83,9 @@ def main(config_dir=CONFIG_DIR, log_file=LOG_FILE):
         response = check(request, config_dir) if request.get("kind") == "check" else handle(request, config_dir)
     except RequestRefused as exc:
         response = dict(refused=True, decision=Decision.BLOCK.value, rule=exc.rule, reason=exc.describe())
+    except Exception as exc:  # noqa: BLE001 - the controller reads JSON, and a person never a traceback: nothing ran
+        response = dict(refused=True, decision=Decision.BLOCK.value, rule="executor-error",
+                        reason="the executor could not decide (%s: %s); nothing ran" % (type(exc).__name__, exc))
     record_decision(caller, request, response, log_file)
     sys.stdout.write(json.dumps(response, sort_keys=True) + "\n")
     return REFUSED if response.get("refused") else int(response.get("rc", 0))

@@ -141,3 +141,13 @@ def service_dirs(failure: Any) -> tuple[str, ...]:
     candidates += [f"{base}/{name}" for name in names for base in ("/var/log", "/run", "/var/run", "/var/lib", "/var/cache")]
     candidates += [posixpath.dirname(str(log)) for log in failure.spec.get("logs") or []]
     return tuple(dict.fromkeys(posixpath.normpath(c) for c in candidates if c.startswith("/")))
+
+
+def running_unit(evidence: Mapping[str, Any], service_manager: Any) -> str | None:
+    """The systemd unit service_check found running the service (it resolves wrappers and aliases), without its
+    ``.service`` suffix; None on hosts without systemd."""
+    unit = evidence.get("unit") or {}
+    if service_manager != "systemd" or not unit.get("Id"):
+        return None
+    name = str(unit["Id"])
+    return name[:-len(".service")] if name.endswith(".service") else name

@@ -78,6 +78,7 @@ ARGUMENT_SPEC = dict(
 FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",
                    "not_running", "unhealthy")
 LOG_LIMIT = 4000
+MAX_LOG_LINES = 500
 LOG_READ_BYTES = 65536
 MAX_PIDS = 20
 MAX_PATHS = 8
@@ -123,8 +124,8 @@ def check_services(params):
 def _validate(services, log_lines):
     if not services:
         raise ProbeConfigError("services: give at least one service to check")
-    if not 1 <= log_lines <= 500:
-        raise ProbeConfigError("log_lines: must be between 1 and 500, got %r" % (log_lines,))
+    if not 1 <= log_lines <= MAX_LOG_LINES:
+        raise ProbeConfigError("log_lines: must be between 1 and %d, got %r" % (MAX_LOG_LINES, log_lines))
     seen = set()
     for index, spec in enumerate(services):
         where = "services[%d]" % index

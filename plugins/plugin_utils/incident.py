@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, Verdict
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import running_unit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 __all__ = ["Attempt", "Decision", "Failure", "PendingPlan", "Plan", "PlanSource", "Status", "Step", "StepResult", "Verdict",
@@ -130,10 +131,7 @@ class Failure:
     def unit(self) -> str | None:
         """The systemd unit that runs the service (service_check resolves wrappers and aliases), without its
         ``.service`` suffix; None on hosts without systemd."""
-        unit = self.evidence.get("unit") or {}
-        if self.facts.get("service_manager") != "systemd" or not unit.get("Id"):
-            return None
-        return str(unit["Id"]).removesuffix(".service")
+        return running_unit(self.evidence, self.facts.get("service_manager"))
 
     @property
     def cause(self) -> str | None:

@@ -132,3 +132,11 @@ def test_a_check_of_what_the_host_does_not_declare_is_refused(host: Path, servic
     """The request names services; what is read for them (logs, paths, commands) is the host's declaration alone."""
     rc, response, _log = execute(host, {"host": "node1", "kind": "check", "services": services})
     assert rc == REFUSED and response["rule"] == rule
+
+
+def test_a_policy_document_that_is_not_one_refuses_with_its_reason_not_a_traceback(host: Path) -> None:
+    (host / "policy.json").write_text(json.dumps({"layers": "none"}))
+    rc, response, log = execute(host, request(["df", "-h", "/"]))
+    assert rc == REFUSED and response["rule"] == "executor-error"
+    assert "a policy document has a version" in response["reason"] and "Traceback" not in response["reason"]
+    assert log[0]["decision"] == "refused"
