@@ -10,11 +10,19 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import blast_radius, check_ranges, service_check, step_executor, target_for_task
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
+    blast_radius,
+    check_ranges,
+    executor_policy,
+    service_check,
+    step_executor,
+    target_for_task,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import LIMIT_OPTION_RANGES, Toolkit, flapping_reason, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
@@ -27,6 +35,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences impor
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),
     approved_by=dict(type="str", required=True),
+    approval_key=dict(type="path", default=""),
     state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
     **MEMORY_OPTIONS,
     policy=dict(type="path"),
@@ -60,6 +69,9 @@ class ActionModule(ActionBase):
         host = task_vars.get("inventory_hostname", "localhost")
         secrets = known_secrets(task_vars, [*args["redact_values"], *memory_secrets(args)])
         try:
+            # the executor on the host runs a plan the policy sends to a person only with the person's signature
+            signer = ApprovalSigner.from_options(args["approval_key"], args["approved_by"]) \
+                if args["approval_key"] and args["step_privilege"] == "executor" else None
             windows = maintenance_windows(args["maintenance_windows"], "maintenance_windows")
             with Memory.from_options(args) as memory:
                 stored_plans = [approvals.load(memory, plan_id) for plan_id in args["plan_ids"]]
@@ -78,7 +90,8 @@ class ActionModule(ActionBase):
                         hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
                 # the host's maintenance marker, as it is now: a person may have left one since the plan was stored
                 marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets,
-                                       through_executor=args["step_privilege"] == "executor")["facts"].get("maintenance")
+                                       executor_policy=executor_policy(args, policies[stored_plans[0].plan_id]) if stored_plans else "",
+                                       )["facts"].get("maintenance")
                 for stored in stored_plans:
                     now = time.time()
                     silenced = hands_off(memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=now),
@@ -98,7 +111,7 @@ class ActionModule(ActionBase):
                     if not memory.claim_plan(stored.plan_id, by=args["approved_by"], at=time.time()):
                         raise approvals.ApprovalRefused(f"plan {stored.plan_id} was decided by someone else meanwhile",
                                                         field="plan_id", value=stored.plan_id)
-                    tools = self._tools(memory, policies[stored.plan_id], args, host, task_vars, secrets)
+                    tools = self._tools(memory, policies[stored.plan_id], args, host, task_vars, secrets, signer)
                     outcomes.append(run_approved_plan(stored, verdicts[stored.plan_id], args["approved_by"], tools))
         except SentinelError as exc:
             raise AnsibleActionFail(redact(str(exc), secrets)) from exc
@@ -106,18 +119,19 @@ class ActionModule(ActionBase):
         return result
 
     def _tools(self, memory: Memory, policy: Any, args: Mapping[str, Any], host: str, task_vars: dict[str, Any],
-               secrets: Sequence[str]) -> Toolkit:
+               secrets: Sequence[str], signer: ApprovalSigner | None) -> Toolkit:
         radius = blast_radius(args, task_vars)
         return Toolkit(
             planner=Planner(RunbookLibrary(()), memory),
             policy=policy,
             executor=step_executor(args, secrets, radius),
             target=target_for_task(host, self._connection, task_vars, self._templar),
-            verify=lambda spec: service_check(self, [spec], task_vars, secrets, through_executor=args["step_privilege"] == "executor")["services"][0],
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets, executor_policy=executor_policy(args, policy))["services"][0],
             memory=memory,
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],
             suspension=memory.suspended_because,
             blast_radius=radius,
             incident_timeout=args["incident_timeout"],
+            approval_signer=signer,
         )

@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     HostEvidence,
     blast_radius,
     check_ranges,
+    executor_policy,
     inventory_hosts,
     service_check,
     step_executor,
@@ -196,7 +197,7 @@ class ActionModule(ActionBase):
             evidence_executor=None if privilege == "executor" else HostEvidence(self, task_vars, secrets, privilege, args.get("step_timeout", 120)),
             target=target_for_task(host, self._connection, task_vars, self._templar),
             verify=lambda spec: service_check(self, [spec], task_vars, secrets, args["log_lines"],
-                                              through_executor=privilege == "executor")["services"][0],
+                                              executor_policy=executor_policy(args, load_policy(args["policy"])))["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
             check_mode=not writes,
             run_evidence=not self._task.check_mode,
@@ -250,11 +251,11 @@ class ActionModule(ActionBase):
     def _failures(self, host: str, args: Mapping[str, Any], task_vars: dict[str, Any], secrets: Sequence[str]) -> list[Failure]:
         if args["failures"] is None:
             # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
-            through_executor = args.get("step_privilege") == "executor"
-            ahead = self._evidence_ahead(host, args, task_vars) if self._writes() and not through_executor else []
+            on_host = executor_policy(args, load_policy(args["policy"]))
+            ahead = self._evidence_ahead(host, args, task_vars) if self._writes() and not on_host else []
             checked = service_check(self, args["services"], task_vars, secrets, args["log_lines"], ahead,
-                                    "become" if through_executor else args.get("step_privilege", "become"), args.get("step_timeout", 120),
-                                    through_executor=through_executor)
+                                    "become" if on_host else args.get("step_privilege", "become"), args.get("step_timeout", 120),
+                                    executor_policy=on_host)
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]

@@ -14,10 +14,12 @@ says changes them; a request for another policy version is refused until the rol
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
 import pwd
+import signal
 import socket
 import stat
 import subprocess
@@ -27,6 +29,7 @@ import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _nofollow
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import APPROVERS_FILE, USED_DIR, ApprovalRefused, verify_approval
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
@@ -51,6 +54,8 @@ MAX_TIMEOUT = 600
 REFUSED = 77
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _KINDS = ("step", "read", "check")
+# what sudo passes on when the controller's side goes away (the job killed, its timeout, the session hung up)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class RequestRefused(SentinelError):
@@ -73,14 +78,14 @@ class _Incident(object):
         self.unit = running_unit(evidence, manager)
 
 
-def main(config_dir=CONFIG_DIR, log_file=LOG_FILE):
+def main(config_dir=CONFIG_DIR, log_file=LOG_FILE, approvals_dir=USED_DIR):
     """Read one request from standard input, decide, run, log; the exit status is the step's, or REFUSED."""
     raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
     caller = os.environ.get("SUDO_USER") or pwd.getpwuid(os.getuid()).pw_name
     request = {}
     try:
         request = _parse_request(raw)
-        response = check(request, config_dir) if request.get("kind") == "check" else handle(request, config_dir)
+        response = check(request, config_dir) if request.get("kind") == "check" else handle(request, config_dir, approvals_dir)
     except RequestRefused as exc:
         response = dict(refused=True, decision=Decision.BLOCK.value, rule=exc.rule, reason=exc.describe())
     except Exception as exc:  # noqa: BLE001 - the controller reads JSON, and a person never a traceback: nothing ran
@@ -121,8 +126,9 @@ def _parse_request(raw):
 
 def _parse_check(request):
     names, lines = request.get("services"), request.get("log_lines", 20)
-    if not isinstance(request.get("host"), str):
-        raise RequestRefused("the request lacks host (str)", "request", field="host", value=request.get("host"))
+    for key in ("host", "policy_version"):
+        if not isinstance(request.get(key), str):
+            raise RequestRefused("the request lacks %s (str)" % key, "request", field=key, value=request.get(key))
     if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
         raise RequestRefused("services must name the declared services to check", "request", field="services", value=names)
     if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LOG_LINES:
@@ -136,6 +142,7 @@ def _parse_check(request):
 def check(request, config_dir=CONFIG_DIR):
     """service_check as root on the host, of services the host declares, as it declares them: the request chooses which,
     never what is read for them."""
+    _enforced_policy(request, config_dir)
     declared = dict((spec.get("name"), spec) for spec in _load_json(os.path.join(config_dir, "services.json")).get("services") or [])
     unknown = [name for name in request["services"] if name not in declared]
     if unknown:
@@ -152,7 +159,8 @@ def check(request, config_dir=CONFIG_DIR):
 
 
 def _with_defaults(spec, options):
-    """A declared service as the module's argument spec would give it: every option, defaults filled in."""
+    """A declared service as the module's argument spec would give it: every option, defaults filled in (the executor
+    runs without Ansible on the host, so not by Ansible's argument spec validator)."""
     filled = {}
     for name, option in options.items():
         value = spec.get(name, option.get("default"))
@@ -168,7 +176,8 @@ def check_through_executor(params):
     if params.get("evidence_commands"):
         raise ProbeConfigError("evidence_commands: with through_executor, evidence is read through the executor step by step, not in the check")
     answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
-                      log_lines=params["log_lines"], redact_values=params.get("redact_values") or []))
+                      policy_version=params["policy_version"], log_lines=params["log_lines"],
+                      redact_values=params.get("redact_values") or []))
     if answer.get("refused"):
         raise ProbeConfigError("the executor on the host refused the check (%s): %s" % (answer.get("rule"), answer.get("reason")))
     return answer["check"]
@@ -189,14 +198,9 @@ def ask(request, executor=None):
     return answer
 
 
-def handle(request, config_dir=CONFIG_DIR):
+def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     """Judge the request's plan in the context gathered now, and run its step when the host's policy allows it."""
-    policy = load_host_policy(config_dir)
-    if request["policy_version"] != policy.version:
-        raise RequestRefused(
-            "the controller judged with policy %s, this host enforces %s" % (request["policy_version"], policy.version), "policy-version",
-            field="policy_version", value=request["policy_version"],
-            hint="apply the sentinel.heal.host role to this host again, with the policy the controller uses")
+    policy = _enforced_policy(request, config_dir)
     services = _load_json(os.path.join(config_dir, "services.json"))
     spec = next((s for s in services.get("services") or [] if s.get("name") == request["service"]), None)
     if spec is None:
@@ -209,20 +213,47 @@ def handle(request, config_dir=CONFIG_DIR):
     verdict = verdicts[request["step"]]
     response = dict(refused=False, decision=verdict.decision.value, rule=verdict.rule, reason=verdict.reason,
                     policy_version=policy.version, argv=list(verdict.argv))
-    if verdict.decision is not Decision.ALLOW:
-        response.update(refused=True, reason="this host's policy says %s: %s" % (verdict.decision.value, verdict.reason))
+    if verdict.decision is Decision.APPROVE and "approval" in request:
+        response["approved_by"] = _approved_by(request, services, config_dir, approvals_dir)
+    elif verdict.decision is not Decision.ALLOW:
+        needs = " (with a person's approval signed by a key the host lists)" if verdict.decision is Decision.APPROVE else ""
+        response.update(refused=True, reason="this host's policy says %s%s: %s" % (verdict.decision.value, needs, verdict.reason))
         return response
-    rule = next(rule for rule in policy.rules if rule.id == verdict.rule)
-    if request.get("kind", "step") == "read" and not rule.read_only:
-        response.update(refused=True, reason="asked as a read, but %s changes things" % rule.id)
+    # none for a step no rule knows, which a person approved
+    rule = next((rule for rule in policy.rules if rule.id == verdict.rule), None)
+    if request.get("kind", "step") == "read" and not (rule and rule.read_only):
+        response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
     started = time.time()
-    if rule.restores:
+    if rule and rule.restores:
         response.update(_repair(rule, verdict.argv, context, policy))
     else:
         response.update(_run(verdict.argv, verdict.become, request.get("timeout", 120)))
     response["seconds"] = round(time.time() - started, 3)
     return response
+
+
+def _approved_by(request, services, config_dir, approvals_dir):
+    """The approver whose signature the request carries, checked here (the controller's word is not enough)."""
+    approvers = os.path.join(config_dir, APPROVERS_FILE)
+    try:
+        return verify_approval(request["approval"], request, services.get("host"),
+                               _read_host_file(approvers).decode("utf-8") if os.path.lexists(approvers) else "", approvals_dir)
+    except ApprovalRefused as exc:
+        raise RequestRefused("a person's approval is needed and the one sent does not hold: %s" % exc.message, "approval", field=exc.field,
+                             value=exc.value, hint=exc.hint) from None
+
+
+def _enforced_policy(request, config_dir):
+    """The host's policy, when it is the one the controller judges with: until the role installs that one, nothing is
+    done for the controller (a check included)."""
+    policy = load_host_policy(config_dir)
+    if request["policy_version"] != policy.version:
+        raise RequestRefused(
+            "the controller judged with policy %s, this host enforces %s" % (request["policy_version"], policy.version), "policy-version",
+            field="policy_version", value=request["policy_version"],
+            hint="apply the sentinel.heal.host role to this host again, with the policy the controller uses")
+    return policy
 
 
 def load_host_policy(config_dir=CONFIG_DIR):
@@ -233,6 +264,14 @@ def load_host_policy(config_dir=CONFIG_DIR):
 
 def _load_json(path):
     try:
+        return json.loads(_read_host_file(path).decode("utf-8"))
+    except ValueError as exc:
+        raise RequestRefused("%s is not JSON" % path, "host-configuration", field="file", value=path, hint=str(exc)) from None
+
+
+def _read_host_file(path):
+    """A file the host role wrote: root-owned, only root may write it, no link."""
+    try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         raise RequestRefused("cannot read %s: %s" % (path, exc.strerror), "host-configuration", field="file", value=path,
@@ -242,23 +281,36 @@ def _load_json(path):
         if info.st_uid != 0 or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or not stat.S_ISREG(info.st_mode):
             raise RequestRefused("%s is not a root-owned file only root may write" % path, "host-configuration", field="file", value=path,
                                  hint="apply the sentinel.heal.host role to this host")
-        try:
-            return json.loads(handle.read().decode("utf-8"))
-        except ValueError as exc:
-            raise RequestRefused("%s is not JSON" % path, "host-configuration", field="file", value=path, hint=str(exc)) from None
+        return handle.read()
 
 
 def _run(argv, become, timeout):
-    """Run the argv without a shell, as root when the rule says so and as the calling account otherwise."""
+    """Run the argv without a shell, as root when the rule says so and as the calling account otherwise. The step and
+    what it starts in its process group are stopped whole at the timeout or when the executor is told to stop (the
+    controller's job was killed, its timeout ran out), as sudo stops a command run directly."""
     demote = None if become else _as_caller()
     try:
-        completed = subprocess.run(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                                   env=dict(PATH=SAFE_PATH, LANG="C.UTF-8"), cwd="/", preexec_fn=demote, check=False)
-    except subprocess.TimeoutExpired:
-        return dict(rc=124, stdout="", stderr="timed out after %d seconds" % timeout)
+        child = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 env=dict(PATH=SAFE_PATH, LANG="C.UTF-8"), cwd="/", preexec_fn=demote, start_new_session=True)
     except OSError as exc:
         return dict(rc=127, stdout="", stderr="cannot run %s: %s" % (argv[0], exc.strerror))
-    return dict(rc=completed.returncode, stdout=_text(completed.stdout), stderr=_text(completed.stderr))
+
+    def stop(signum, _frame):
+        _kill_group(child.pid)
+    for signum in _STOP_SIGNALS:
+        signal.signal(signum, stop)
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(child.pid)
+        child.communicate()
+        return dict(rc=124, stdout="", stderr="timed out after %d seconds" % timeout)
+    return dict(rc=child.returncode, stdout=_text(stdout), stderr=_text(stderr))
+
+
+def _kill_group(pid):
+    with contextlib.suppress(OSError):  # gone already
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _as_caller():
@@ -302,6 +354,8 @@ def record_decision(caller, request, response, log_file=LOG_FILE):
                  step=response.get("argv") or _requested_step(request),
                  decision="refused" if response.get("refused") else response.get("decision"), rule=response.get("rule"),
                  reason=response.get("reason"), rc=response.get("rc"))
+    if response.get("approved_by"):
+        entry["approved_by"] = response["approved_by"]
     line = json.dumps(entry, sort_keys=True)
     if _has_journal():
         syslog.openlog(LOG_IDENTIFIER, syslog.LOG_PID, syslog.LOG_AUTHPRIV)

@@ -73,6 +73,7 @@ ARGUMENT_SPEC = dict(
     evidence_timeout=dict(type="int", default=120),
     # the executor on the host (sentinel.heal.host) reads as root: the module itself runs without become
     through_executor=dict(type="bool", default=False),
+    policy_version=dict(type="str"),
 )
 
 FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",

@@ -43,6 +43,16 @@ options:
     description: Who approved the plans; recorded with each plan and episode.
     type: str
     required: true
+  approval_key:
+    description:
+      - With O(step_privilege=executor), the approver's SSH key (a private key, or a public key whose private half
+        ssh-agent holds) that signs each plan for the executor on its host. The executor runs a step the policy sends
+        to a person only with a signature by a key the host lists (the role C(sentinel.heal.host)'s C(host_approvers),
+        under the name O(approved_by)), over that host, the service and the plan's steps, valid for 15 minutes and once
+        per step.
+      - Without it, the host refuses such steps and the plan escalates as blocked.
+    type: path
+    default: ""
   policy:
     description: The policy file that re-validates the plans. Defaults to the file that judged each plan.
     type: path
@@ -70,6 +80,13 @@ EXAMPLES = r"""
     plan_ids: [8c1e4bd1f0b44f0aa7d9f3b1e2c0a6d5]
     approved_by: alice
   become: true
+
+- name: Run it with the executor on the host, signed with Alice's key (listed in host_approvers)
+  sentinel.heal.execute:
+    plan_ids: [8c1e4bd1f0b44f0aa7d9f3b1e2c0a6d5]
+    approved_by: alice
+    step_privilege: executor
+    approval_key: ~/.ssh/id_ed25519.pub
 """
 
 RETURN = r"""

@@ -202,6 +202,12 @@ options:
         with it.
     type: bool
     default: false
+  policy_version:
+    description:
+      - With O(through_executor), the version of the command policy the controller judges with. The executor refuses
+        the check while it enforces another (apply the role C(sentinel.heal.host) again); required with
+        O(through_executor).
+    type: str
 seealso:
   - module: sentinel.heal.heal
 """
@@ -392,7 +398,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUME
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("through_executor", True, ("policy_version",))])
     try:
         result = (check_through_executor if module.params["through_executor"] else check_services)(module.params)
     except ProbeConfigError as exc:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
@@ -112,6 +113,12 @@ def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any
         (secret_vars if secret else host_vars)[variable] = value
 
 
+def executor_policy(options: Mapping[str, Any], policy: Policy) -> str:
+    """The policy version for service_check's executor_policy: ``policy``'s when the steps go to the executor on the host,
+    else "" (the module checks itself)."""
+    return policy.version if options.get("step_privilege") == "executor" else ""
+
+
 def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A service as declared, from the spec service_check returned (which lists every option, unset ones as None)."""
     return {name: value for name, value in spec.items() if value is not None}
@@ -119,16 +126,17 @@ def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
                   log_lines: int = 20, evidence: Sequence[Mapping[str, Any]] = (), privilege: str = "become",
-                  timeout: int = 120, through_executor: bool = False) -> Mapping[str, Any]:
+                  timeout: int = 120, executor_policy: str = "") -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
     not answer raises HostUnreachable. ``evidence``: the guard's allowed evidence commands, read for a service that
-    fails (with ``privilege``, each within ``timeout`` seconds). ``through_executor``: the executor on the host checks,
-    as root, and the module runs as the connection's account."""
+    fails (with ``privilege``, each within ``timeout`` seconds). ``executor_policy``: the version of the policy the
+    controller judges with, for the executor on the host to check under, as root (the module runs as the connection's
+    account); empty: the module checks itself."""
     args: dict[str, Any] = {"services": [_declared(s) for s in services], "log_lines": log_lines}
     if evidence:
         args.update(evidence_commands=list(evidence), evidence_privilege=privilege, evidence_timeout=timeout)
-    if through_executor:
-        args.update(through_executor=True, redact_values=list(secrets))
+    if executor_policy:
+        args.update(through_executor=True, policy_version=executor_policy, redact_values=list(secrets))
     return _module(action, SERVICE_CHECK, args, task_vars, secrets)
 
 

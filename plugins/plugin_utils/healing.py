@@ -65,6 +65,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, FlowTrace, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Plan, Status, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_argv, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunReport, RunStep, Target
@@ -120,6 +121,8 @@ class Toolkit:
     # read-only evidence commands run before planning (not in check mode, where nothing runs)
     run_evidence: bool | None = None
     ask_approval: ApprovalPrompt | None = None
+    # with the executor on the host: signs a person's approval for it (the host does not take the controller's word)
+    approval_signer: ApprovalSigner | None = None
     approval_ttl: float = approvals.DEFAULT_TTL_S
     max_attempts: int = 3
     verify_retries: int = 3
@@ -337,9 +340,7 @@ class DiagnoseNode(_ToolNode):
         unread = {command: verdict for command, verdict in allowed.items() if command not in results}
         artifacts = ""
         if unread:
-            steps = [RunStep(argv=verdict.argv, become=verdict.become, may_fail=True,
-                             on_host=HostRequest(failure.service, verdict.policy_version, (verdict.argv,), 0, kind="read"))
-                     for verdict in unread.values()]
+            steps = [read_step(failure.service, verdict) for verdict in unread.values()]
             reader = self.tools.evidence_executor or self.tools.executor
             report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
             results.update(zip(unread, report.results, strict=True))
@@ -484,9 +485,7 @@ class ObserveNode(_ToolNode):
         return Looking(investigation, screened, time_left, state.failure.service)
 
     def exec(self, prep_res: Looking) -> RunReport | None:
-        steps = [RunStep(argv=item.request.argv, become=item.verdict.become, may_fail=True,
-                         on_host=HostRequest(prep_res.service, item.verdict.policy_version, (item.verdict.argv,), 0, kind="read"))
-                 for item in prep_res.screened if item.run and item.verdict is not None]
+        steps = [read_step(prep_res.service, item.verdict) for item in prep_res.screened if item.run and item.verdict is not None]
         if not steps:
             return None
         return self.tools.executor.run(self.tools.target, steps, purpose="investigate", timeout=prep_res.time_left)
@@ -686,6 +685,12 @@ class RolloutNode(_ToolNode):
         return "proceed"
 
 
+def read_step(service: str, verdict: Verdict) -> RunStep:
+    """A read-only command the guard allowed, as a step: for the executor on the host, a plan of one read."""
+    return RunStep(argv=verdict.argv, become=verdict.become, may_fail=True,
+                   on_host=HostRequest(service, verdict.policy_version, (verdict.argv,), 0, kind="read"))
+
+
 @dataclass(frozen=True)
 class Remediation:
     """What execute runs: the guarded steps, the lease it asks for (None without memory), and how long the run may take
@@ -705,9 +710,14 @@ class ExecuteNode(_ToolNode):
         if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
             raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
         judged = tuple(verdict.argv for verdict in state.attempt.verdicts)
+        approval = None
+        if decision is Decision.APPROVE and self.tools.approval_signer is not None:
+            approval = self.tools.approval_signer.sign(self.tools.target.name, state.failure.service, judged,
+                                                       nonce=state.approved_plan_id or f"{state.incident_id}-{state.attempt.number}",
+                                                       now=self.tools.clock())
         steps = [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
-                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index))
+                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval))
             for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
         ]
         now = self.tools.clock()

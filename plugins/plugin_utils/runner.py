@@ -61,6 +61,8 @@ class HostRequest:
     plan: tuple[tuple[str, ...], ...]
     index: int
     kind: str = "step"
+    # a person's signed approval, for a step the policy sends to a person (guard/host_approval.py)
+    approval: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -472,9 +474,11 @@ def _host_request(host: str, step: RunStep, step_timeout: int) -> str:
         raise ExecutorError("a step for the executor on the host carries no request", field="steps", value=list(step.argv),
                             hint="the loop attaches the incident's service, plan and policy version to every step it runs")
     on_host = step.on_host
-    return json.dumps({"host": host, "service": on_host.service, "policy_version": on_host.policy_version,
-                       "plan": [list(argv) for argv in on_host.plan], "step": on_host.index, "kind": on_host.kind,
-                       "timeout": int(step_timeout)}, sort_keys=True)
+    request = {"host": host, "service": on_host.service, "policy_version": on_host.policy_version,
+               "plan": [list(argv) for argv in on_host.plan], "step": on_host.index, "kind": on_host.kind, "timeout": int(step_timeout)}
+    if on_host.approval is not None:
+        request["approval"] = dict(on_host.approval)
+    return json.dumps(request, sort_keys=True)
 
 
 def _executor_answer(res: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool, str]:

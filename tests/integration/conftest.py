@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
 import fleet  # noqa: E402  (tests/lab is not a package)
 
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import STEP_PLACEHOLDERS  # noqa: E402
 
 RECAP = re.compile(
@@ -96,8 +97,12 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
             event = json.loads(event_file.read_text())
             data = event.get("event_data") or {}
             if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("host") == host and data.get("task", "").startswith("step "):
-                argv = event["event_data"]["res"]["cmd"]
-                ran.append((purpose, argv[4:] if argv[:2] == ["timeout", "--kill-after"] else argv))  # the executor's own wrapper
+                argv = data["res"]["cmd"]
+                argv = argv[4:] if argv[:2] == ["timeout", "--kill-after"] else argv  # the runner's own wrapper
+                if argv == ["sudo", "-n", EXECUTOR_PATH]:  # a request to the executor on the host: the step it asked for
+                    request = json.loads(data["res"]["invocation"]["module_args"]["stdin"])
+                    argv = request["plan"][request["step"]]
+                ran.append((purpose, argv))
     return ran
 
 

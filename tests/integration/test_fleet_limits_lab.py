@@ -167,7 +167,7 @@ def test_a_maintenance_marker_left_on_the_host_holds_healing_and_a_malformed_one
         assert f"[WARNING]: node1: the maintenance marker {marker} line 1" in output
         assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
     finally:
-        sh(lab, "node1", "rm", "-rf", "/etc/sentinel-heal")
+        sh(lab, "node1", "rm", "-f", marker)
 
     # a maintenance window declared in the inventory that covers now, and one that cannot be read
     hour_ago, hour_on = (time.strftime("%H:%M", time.gmtime(time.time() + shift)) for shift in (-3600, 3600))

@@ -11,7 +11,8 @@ unless asked):
   journal, start limits, Restart=), in its own cgroup namespace whose root is a
   cgroup of the host machine's own (removed again by `down`).
 
-Ansible reaches the hosts as user `sentinel`.
+Ansible reaches the hosts as user `sentinel`. Once up, the hosts of inventories/lab's group `executor` get
+sentinel.heal's executor (playbooks/host.yml), which judges every step of a heal again on the host.
 
 Usable as a CLI (see `fleet.py --help`) and as a module for pytest. Needs root.
 """
@@ -43,6 +44,9 @@ FAULTS_DIR = LAB_DIR / "faults"
 STATE_DIR = LAB_DIR / ".state"
 STATE_FILE = STATE_DIR / "fleet.json"
 SSH_KEY = STATE_DIR / "ssh" / "id_ed25519"
+# the key of the person approving plans in the lab (the executor checks their signature), not the controller's
+APPROVER_KEY = STATE_DIR / "approver" / "id_ed25519"
+COLLECTION_ROOT = LAB_DIR.parents[1]
 
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -337,7 +341,27 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
             state["hosts"][host.name] = _start_host(host, image, wanted[host.name])
             _save_state(state)
         _wait_until_ready(hosts, state, timeout)
-        return hosts
+    _install_executor(hosts)
+    return hosts
+
+
+def _install_executor(hosts: list[Host]) -> None:
+    """Apply sentinel.heal.host to the hosts of the lab inventory's group `executor` that this fleet has."""
+    if not APPROVER_KEY.exists():
+        APPROVER_KEY.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sentinel-heal-lab-approver", "-f", str(APPROVER_KEY)], check=True)
+    playbook = shutil.which("ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{SYSTEM_ENV['PATH']}")
+    if playbook is None:
+        raise LabError("ansible-playbook is not installed: run `make setup` (the lab installs the executor on its hosts)")
+    environment = dict(SYSTEM_ENV, ANSIBLE_CONFIG=str(COLLECTION_ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                       PATH=f"{Path(playbook).parent}{os.pathsep}{SYSTEM_ENV['PATH']}")
+    proc = subprocess.run(
+        [playbook, "playbooks/host.yml", "-i", "inventories/lab", "-e", "autoheal_target=executor",
+         "--limit", ",".join(host.name for host in hosts)],
+        cwd=COLLECTION_ROOT, env=environment, capture_output=True, text=True, timeout=300, check=False,
+    )
+    if proc.returncode != 0:
+        raise LabError(f"installing the executor (playbooks/host.yml) failed with {proc.returncode}:\n{proc.stdout}{proc.stderr}")
 
 
 # Every systemd (PID 1, journald, logind, udev-less path units) holds inotify instances, counted per user (root) across

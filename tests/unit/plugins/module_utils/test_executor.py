@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import host_policy_document, load_policy
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -26,7 +28,7 @@ def host(tmp_path: Path) -> Path:
     config = tmp_path / "etc"
     config.mkdir()
     (config / "policy.json").write_text(json.dumps(host_policy_document()))
-    (config / "services.json").write_text(json.dumps({"services": [NGINX], "probe_hosts": ["node1"]}))
+    (config / "services.json").write_text(json.dumps({"host": "node1", "services": [NGINX], "probe_hosts": ["node1"]}))
     return config
 
 
@@ -34,7 +36,7 @@ def execute(config: Path, request: Any) -> tuple[int, dict[str, Any], list[dict[
     """The exit status, the response and the decision log of one request."""
     log = config.parent / "log" / "exec.log"
     program = ("import sys; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
-               f"sys.exit(main({str(config)!r}, {str(log)!r}))")
+               f"sys.exit(main({str(config)!r}, {str(log)!r}, {str(config.parent / 'approvals')!r}))")
     raw = request if isinstance(request, bytes) else json.dumps(request).encode()
     proc = subprocess.run([sys.executable, "-c", program], input=raw, capture_output=True, timeout=60, check=False,
                           env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
@@ -45,6 +47,10 @@ def execute(config: Path, request: Any) -> tuple[int, dict[str, Any], list[dict[
 
 def request(*steps: list[str], step: int = 0, **fields: Any) -> dict[str, Any]:
     return {"host": "node1", "service": "nginx", "policy_version": load_policy().version, "plan": list(steps), "step": step, **fields}
+
+
+def check_request(services: Any, **fields: Any) -> dict[str, Any]:
+    return {"host": "node1", "kind": "check", "services": services, "policy_version": load_policy().version, **fields}
 
 
 def test_a_step_the_policy_allows_runs_and_its_decision_is_logged(host: Path) -> None:
@@ -116,7 +122,7 @@ def test_a_policy_others_may_write_is_not_the_hosts_and_nothing_runs(host: Path)
 
 
 def test_a_check_reads_the_declared_service_as_the_host_declares_it(host: Path) -> None:
-    rc, response, log = execute(host, {"host": "node1", "kind": "check", "services": ["nginx"], "log_lines": 5})
+    rc, response, log = execute(host, check_request(["nginx"], log_lines=5))
     assert rc == 0 and response["refused"] is False, response
     [checked] = response["check"]["services"]
     assert checked["name"] == "nginx" and checked["spec"]["pidfile"] == "/run/nginx.pid" and checked["spec"]["status_check"] is True
@@ -130,8 +136,15 @@ def test_a_check_reads_the_declared_service_as_the_host_declares_it(host: Path) 
 ])
 def test_a_check_of_what_the_host_does_not_declare_is_refused(host: Path, services: list[Any], rule: str) -> None:
     """The request names services; what is read for them (logs, paths, commands) is the host's declaration alone."""
-    rc, response, _log = execute(host, {"host": "node1", "kind": "check", "services": services})
+    rc, response, _log = execute(host, check_request(services))
     assert rc == REFUSED and response["rule"] == rule
+
+
+def test_a_check_under_another_policy_version_is_refused_until_the_role_is_applied_again(host: Path) -> None:
+    rc, response, _log = execute(host, check_request(["nginx"], policy_version="0123456789abcdef"))
+    assert rc == REFUSED and response["rule"] == "policy-version" and "apply the sentinel.heal.host role" in response["reason"]
+    rc, response, _log = execute(host, {"host": "node1", "kind": "check", "services": ["nginx"]})
+    assert rc == REFUSED and response["rule"] == "request" and response["reason"].startswith("the request lacks policy_version (str)")
 
 
 def test_a_policy_document_that_is_not_one_refuses_with_its_reason_not_a_traceback(host: Path) -> None:
@@ -140,3 +153,89 @@ def test_a_policy_document_that_is_not_one_refuses_with_its_reason_not_a_traceba
     assert rc == REFUSED and response["rule"] == "executor-error"
     assert "a policy document has a version" in response["reason"] and "Traceback" not in response["reason"]
     assert log[0]["decision"] == "refused"
+
+
+@pytest.fixture
+def approver(host: Path, tmp_path: Path) -> ApprovalSigner:
+    """Alice's SSH key (hers, not the controller's), listed on the host as the role writes host_approvers."""
+    key = tmp_path / "alice" / "id_ed25519"
+    key.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", str(key)], check=True)
+    (host / "approvers").write_text(f'alice namespaces="sentinel-heal-approval" {key.with_suffix(".pub").read_text()}')
+    return ApprovalSigner.from_options(str(key), "alice")
+
+
+# a command the policy does not know: it goes to a person (default-approve), and runs harmlessly here
+NEEDS_A_PERSON = ["echo", "approved"]
+
+
+def approved(signer: ApprovalSigner, *steps: list[str], host_name: str = "node1", nonce: str = "plan-1", now: float | None = None,
+             **fields: Any) -> dict[str, Any]:
+    approval = signer.sign(host_name, "nginx", steps, nonce=nonce, now=time.time() if now is None else now)
+    return request(*steps, approval=approval, **fields)
+
+
+def test_a_step_a_person_approved_runs_with_their_signature_once_and_the_log_names_them(host: Path, approver: ApprovalSigner) -> None:
+    rc, response, _log = execute(host, request(NEEDS_A_PERSON))
+    assert rc == REFUSED and response["rule"] == "default-approve" and "signed by a key the host lists" in response["reason"]
+    sent = approved(approver, NEEDS_A_PERSON)
+    rc, response, log = execute(host, sent)
+    assert rc == 0 and response["stdout"] == "approved\n" and response["approved_by"] == "alice", response
+    assert log[-1]["approved_by"] == "alice" and log[-1]["decision"] == "approve"
+    rc, response, _log = execute(host, sent)
+    assert rc == REFUSED and response["rule"] == "approval" and "was used for step 1 already" in response["reason"]
+
+
+def test_an_approval_that_does_not_hold_runs_nothing(host: Path, approver: ApprovalSigner, tmp_path: Path) -> None:
+    other = tmp_path / "mallory"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    marker = tmp_path / "ran"
+    plan = [["touch", str(marker)]]
+    forged = dict(approved(approver, *plan), approval=ApprovalSigner.from_options(str(other), "alice").sign("node1", "nginx", plan, "p", time.time()))
+    swapped = dict(approved(approver, ["echo", "something", "else"]), plan=plan)
+    cases = {
+        "a key the host does not list": (forged, "the signature is not alice's"),
+        "another plan than the one signed": (swapped, "the signature is not alice's"),
+        "signed for another host": (approved(approver, *plan, host_name="node2", nonce="p2"), "the signature is not alice's"),
+        "sent to another host": (approved(approver, *plan, host="node2", nonce="p3"), "this host is node1, the request names node2"),
+        "expired": (approved(approver, *plan, nonce="p4", now=time.time() - 3600), "the approval expired"),
+    }
+    for case, (sent, said) in cases.items():
+        rc, response, _log = execute(host, sent)
+        assert rc == REFUSED and response["rule"] == "approval" and said in response["reason"], (case, response)
+    (host / "approvers").write_text("")
+    rc, response, _log = execute(host, approved(approver, *plan, nonce="p5"))
+    assert rc == REFUSED and "this host accepts no approvals" in response["reason"]
+    assert not marker.exists()
+
+
+def test_an_approval_never_runs_what_the_policy_blocks(host: Path, approver: ApprovalSigner) -> None:
+    rc, response, _log = execute(host, approved(approver, ["cat", "/etc/shadow"]))
+    assert rc == REFUSED and response["rule"] == "secrets-are-never-read" and response["decision"] == "block"
+
+
+def sleeping(marker: str) -> list[int]:
+    return [int(pid) for pid in subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True, check=False).stdout.split()]
+
+
+def test_a_step_past_its_timeout_or_told_to_stop_is_stopped_with_what_it_started(host: Path, approver: ApprovalSigner) -> None:
+    """As sudo stops a command it ran: nothing the controller asked for outlives the request (the job killed, its
+    timeout run out)."""
+    rc, response, _log = execute(host, approved(approver, ["sleep", "31.5"], nonce="timeout", timeout=1))
+    assert (rc, response["rc"], response["stderr"]) == (124, 124, "timed out after 1 seconds") and sleeping("31.5") == []
+
+    log = host.parent / "log" / "exec.log"
+    program = ("import sys; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
+               f"sys.exit(main({str(host)!r}, {str(log)!r}, {str(host.parent / 'approvals')!r}))")
+    sent = host.parent / "request.json"
+    sent.write_text(json.dumps(approved(approver, ["sleep", "32.5"], nonce="stopped")))
+    with sent.open("rb") as request_file:
+        executor = subprocess.Popen([sys.executable, "-c", program], stdin=request_file, stdout=subprocess.PIPE,
+                                    env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
+    deadline = time.monotonic() + 30
+    while not sleeping("32.5") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sleeping("32.5"), "the step never started"
+    executor.terminate()
+    stdout, _stderr = executor.communicate(timeout=30)
+    assert json.loads(stdout)["rc"] == -9 and sleeping("32.5") == []
