@@ -106,6 +106,11 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
     return ran
 
 
+# A test that judges with a policy of its own has the controller enforce it: the lab's executors (node1, node2) enforce
+# the policy the role installed at the start and refuse every step judged under another version (test_host_executor_lab
+# shows that refusal; rolling a policy out is applying the role again).
+CONTROLLER_ENFORCES = ("-e", "autoheal_enforcement=controller")
+
 # node1 and node2 boot systemd, as production hosts do; node3 stays sysv (tini and init scripts), as containers and
 # minimal images without systemd do, so that every run of the tests sees both service managers.
 SYSV_HOSTS = {"node3": "sysv"}

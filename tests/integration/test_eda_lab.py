@@ -153,7 +153,8 @@ def test_the_watchdogs_mapping_heals_the_service_it_names_for_a_failing_check(
     declared = yaml.safe_load((inventory / "group_vars" / "lab.yml").read_text())["autoheal_services"]
     app = {"name": "app", "status_check": False, "http": {"url": "http://127.0.0.1/", "body": "Welcome to nginx"}}
     (inventory / "host_vars").mkdir()
-    (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app]}))
+    # a service of the test's own: the controller enforces (node1's executor knows the services the role installed)
+    (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app], "autoheal_enforcement": "controller"}))
     [mapping] = re.findall(r'^export SENTINEL_HEAL_SERVICE_QUERY="([^"]+)"$', (ROOT / "docs" / "eda.md").read_text(), re.MULTILINE)
     rulebook = Rulebook.of("watchdog", inventory, tmp_path / "rulebook.log", ready="watching",
                            variables={"SENTINEL_HEAL_INTERVAL": "2", "SENTINEL_HEAL_SERVICE_QUERY": mapping})

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, Faults, episodes, one_line, run_playbook, sh
+from conftest import CONTROLLER_ENFORCES, ROOT, Faults, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 # A plan that takes its time: a first step that waits, then the real fix; the policy allows exactly these.
@@ -37,7 +37,8 @@ def slow_plan(tmp_path: Path, seconds: int) -> list[str]:
     (runbooks / "slow.md").write_text(SLOW_RUNBOOK.replace("SECONDS", str(seconds)))
     policy = tmp_path / "slow-policy.yml"
     policy.write_text(SLOW_POLICY.replace("SECONDS", str(seconds)))
-    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False})]
+    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False}),
+            *CONTROLLER_ENFORCES]
 
 
 def controller_processes(word: str) -> list[int]:

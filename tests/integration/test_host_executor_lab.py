@@ -125,15 +125,15 @@ def test_a_heal_with_enforcement_on_the_host_runs_its_steps_through_the_executor
     assert ran and all(entry["decision"] == "allow" and entry["rc"] == 0 for entry in ran), ran
 
 
-def test_a_plan_judged_under_another_policy_is_refused_on_the_host_and_escalated(executor: Any, faults: Any, tmp_path: Path) -> None:
+def test_a_heal_judged_under_another_policy_is_refused_on_the_host_with_the_fix(executor: Any, faults: Any, tmp_path: Path) -> None:
     """The controller's policy changed and the role was not applied again: the host runs nothing, and says why."""
     policy = tmp_path / "policy.yml"
     policy.write_text("version: 1\ninclude_default: true\nrules: []\n")
     faults.inject(NODE, "nginx-killed")
     run = heal("-e", f"autoheal_policy_file={policy}", state_dir=tmp_path / "state")
     said = one_line(run.output)
-    assert run.rc != 0 and "escalated" in said, run.output
-    assert "refused by the host's executor (policy-version)" in said and "apply the sentinel.heal.host role" in said
+    assert run.rc != 0, run.output
+    assert "the executor on the host refused the check (policy-version)" in said and "apply the sentinel.heal.host role" in said
     assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() != "active"
 
 
@@ -150,3 +150,41 @@ def test_with_the_executor_as_the_accounts_only_rule_a_killed_service_is_still_h
     assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() == "active"
     asked = [entry["step"][0] for entry in journal(executor)[before:]]
     assert asked[0] == "service_check" and asked[-1] == "service_check" and len(asked) >= 3, asked
+
+
+def test_a_plan_a_person_approved_runs_on_the_host_with_their_signature_not_the_controllers_word(
+        executor: Any, faults: Any, tmp_path: Path) -> None:
+    """The role rolled out with a policy under which starting nginx needs a person: asked without a signature the host
+    refuses it; approved with approve.yml (the lab approver's key signs), it runs, and the host's log names who. Approved
+    again without the key, the controller's word alone, the host refuses the step and the plan escalates."""
+    policy = tmp_path / "policy.yml"
+    policy.write_text("version: 1\nrules:\n  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n")
+    rolled = run_playbook("playbooks/host.yml", "--limit", NODE, "-e", f"autoheal_policy_file={policy}", state_dir=tmp_path)
+    assert rolled.rc == 0, rolled.output
+    try:
+        faults.inject(NODE, "nginx-killed")
+        rc, response = send(executor, "nginx", ["systemctl", "start", "nginx"], version=load_policy(policy).version)
+        assert (rc, response["rule"]) == (REFUSED, "default-approve") and "signed by a key the host lists" in response["reason"], response
+        state = tmp_path / "state"
+        waiting = heal("-e", f"autoheal_policy_file={policy}", state_dir=state)
+        assert waiting.rc == 0 and "awaits approval of plan" in waiting.output, waiting.output
+        [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
+        before = len(journal(executor))
+        approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+        assert approved.rc == 0 and "healed" in one_line(approved.output), approved.output
+        assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+        [started] = [entry for entry in journal(executor)[before:] if entry["step"] == ["systemctl", "start", "nginx"]]
+        assert (started["decision"], started["approved_by"], started["rc"]) == ("approve", "alice", 0), started
+
+        faults.inject(NODE, "nginx-killed")
+        waiting = heal("-e", f"autoheal_policy_file={policy}", state_dir=state)
+        [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
+        unsigned = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", "-e", "autoheal_approval_key=",
+                                state_dir=state)
+        said = one_line(unsigned.output)
+        assert unsigned.rc != 0 and "escalated" in said, unsigned.output
+        assert "refused by the host's executor (default-approve)" in said and "signed by a key the host lists" in said, said
+        assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() != "active"
+    finally:
+        restored = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=tmp_path)
+        assert restored.rc == 0, restored.output

@@ -33,7 +33,7 @@ def eda_inventory(directory: Path, state_dir: Path) -> Path:
     hosts = (LAB_INVENTORY / "hosts.yml").read_text().replace("{{ inventory_dir }}/../..", str(ROOT))
     (directory / "hosts.yml").write_text(hosts)
     for group_vars in (LAB_INVENTORY / "group_vars").glob("*.yml"):
-        (directory / "group_vars" / group_vars.name).write_text(group_vars.read_text())
+        (directory / "group_vars" / group_vars.name).write_text(group_vars.read_text().replace("{{ inventory_dir }}/../..", str(ROOT)))
     (directory / "group_vars" / "all.yml").write_text(f"---\nautoheal_state_dir: {json.dumps(str(state_dir))}\n")
     return directory
 
