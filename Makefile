@@ -128,7 +128,7 @@ platform:
 	pytest -q tests/platform
 
 integration:
-	trap '$(LAB) down' EXIT; pytest -q tests/integration
+	trap '$(LAB) down' EXIT; pytest -q --durations=20 tests/integration
 
 # The role through Molecule, as users test it (extensions/molecule/default, on the lab fleet). ANSIBLE_HOME
 # keeps Molecule's files (its ephemeral directory, the collection it installs) in the ignored .ansible/.

@@ -36,6 +36,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import (
     LIMIT_OPTION_RANGES,
@@ -95,6 +96,7 @@ ARGUMENT_SPEC: dict[str, Any] = dict(
     step_timeout=dict(type="int", default=120),
     step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
     interactive_approval=dict(type="bool", default=True),
+    approval_key=dict(type="path", default=""),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
     flap_limit=dict(type="int", default=3),
     flap_window=dict(type="int", default=3600),
@@ -202,6 +204,8 @@ class ActionModule(ActionBase):
             check_mode=not writes,
             run_evidence=not self._task.check_mode,
             ask_approval=self._ask_operator if args.get("interactive_approval") else None,
+            approval_signer=ApprovalSigner.from_options(args["approval_key"], getpass.getuser())
+            if args.get("interactive_approval") and args.get("approval_key") and privilege == "executor" else None,
             approval_ttl=args.get("approval_ttl", DEFAULT_TTL_S),
             max_attempts=args.get("max_attempts", 1),
             verify_retries=args.get("verify_retries", 1),

@@ -41,6 +41,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     detect_service_manager,
     evidence_of,
 )
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 
 CONFIG_DIR = "/etc/sentinel-heal"
 # where the host role installs the executor: the healing account's one sudo rule
@@ -305,7 +306,8 @@ def _run(argv, become, timeout):
         _kill_group(child.pid)
         child.communicate()
         return dict(rc=124, stdout="", stderr="timed out after %d seconds" % timeout)
-    return dict(rc=child.returncode, stdout=_text(stdout), stderr=_text(stderr))
+    # redacted here, before the answer leaves the host: a unit's Environment= values, tokens, keys
+    return dict(rc=child.returncode, stdout=redact(_text(stdout)), stderr=redact(_text(stderr)))
 
 
 def _kill_group(pid):

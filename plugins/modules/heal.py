@@ -123,6 +123,14 @@ options:
         stored and waits, whatever this says.
     type: bool
     default: true
+  approval_key:
+    description:
+      - With O(step_privilege=executor) and O(interactive_approval), the SSH key of the person at the terminal (a
+        private key, or a public key whose private half ssh-agent holds) that signs a plan they approve there, for
+        the executor on the host; it runs a step that needs a person only with a signature by a key the host lists
+        under that person's login name. Without it, the host refuses such steps.
+    type: path
+    default: ""
   approval_ttl:
     description: Seconds a stored plan can be approved before it expires (60 to 2592000).
     type: int

@@ -33,13 +33,13 @@ def executor(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
     yield lab
 
 
-def as_healing_account(lab: Any, *argv: str, input_text: str | None = None) -> Any:
-    return lab.run_in(NODE, ["runuser", "-u", "sentinel", "--", *argv], input_text=input_text, timeout=60)
+def as_healing_account(lab: Any, *argv: str, input_text: str | None = None, host: str = NODE) -> Any:
+    return lab.run_in(host, ["runuser", "-u", "sentinel", "--", *argv], input_text=input_text, timeout=60)
 
 
-def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None) -> tuple[int, dict[str, Any]]:
-    request = {"host": NODE, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step}
-    proc = as_healing_account(lab, "sudo", "-n", EXEC, input_text=json.dumps(request))
+def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None, host: str = NODE) -> tuple[int, dict[str, Any]]:
+    request = {"host": host, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step}
+    proc = as_healing_account(lab, "sudo", "-n", EXEC, input_text=json.dumps(request), host=host)
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -188,3 +188,26 @@ def test_a_plan_a_person_approved_runs_on_the_host_with_their_signature_not_the_
     finally:
         restored = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=tmp_path)
         assert restored.rc == 0, restored.output
+
+
+def test_on_a_host_without_systemd_the_executor_judges_the_same_and_logs_to_its_own_file(lab: Any, tmp_path: Path) -> None:
+    """node3 boots sysv (tini, init scripts, no journal): the same judge in the context gathered there, the decisions in
+    /var/log/sentinel-heal/exec.log."""
+    host = "node3"
+    installed = run_playbook("playbooks/host.yml", "--limit", host, state_dir=tmp_path)
+    assert installed.rc == 0, installed.output
+    try:
+        sshd = sh(lab, host, "cat", "/run/sshd.pid").strip() or sh(lab, host, "pgrep", "-o", "sshd").strip()
+        rc, response = send(lab, "nginx", ["kill", "-9", sshd], host=host)
+        assert (rc, response["refused"]) == (REFUSED, True), response
+        rc, response = send(lab, "nginx", ["cat", "/etc/shadow"], host=host)
+        assert (rc, response["rule"]) == (REFUSED, "secrets-are-never-read"), response
+        rc, response = send(lab, "nginx", ["service", "nginx", "status"], host=host)
+        assert (rc, response["decision"]) == (0, "allow"), response
+        logged = [json.loads(line.split(" ", 1)[1]) for line in sh(lab, host, "cat", "/var/log/sentinel-heal/exec.log").splitlines()]
+        assert [(entry["step"], entry["decision"]) for entry in logged] == [
+            (["kill", "-9", sshd], "refused"), (["cat", "/etc/shadow"], "refused"), (["service", "nginx", "status"], "allow")]
+        assert sh(lab, host, "stat", "-c", "%U %a", "/var/log/sentinel-heal/exec.log").strip() == "root 600"
+    finally:
+        sh(lab, host, "rm", "-rf", "/etc/sudoers.d/sentinel-heal", "/usr/libexec/sentinel-heal", "/usr/lib/sentinel-heal", "/etc/sentinel-heal",
+           "/var/log/sentinel-heal")

@@ -33,11 +33,13 @@ class ApprovalSigner:
         path = Path(key).expanduser()
         if not path.is_file():
             raise ConfigError("the approval key is not a file", field="approval_key", value=key,
-                                hint="the approver's SSH key: a private key, or a public key whose private half ssh-agent holds")
+                              hint="the approver's SSH key: a private key, or a public key whose private half ssh-agent holds")
         if not approver or any(not (c.isalnum() or c in "-_.@") for c in approver):
             raise ConfigError("with an approval key the approver is a name the host lists (letters, digits, - _ . @)",
-                                field="approved_by", value=approver, hint="use the name host_approvers gives the key")
-        return cls(key=str(path), approver=approver)
+                              field="approved_by", value=approver, hint="use the name host_approvers gives the key")
+        signer = cls(key=str(path), approver=approver)
+        signer.sign("", "", (), nonce="trial", now=0)  # a key that cannot sign fails here, before any plan is claimed
+        return signer
 
     def sign(self, host: str, service: str, plan: Sequence[Sequence[str]], nonce: str, now: float) -> dict[str, Any]:
         """The approval the executor's request carries for this plan on ``host``."""
@@ -45,10 +47,10 @@ class ApprovalSigner:
         keygen = shutil.which("ssh-keygen")
         if keygen is None:
             raise ConfigError("ssh-keygen is not installed on the controller", field="approval_key", value=self.key,
-                                hint="install openssh-client")
+                              hint="install openssh-client")
         completed = subprocess.run([keygen, "-Y", "sign", "-q", "-f", self.key, "-n", NAMESPACE],
                                    input=approval_message(host, service, plan, nonce, expires), capture_output=True, check=False, timeout=60)
         if completed.returncode != 0 or b"BEGIN SSH SIGNATURE" not in completed.stdout:
             raise ConfigError("ssh-keygen could not sign the approval", field="approval_key", value=self.key,
-                                hint=completed.stderr.decode("utf-8", "replace").strip() or "is the key's passphrase in ssh-agent?")
+                              hint=completed.stderr.decode("utf-8", "replace").strip() or "is the key's passphrase in ssh-agent?")
         return dict(by=self.approver, nonce=nonce, expires=expires, signature=completed.stdout.decode("ascii"))

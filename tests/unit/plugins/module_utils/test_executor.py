@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import host_policy_document, load_policy
 
@@ -239,3 +241,25 @@ def test_a_step_past_its_timeout_or_told_to_stop_is_stopped_with_what_it_started
     executor.terminate()
     stdout, _stderr = executor.communicate(timeout=30)
     assert json.loads(stdout)["rc"] == -9 and sleeping("32.5") == []
+
+
+def test_an_approval_key_that_cannot_sign_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    (tmp_path / "not-a-key").write_text("hello\n")
+    for key, field in ((tmp_path / "missing", "approval_key"), (tmp_path / "not-a-key", "approval_key")):
+        with pytest.raises(ConfigError) as raised:
+            ApprovalSigner.from_options(str(key), "alice")
+        assert raised.value.field == field
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "key")], check=True)
+    with pytest.raises(ConfigError, match="approver is a name the host lists"):
+        ApprovalSigner.from_options(str(tmp_path / "key"), "Alice Smith")
+
+
+def test_what_a_step_prints_is_redacted_before_the_answer_leaves_the_host(host: Path, approver: ApprovalSigner) -> None:
+    """systemctl cat of the incident's unit prints its Environment= values: the executor masks them, and tokens, itself."""
+    # where the calling account (the step runs as it) can read it
+    with tempfile.NamedTemporaryFile("w", suffix=".service") as unit:
+        unit.write("[Service]\nEnvironment=API_TOKEN=hunter2\nEnvironmentFile=/etc/default/app\nall good\n")
+        unit.flush()
+        os.chmod(unit.name, 0o644)
+        rc, response, _log = execute(host, approved(approver, ["cat", unit.name], nonce="printed"))
+    assert rc == 0 and response["stdout"] == "[Service]\nEnvironment=********\nEnvironmentFile=********\nall good\n", response
