@@ -85,6 +85,17 @@ def evidence_read(state_dir: Path, host: str) -> list[list[str]]:
             for result in ((episode["results"] or {}).get("evidence") or {}).values()]
 
 
+def looks(state_dir: Path, host: str) -> list[list[str]]:
+    """The read-only evidence commands the host's episodes read, wherever they ran: in the check (evidence_read), or,
+    with the executor on the host, each a request of its own in ansible-runner's evidence runs."""
+    return evidence_read(state_dir, host) + [argv for purpose, argv in commands_run(state_dir, host) if purpose == "evidence"]
+
+
+def acted(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
+    """What ansible-runner ran on the host besides reading evidence: remediation steps, the think loop's reads."""
+    return [(purpose, argv) for purpose, argv in commands_run(state_dir, host) if purpose != "evidence"]
+
+
 def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
     """Every (purpose, argv) ansible-runner executed on the host, read back from the kept artifacts (a run that other
     hosts' remediations shared is kept under the first host's name)."""

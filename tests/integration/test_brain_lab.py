@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
 from llm_server import Answer, ScriptedLLM
 
 HEAL = "playbooks/heal.yml"
@@ -57,8 +57,10 @@ def test_a_hostile_llm_plan_is_blocked_and_nothing_runs(lab: Any, faults: Faults
     faults.inject("node1", "nginx-killed")
     run = run_playbook(HEAL, "--limit", "node1", "-e", _with_llm(llm), state_dir=tmp_path)
     assert run.rc == 2 and "the guard blocked the plan" in run.output and "commands never run through a shell" in run.output, run.output
-    # nothing ran through ansible-runner; only the read-only looks of the evidence (journalctl, ss, ...) were read
-    assert commands_run(tmp_path, "node1") == [] and evidence_read(tmp_path, "node1")
+    # nothing of the plan ran; only the read-only looks of the evidence (journalctl, ss, ...) were read, each a request
+    # to node1's executor
+    ran = commands_run(tmp_path, "node1")
+    assert ran and {purpose for purpose, _argv in ran} == {"evidence"}, ran
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pexpect
 import yaml
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import CONTROLLER_ENFORCES, ROOT, Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -69,7 +69,7 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     assert "nginx escalated: the guard blocked the plan: 'useradd -o -u 0 -g 0 backdoor'" in run.output
     [episode] = episodes(tmp_path / "state")
     assert episode["outcome"] == "blocked" and [v["decision"] for v in episode["verdicts"]] == ["allow", "block"]
-    assert commands_run(tmp_path / "state", "node1") == [] and evidence_read(tmp_path / "state", "node1") == [["nginx", "-t"]]
+    assert acted(tmp_path / "state", "node1") == [] and looks(tmp_path / "state", "node1") == [["nginx", "-t"]]
     assert _host_state(lab, "node1") == before
     assert "backdoor" not in sh(lab, "node1", "getent", "passwd")
 
@@ -85,7 +85,7 @@ def test_a_repair_below_a_directory_the_service_account_owns_waits_for_a_person(
     [repair] = [verdict for verdict in episode["verdicts"] if verdict["argv"][0] == "install"]
     assert repair["decision"] == "approve" and repair["rule"] == "directory-repair-needs-a-person", repair
     assert "another account than root could redirect" in repair["reason"]
-    assert commands_run(tmp_path / "state", "node2") == []
+    assert acted(tmp_path / "state", "node2") == []
     assert sh(lab, "node2", "stat", "-c", "%a", "/var/lib/postgresql/15/main").strip() == "755"
 
 
@@ -113,7 +113,7 @@ def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: An
     refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert refused.rc == 2 and "the policy is now" in refused.output, refused.output
     assert _plan_row(state, plan_id)["status"] == "pending"
-    assert commands_run(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]  # before the plan waited
+    assert acted(state, "node1") == [] and looks(state, "node1") == [["nginx", "-t"]]  # before the plan waited
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
@@ -125,7 +125,7 @@ def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> N
     assert _plan_row(state, plan_id)["status"] == "denied"
     refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
     assert refused.rc == 2 and "already denied by carol" in refused.output
-    assert commands_run(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]
+    assert acted(state, "node1") == [] and looks(state, "node1") == [["nginx", "-t"]]
 
 
 def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(lab: Any, faults: Faults, tmp_path: Path) -> None:
@@ -222,7 +222,9 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         # redis-server's init script answers `status` only to root: without become its port, process and ping tell
         services = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]
         services = [dict(spec, status_check=False) if spec["name"] == "redis" else spec for spec in services]
-        least = ("-e", "autoheal_step_privilege=sudo", "-e", "autoheal_become=false", "-e", json.dumps({"autoheal_services": services}))
+        # the sudoers rule is the controller's way (enforcement on the host has the executor as the one rule instead)
+        least = ("-e", "autoheal_step_privilege=sudo", "-e", "autoheal_become=false", "-e", json.dumps({"autoheal_services": services}),
+                 *CONTROLLER_ENFORCES)
         faults.inject("node1", "nginx-killed")
         run = run_playbook(HEAL, "--limit", "node1", *least, state_dir=tmp_path / "state")
         assert run.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(run.output), run.output

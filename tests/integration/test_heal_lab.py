@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_argv, load_policy
@@ -119,8 +119,8 @@ def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_
     [episode] = episodes(tmp_path)
     assert episode["outcome"] == "escalated" and episode["plan_reference"] == "nginx-config-error"
     # nothing but the read-only evidence command ran, and the policy allows it for this incident
-    assert commands_run(tmp_path, "node2") == []
-    ran = evidence_read(tmp_path, "node2")
+    assert acted(tmp_path, "node2") == []
+    ran = looks(tmp_path, "node2")
     assert ran == [["nginx", "-t"]]
     failure = Failure(host="node2", service="nginx", failure_class=episode["failure_class"], summary=episode["error_text"],
                       evidence=episode["evidence"], spec={"name": "nginx"})
@@ -164,7 +164,7 @@ def test_a_plan_needing_approval_is_stored_and_nothing_runs(lab: Any, faults: Fa
     assert "nginx awaits approval of plan" in run.output and "rm -f /run/nginx.pid" in run.output
     conn = sqlite3.connect(tmp_path / "state" / "memory.sqlite3")
     assert conn.execute("SELECT status, host, service FROM plans WHERE episode_id = ?", (episode["id"],)).fetchone() == ("pending", "node3", "nginx")
-    assert commands_run(tmp_path / "state", "node3") == []
+    assert acted(tmp_path / "state", "node3") == []
     assert "nginx is not running" in sh(lab, "node3", "service", "nginx", "status")
 
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import Faults, acted, episodes, looks, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -89,7 +89,7 @@ def test_a_full_redis_log_partition_waits_for_a_person_who_approves_removing_rot
     assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
         ("approve", "plan-removes-logs"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
     assert [step["argv"][:2] for step in episode["plan"]["steps"]] == [["rm", "-f"], ["systemctl", "reset-failed"], ["systemctl", "start"]]
-    assert commands_run(tmp_path, "node2") == [] and sh(lab, "node2", "ls", "/var/log/redis") == logs_before
+    assert acted(tmp_path, "node2") == [] and sh(lab, "node2", "ls", "/var/log/redis") == logs_before
 
     approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=tmp_path)
     assert approved.rc == 0 and "approved by alice" in one_line(approved.output), approved.output
@@ -123,7 +123,7 @@ def test_nginx_out_of_log_inodes_is_healed_by_the_log_filesystem_class_once_a_pe
     assert (episode["plan_source"], episode["plan_reference"]) == ("runbook", "log-filesystem-full")
     assert [(v["decision"], v["rule"]) for v in episode["verdicts"]] == [
         ("approve", "plan-removes-logs"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
-    assert commands_run(tmp_path, "node2") == []
+    assert acted(tmp_path, "node2") == []
 
     approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=tmp_path)
     assert approved.rc == 0 and "approved by alice" in one_line(approved.output), approved.output
@@ -156,7 +156,7 @@ def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any
     ]
     assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "systemctl-control"]
     # the runbook recognised the fault from PostgreSQL's own cluster list (read-only, allowed)
-    assert ["pg_lsclusters"] in evidence_read(tmp_path, "node1")
+    assert ["pg_lsclusters"] in looks(tmp_path, "node1")
 
     # checked on the host: postgres accepts connections and owns every file of its home again
     assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")

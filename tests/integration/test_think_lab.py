@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import Faults, acted, episodes, one_line, run_playbook, sh
 from llm_server import ScriptedLLM, reads_then_plans
 
 HEAL = "playbooks/heal.yml"
@@ -56,7 +56,7 @@ def test_a_fault_only_a_read_explains_is_healed_from_what_the_model_read(
     assert reads[0]["argv"] == ["systemctl", "cat", unit] and all(read["outcome"] == "ran" and read["decision"] == "allow" for read in reads)
     # nothing outside the guard: every command ansible-runner ran was a read the guard allowed, or an allowed step of the plan
     allowed = {tuple(read["argv"]) for read in reads} | {tuple(v["argv"]) for v in episode["verdicts"] if v["decision"] == "allow"}
-    ran = commands_run(tmp_path, host)
+    ran = acted(tmp_path, host)
     assert ran and all(tuple(argv) in allowed for _purpose, argv in ran), (ran, allowed)
     assert [purpose for purpose, _argv in ran].count("investigate") == len(reads)
 
@@ -71,7 +71,7 @@ def test_with_the_loop_off_the_same_fault_escalates_with_its_cause(lab: Any, fau
     # in the service's own words where it has any (systemd's CHDIR line), else the start step that failed and the drop-in
     cause = "Failed at step CHDIR spawning /usr/sbin/nginx" if fault == "nginx-workdir-gone" else "ExecStartPre"
     assert cause in output and (fault == "nginx-workdir-gone" or "lab-" in output), run.output
-    assert not [purpose for purpose, _argv in commands_run(tmp_path, host) if purpose != "evidence"]
+    assert not acted(tmp_path, host)
 
 
 @pytest.mark.parametrize("rounds", [2, 0])
@@ -86,7 +86,7 @@ def test_the_shipped_runbooks_read_the_unit_and_recreate_a_missing_working_direc
     output = one_line(run.output)
     if rounds == 0:
         assert run.rc == 2 and "escalated" in output and "Failed at step CHDIR spawning /usr/bin/pg_ctlcluster" in output, run.output
-        assert not commands_run(tmp_path, "node2")
+        assert not acted(tmp_path, "node2")
         return
     assert run.rc == 0 and "postgresql healed in 1 attempt with: install -d -m 1775 -o root -g postgres /var/log/postgresql" in output, run.output
     assert "runbook systemd-start-failed asks to look first (round 1 of 2): systemctl cat postgresql@15-main" in output, run.output
@@ -121,7 +121,7 @@ def test_a_real_small_model_through_the_loop_runs_only_allowed_reads_and_steps_a
     assert all(read["decision"] == "allow" for read in reads if read["outcome"] == "ran"), reads
     allowed = {tuple(read["argv"]) for read in reads if read["outcome"] == "ran"} | {
         tuple(verdict["argv"]) for episode in recorded for verdict in episode["verdicts"] if verdict["decision"] == "allow"}
-    ran = commands_run(tmp_path, "node1")
+    ran = acted(tmp_path, "node1")
     assert all(tuple(argv) in allowed for _purpose, argv in ran), (ran, allowed, read_only)
     assert sh(lab, "node1", *untouched) == before
     # the job's own start and the service checks around the incident take the rest
