@@ -9,8 +9,9 @@ from typing import Any
 from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, diagnose_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import diagnose_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 
 # Diagnosis needs no LLM: it is what the planner is given, not a plan.
 DIAGNOSE_SPEC = {name: option for name, option in PLANNING_SPEC.items() if name not in ("llm", "knowledge", "embeddings")}

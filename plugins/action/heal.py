@@ -1,6 +1,6 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of sentinel.heal.heal: adapts a task to the heal loop in plugin_utils.healing."""
+"""Action plugin of sentinel.heal.heal: adapts a task to the heal loop in plugin_utils.loop."""
 
 from __future__ import annotations
 
@@ -38,16 +38,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import (
-    LIMIT_OPTION_RANGES,
-    MODES,
-    IncidentState,
-    Toolkit,
-    evidence_ahead,
-    flapping_reason,
-    heal_incident,
-)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line

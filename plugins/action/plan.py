@@ -8,8 +8,9 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 
 
 class ActionModule(HealAction):

@@ -7,7 +7,7 @@ import html
 import time
 from typing import Mapping
 
-# The outcomes of an incident (healing.Status, and an episode's own outcomes), the ones that need a person first.
+# The outcomes of an incident (incident.Status, and an episode's own outcomes), the ones that need a person first.
 ATTENTION_ORDER = (
     "escalated", "awaiting_approval", "unreachable", "halted", "interrupted", "denied", "blocked", "failed", "suspended", "deferred",
     "in_progress_elsewhere", "observed", "planned", "healed", "recovered", "silenced", "masked", "healthy",

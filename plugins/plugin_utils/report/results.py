@@ -6,8 +6,8 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentOutcome
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome
 
 
 def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: bool) -> dict[str, Any]:

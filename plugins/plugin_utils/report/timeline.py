@@ -7,7 +7,7 @@ import shlex
 import time
 from typing import Any, Mapping
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentState
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
 LONG_WORK_S = 5.0

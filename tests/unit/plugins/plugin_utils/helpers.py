@@ -1,13 +1,20 @@
 """Builders for the unit tests: real objects, filled with what service_check would report, and an executor that
-answers with scripted outputs (the real one runs in tests/integration)."""
+answers with scripted outputs (the real one runs in tests/integration); the heal loop's Toolkit built around it
+(_tools) with the answers verification gives."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 NGINX_SPEC: dict[str, Any] = {
     "name": "nginx", "service": None, "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid",
@@ -68,3 +75,26 @@ class ScriptedExecutor:
     @property
     def remediations(self) -> list[list[tuple[str, ...]]]:
         return [argvs for purpose, argvs in self.runs if purpose == "remediation"]
+
+
+HEALTHY = {"healthy": True, "checks": []}
+STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
+CONFIG_OK = {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"}
+
+
+def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:
+    memory = overrides.pop("memory", None) or Memory(tmp_path)
+    answers = iter(verdicts)
+    defaults: dict[str, Any] = dict(
+        planner=Planner(RunbookLibrary.load(), memory),
+        policy=load_policy(),
+        executor=executor,
+        target=Target(name="web1", host_vars={}),
+        verify=lambda spec: next(answers),
+        memory=memory,
+        verify_retries=1,
+        verify_wait=0,
+        sleep=lambda seconds: None,
+    )
+    defaults.update(overrides)
+    return Toolkit(**defaults)

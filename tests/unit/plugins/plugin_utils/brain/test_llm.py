@@ -10,16 +10,15 @@ from typing import Any, Iterator
 
 import pytest
 from llm_server import Answer, ScriptedLLM
-from test_healing import HEALTHY, ScriptedExecutor, _tools
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import PLAN_SCHEMA, LLMClient, LLMError, LLMSettings, TokenBudget, parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import build_messages
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import PlanSource
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from helpers import nginx_failure
+from helpers import HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]
 FACTS = {"service_manager": "sysv", "os": {"id": "debian", "version_id": "12"}}

@@ -11,9 +11,7 @@ from typing import Any
 
 import jsonschema
 from memory_places import MemoryPlace
-from test_healing import CONFIG_OK, HEALTHY, _tools
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Attempt,
     Decision,
@@ -24,9 +22,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     StepResult,
     Verdict,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import KINDS, SCHEMA_VERSION, append_audit, audit_records, iso_utc, to_lines
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from helpers import ScriptedExecutor, nginx_failure
+from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 ROOT = Path(__file__).resolve().parents[5]
 SCHEMA = json.loads((ROOT / "docs" / "audit-schema.json").read_text())

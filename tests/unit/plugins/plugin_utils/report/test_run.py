@@ -9,14 +9,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from test_healing import CONFIG_OK, HEALTHY, STILL_DOWN, _tools
-
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import OUTPUT_CAP, capped, own_words, run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text
-from helpers import ScriptedExecutor, nginx_failure
+from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 SAID = 'nginx: [emerg] unknown directive "server_nmae" in /etc/nginx/sites-enabled/default:24'
 STRICT = "version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n"

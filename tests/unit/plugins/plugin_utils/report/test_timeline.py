@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_healing import CONFIG_OK, HEALTHY, STILL_DOWN, _tools
-
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import IncidentState, heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import LONG_WORK_S, progress_line
-from helpers import ScriptedExecutor, nginx_failure
+from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 
 def test_every_node_an_incident_enters_is_told_in_order(tmp_path: Path) -> None:

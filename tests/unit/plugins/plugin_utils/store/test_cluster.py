@@ -13,14 +13,13 @@ from typing import Any, Iterator
 import pytest
 from memory_places import MemoryPlace, drop, postgres_place
 from postgres_server import PostgresServer
-from test_healing import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
-from helpers import nginx_failure
+from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 # nginx's configuration test runs; any remediation waits for a person (as in test_approvals.py)
 STRICT = "version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n"

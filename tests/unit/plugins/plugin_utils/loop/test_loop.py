@@ -18,39 +18,17 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.healing import Toolkit, evidence_ahead, heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off
-from helpers import ScriptedExecutor, nginx_failure
-
-HEALTHY = {"healthy": True, "checks": []}
-STILL_DOWN = {"healthy": False, "summary": "nginx is not running", "checks": []}
-
-
-def _tools(tmp_path: Path, executor: ScriptedExecutor, verdicts: list[Mapping[str, Any]], **overrides: Any) -> Toolkit:
-    memory = overrides.pop("memory", None) or Memory(tmp_path)
-    answers = iter(verdicts)
-    defaults: dict[str, Any] = dict(
-        planner=Planner(RunbookLibrary.load(), memory),
-        policy=load_policy(),
-        executor=executor,
-        target=Target(name="web1", host_vars={}),
-        verify=lambda spec: next(answers),
-        memory=memory,
-        verify_retries=1,
-        verify_wait=0,
-        sleep=lambda seconds: None,
-    )
-    defaults.update(overrides)
-    return Toolkit(**defaults)
-
-
-CONFIG_OK = {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"}
+from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 
 def test_healed_on_the_first_attempt(tmp_path: Path) -> None:

@@ -1,0 +1,247 @@
+"""Before a plan: whether an incident gets an attempt at all (a silence, a masked unit, the deadline, flapping), the
+evidence commands and how the failure reads, and the wait for systemd's own restart."""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, StepResult, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunStep
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the read-only evidence commands answered, and where ansible-runner kept that run."""
+
+    results: dict[str, StepResult] = field(default_factory=dict)
+    artifacts: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosing:
+    """What one attempt's diagnosis starts from: the failure, the plans not to try again, the deadline, and what the
+    steps of the earlier attempts printed (a failed start often says why)."""
+
+    failure: Failure
+    excluded: frozenset[tuple[str, ...]]
+    deadline: float
+    earlier_steps: tuple[StepResult, ...]
+
+
+class DiagnoseNode(ToolNode):
+    node_name = "diagnose"
+
+    def prep(self, state: IncidentState) -> Diagnosing | str:
+        """What to diagnose, or the route of an incident that gets no attempt (its reason set on the state)."""
+        failure = state.failure
+        route = self._no_attempt(state)
+        if route is not None:
+            return route
+        earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
+        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
+        excluded = set(state.tried)
+        memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
+        if memory is not None:
+            excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
+        return Diagnosing(failure, frozenset(excluded), self._deadline(state), earlier_steps)
+
+    def _no_attempt(self, state: IncidentState) -> str | None:
+        """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
+        too many remediations."""
+        failure = state.failure
+        silenced = self.tools.silence(failure)
+        if silenced is not None:
+            state.reason = f"{failure.service}: {silenced}; checked, nothing planned or run"
+            marker = failure.facts.get("maintenance")
+            if marker and marker.get("problem"):
+                state.warnings.append(f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}")
+            return "silenced"
+        if failure.masked_unit is not None:
+            state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
+            return "left_alone"
+        if failure.failure_class == "auto_restart" and not state.awaited_systemd:
+            return "systemd_restarts"
+        if state.attempts and self.tools.clock() >= self._deadline(state):
+            state.reason = past_deadline(state, self.tools.incident_timeout)
+            return "deadline"
+        memory = self.tools.planner.memory
+        flapping = None if memory is None else flapping_reason(
+            memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock())
+        if flapping is not None:
+            state.reason = flapping
+            return "flapping"
+        return None
+
+    def exec(self, prep_res: Diagnosing | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+        if isinstance(prep_res, str):
+            return prep_res
+        failure, excluded = prep_res.failure, prep_res.excluded
+        context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
+        remembered = self.tools.planner.remembered_fix(failure, excluded)
+        if remembered is not None:
+            reading = read_failure(failure, {}, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
+            return (Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}, reading), Evidence(),
+                    excluded)
+        evidence = self._gather(failure, context, prep_res.deadline)
+        outputs = {command: result.output for command, result in evidence.results.items()}
+        passed = [command for command, result in evidence.results.items() if result.rc == 0]
+        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context), passed)
+        return Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded
+
+    def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
+        """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
+        verdicts = {command: evaluate(command, context, self.tools.policy) for command in self.tools.planner.evidence_commands(failure)}
+        allowed = {command: verdict for command, verdict in verdicts.items() if verdict.decision is Decision.ALLOW}
+        run_evidence = not self.tools.check_mode if self.tools.run_evidence is None else self.tools.run_evidence
+        if not allowed or not run_evidence:
+            return Evidence()
+        # what the check already read for the service (evidence_ahead), with the privilege the guard gives it now
+        read = {(tuple(answer["argv"]), bool(answer.get("become"))): answer for answer in failure.evidence.get("commands") or []}
+        results = {command: StepResult.from_evidence(verdict.argv, read[(verdict.argv, verdict.become)])
+                   for command, verdict in allowed.items() if (verdict.argv, verdict.become) in read}
+        unread = {command: verdict for command, verdict in allowed.items() if command not in results}
+        artifacts = ""
+        if unread:
+            steps = [read_step(failure.service, verdict) for verdict in unread.values()]
+            reader = self.tools.evidence_executor or self.tools.executor
+            report = reader.run(self.tools.target, steps, purpose="evidence", timeout=deadline - self.tools.clock())
+            results.update(zip(unread, report.results, strict=True))
+            artifacts = report.artifacts
+        return Evidence({command: results[command] for command in allowed}, artifacts)
+
+    def exec_fallback(self, prep_res: Diagnosing, exc: Exception) -> Any:
+        if isinstance(exc, ExecutorError):
+            failure = prep_res.failure
+            reading = read_failure(failure, {}, prep_res.earlier_steps)
+            return (Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
+                    prep_res.excluded)
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str) -> str:
+        if isinstance(exec_res, str):
+            return exec_res
+        diagnosis, evidence, excluded = exec_res
+        results = evidence.results
+        attempt = state.attempt
+        attempt.diagnosis = diagnosis.text
+        attempt.evidence_results = results
+        if evidence.artifacts:
+            attempt.artifacts.append(evidence.artifacts)
+        state.diagnosis = diagnosis
+        state.excluded = excluded
+        if results:
+            state.log(self.name, "evidence: " + "; ".join(f"{cmd} -> rc={r.rc}" for cmd, r in results.items()))
+        if diagnosis.reading.decisive is not None:
+            state.log(self.name, f"read as {diagnosis.reading.decisive.kind}: {diagnosis.reading.describe()}")
+        state.log(self.name, f"attempt {attempt.number}: {diagnosis.text}")
+        return DEFAULT_ACTION
+
+
+class AwaitSystemdNode(ToolNode):
+    """The unit is down and systemd restarts it by itself (Restart=): wait its RestartSec plus a grace, checking
+    as it goes, and run nothing. Restarting it too would fight systemd (and count against its start limit)."""
+
+    node_name = "await_systemd"
+
+    def prep(self, state: IncidentState) -> tuple[Mapping[str, Any], float]:
+        state.awaited_systemd = True
+        unit = state.failure.evidence.get("unit") or {}
+        remaining = unit.get("restart_in_s")
+        delay = float(unit.get("restart_delay_s") or 0.0 if remaining is None else remaining)
+        state.log(self.name, f"systemd restarts {state.failure.unit} by itself in {delay:g} s (Restart={unit.get('Restart')}): "
+                             "waiting, running nothing")
+        return state.failure.spec, delay
+
+    def exec(self, prep_res: tuple[Mapping[str, Any], float]) -> Mapping[str, Any] | HostUnreachable:
+        spec, delay = prep_res
+        self.tools.sleep(delay)
+        deadline = self.tools.clock() + self.tools.systemd_restart_grace
+        while True:
+            try:
+                check = self.tools.verify(spec)
+            except HostUnreachable as exc:
+                return exc
+            if check.get("healthy") or self.tools.clock() >= deadline:
+                return check
+            self.tools.sleep(self.tools.verify_wait)
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any] | HostUnreachable) -> str:
+        if isinstance(exec_res, HostUnreachable):
+            state.reason = f"{state.failure.service}: the host stopped answering while systemd restarted {state.failure.unit}: {exec_res}"
+            return "unreachable"
+        if exec_res.get("healthy"):
+            state.reason = f"{state.failure.service}: systemd's own Restart= brought {state.failure.unit} back; nothing ran"
+            return "recovered"
+        state.failure = Failure.from_check(state.failure.host, exec_res, state.failure.facts)
+        state.log(self.name, f"not back after systemd's restart: {state.failure.failure_class}: {state.failure.summary}")
+        return "failing"
+
+
+def read_step(service: str, verdict: Verdict) -> RunStep:
+    """A read-only command the guard allowed, as a step: for the executor on the host, a plan of one read."""
+    return RunStep(argv=verdict.argv, become=verdict.become, may_fail=True,
+                   on_host=HostRequest(service, verdict.policy_version, (verdict.argv,), 0, kind="read"))
+
+
+def _diagnosis_text(failure: Failure, reading: Reading) -> str:
+    decisive = reading.decisive
+    return failure.summary if decisive is None else f"{failure.summary}; read as {decisive.kind}: {reading.describe()}"
+
+
+def evidence_ahead(services: Sequence[Mapping[str, Any]], planner: Planner, policy: Policy, host: str,
+                   held: Callable[[str], str | None] = lambda service: None) -> list[dict[str, Any]]:
+    """The evidence commands of each declared service's runbooks that the policy ALLOWs for it, for service_check to
+    run in the check itself when the service fails (``evidence_commands``): a failing service's evidence then costs
+    no second call. Diagnosis judges them again in the incident's context and reads again what it does not find.
+    None for a service ``held`` says why the loop would not diagnose now (the kill switch, a silence, a window, the
+    flapping limit): what it reads is read only once the loop may act (a configuration test is not free of effects:
+    ``nginx -t`` leaves an empty pid file where none was)."""
+    ahead = []
+    for spec in services:
+        if held(str(spec["name"])) is not None:
+            continue
+        service = Failure(host=host, service=str(spec["name"]), failure_class="", summary="", evidence={}, spec=spec)
+        context = PolicyContext.from_failure(service)
+        for command in planner.evidence_commands_ahead(service):
+            verdict = evaluate(command, context, policy)
+            if verdict.decision is Decision.ALLOW:
+                ahead.append({"service": service.service, "argv": list(verdict.argv), "become": verdict.become})
+    return ahead
+
+
+def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir | None:
+    """The directory the incident's service's package made that ``path`` is, or is in, with the owner, group and mode
+    the package gave it; None when the path lies outside the service's own directories."""
+    canonical = policy.paths.canonical(path)
+    while canonical and canonical != "/":
+        located = policy.package_path(canonical, context)
+        if located is not None:
+            top, entry = located
+            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}", tree=entry.tree)
+        canonical = canonical.rsplit("/", 1)[0] or "/"
+    return None
+
+
+def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float) -> str | None:
+    """Why the service may not be remediated now: it was, ``limit`` times within ``window`` seconds (counted in memory,
+    across jobs); None when it may (or the limit is off)."""
+    if limit <= 0:
+        return None
+    recent = memory.remediations(host, service, since=now - window)
+    if len(recent) < limit:
+        return None
+    until = time.strftime("%H:%M:%S", time.localtime(recent[-limit]["started_at"] + window))
+    return (f"{service}: flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
+            f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}); nothing runs until {until} or until a person "
+            f"resets it (sentinel.heal.memory operation=reset_flapping host={host} service={service})")

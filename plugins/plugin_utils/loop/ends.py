@@ -1,0 +1,106 @@
+"""Where an incident ends: one node per final status, each writing it on the state, and check mode's stop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
+
+CHECK_ONLY_STATUS = {Decision.ALLOW: Status.PLANNED, Decision.APPROVE: Status.AWAITING_APPROVAL, Decision.BLOCK: Status.ESCALATED}
+
+
+class _EndNode(ToolNode):
+    status = ""
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        state.status = self.status
+        state.log(self.name, self.status + (f": {state.reason}" if state.reason and self.status != Status.HEALED.value else ""))
+        return DEFAULT_ACTION
+
+
+class HealedNode(_EndNode):
+    node_name = "healed"
+    status = Status.HEALED.value
+
+
+class EscalateNode(_EndNode):
+    node_name = "escalate"
+    status = Status.ESCALATED.value
+
+
+class AwaitApprovalNode(_EndNode):
+    node_name = "await_approval"
+    status = Status.AWAITING_APPROVAL.value
+
+
+class UnreachableNode(_EndNode):
+    node_name = "unreachable"
+    status = Status.UNREACHABLE.value
+
+
+class DeferredNode(_EndNode):
+    """The blast radius was spent: the remediation waits for the next run."""
+
+    node_name = "deferred"
+    status = Status.DEFERRED.value
+
+
+class HaltedNode(_EndNode):
+    """The run's error threshold was passed: nothing more is attempted in this run."""
+
+    node_name = "halted"
+    status = Status.HALTED.value
+
+
+class InProgressElsewhereNode(_EndNode):
+    """Another run (a sweep, an EDA event, an AWX retry) is remediating this service on this host right now."""
+
+    node_name = "in_progress_elsewhere"
+    status = Status.IN_PROGRESS_ELSEWHERE.value
+
+
+class SuspendedNode(_EndNode):
+    """The kill switch was thrown: the remediation did not start (or stopped between steps)."""
+
+    node_name = "suspended"
+    status = Status.SUSPENDED.value
+
+
+class RecoveredNode(_EndNode):
+    """systemd's own Restart= brought the service back while the loop waited: nothing ran, no attempt."""
+
+    node_name = "recovered"
+    status = Status.RECOVERED.value
+
+
+class SilencedNode(_EndNode):
+    """A person silenced the host or service (sentinel.heal.memory operation=silence): checked, nothing else."""
+
+    node_name = "silenced"
+    status = Status.SILENCED.value
+
+
+class LeftAloneNode(_EndNode):
+    """A person decided the service must not run (a masked unit): the loop does nothing, not even an attempt."""
+
+    node_name = "left_alone"
+    status = Status.MASKED.value
+
+
+class ObservedNode(_EndNode):
+    """Observe mode: checked, diagnosed and planned; nothing ran, nothing waits, nothing was written."""
+
+    node_name = "observed"
+    status = Status.OBSERVED.value
+
+
+class CheckOnlyNode(ToolNode):
+    node_name = "check_only"
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        state.status = CHECK_ONLY_STATUS[state.attempt.decision].value
+        state.log(self.name, f"check mode: nothing ran; the plan would be {state.attempt.decision.value}")
+        return DEFAULT_ACTION

@@ -1,0 +1,132 @@
+"""The only node that runs a remediation on the host: under a lease, the kill switch read before and polled during
+the run, never past the incident's deadline."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunReport, RunStep
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, process_owner
+
+
+@dataclass(frozen=True)
+class Late:
+    """The incident's deadline passed before the remediation could start."""
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """What execute runs: the guarded steps, the lease it asks for (None without memory), and how long the run may take
+    before the incident's deadline."""
+
+    steps: list[RunStep]
+    lease: LeaseRequest | None
+    time_left: float
+
+
+class ExecuteNode(ToolNode):
+    node_name = "execute"
+
+    def prep(self, state: IncidentState) -> Remediation:
+        plan = plan_of(state)
+        decision = state.attempt.decision
+        if not (decision is Decision.ALLOW or (decision is Decision.APPROVE and state.attempt.approved_by)):
+            raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
+        judged = tuple(verdict.argv for verdict in state.attempt.verdicts)
+        approval = None
+        if decision is Decision.APPROVE and self.tools.approval_signer is not None:
+            approval = self.tools.approval_signer.sign(self.tools.target.name, state.failure.service, judged,
+                                                       nonce=state.approved_plan_id or f"{state.incident_id}-{state.attempt.number}",
+                                                       now=self.tools.clock())
+        steps = [
+            RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
+                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval))
+            for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
+        ]
+        now = self.tools.clock()
+        lease = None
+        if self.tools.memory is not None:
+            lease = LeaseRequest(
+                radius=self.tools.blast_radius, incident_id=state.incident_id, failure=state.failure, attempt=state.attempt, at=now,
+                # past it, a crashed job's slot is free again
+                ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), executed_plan_id=state.approved_plan_id,
+            )
+        return Remediation(steps, lease, self._deadline(state) - now)
+
+    def exec(self, prep_res: Remediation) -> RunReport | HostUnreachable | Suspended | Deferred | Late:
+        thrown = self.tools.suspension()
+        if thrown is not None:
+            return Suspended(thrown)
+        if prep_res.time_left < 1:
+            return Late()
+        memory, lease = self.tools.memory, None
+        if memory is not None and prep_res.lease is not None:
+            granted = memory.acquire_lease(prep_res.lease)
+            if isinstance(granted, LeaseRefusal):
+                return Deferred(granted.why, elsewhere=granted.elsewhere)
+            lease = granted
+        keep_lease = False
+        try:
+            return self.tools.executor.run(
+                self.tools.target, prep_res.steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None,
+                started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
+            )
+        except HostUnreachable as exc:
+            return exc
+        except JobGone:
+            keep_lease = True  # the next run records this remediation as interrupted
+            raise
+        finally:
+            if memory is not None and lease is not None and not keep_lease:
+                memory.release_lease(lease)
+
+    def exec_fallback(self, prep_res: Remediation, exc: Exception) -> Any:
+        if isinstance(exc, ExecutorError):
+            return exc
+        raise exc
+
+    def post(self, state: IncidentState, prep_res: Remediation, exec_res: RunReport | ExecutorError | Suspended | Deferred | Late) -> str:
+        attempt = state.attempt
+        if isinstance(exec_res, Suspended):
+            return self._suspended(state, exec_res.describe)
+        if isinstance(exec_res, Late):
+            return self._held(state, "escalated", past_deadline(state, self.tools.incident_timeout), route="deadline")
+        if isinstance(exec_res, Deferred) and exec_res.elsewhere:
+            return self._held(state, "in_progress_elsewhere", f"{state.failure.service}: in progress elsewhere, nothing ran here: {exec_res.why}")
+        if isinstance(exec_res, Deferred):
+            return self._held(state, "deferred", f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up")
+        if isinstance(exec_res, HostUnreachable):
+            attempt.outcome = "unreachable"
+            state.reason = str(exec_res)
+            state.log(self.name, f"unreachable: {exec_res}")
+            return "unreachable"
+        state.changed = True
+        if isinstance(exec_res, ExecutorError):
+            if exec_res.field == "artifacts":  # the run started and left its directory behind
+                attempt.artifacts.append(str(exec_res.value))
+            attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res.steps]
+            state.log(self.name, f"the run failed: {exec_res}")
+            return "executed"
+        plan = plan_of(state)
+        filters = [step.output_filters for step in plan.steps]
+        attempt.results = [filtered(result, filters[index]) if index < len(filters) else result for index, result in enumerate(exec_res.results)]
+        attempt.artifacts.append(exec_res.artifacts)
+        for result in exec_res.results:
+            state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
+        refused = [result for result in exec_res.results if result.status == "refused"]
+        if refused:
+            # the host's own judge said no: like the guard's BLOCK, a person looks, nothing is retried
+            attempt.outcome = "blocked"
+            state.reason = "the host refused the plan: " + "; ".join(f"{shlex.join(result.argv)!r}: {result.stderr}" for result in refused)
+            return "refused"
+        if exec_res.stopped:
+            return self._suspended(state, self.tools.suspension() or "the kill switch was thrown during the run")
+        return "executed"

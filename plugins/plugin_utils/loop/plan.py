@@ -1,0 +1,49 @@
+"""The plan node: the planner's answer for this attempt, a plan or the reads it asks for first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import Investigation, Thinking
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
+
+
+class PlanNode(ToolNode):
+    node_name = "plan"
+
+    def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]:
+        if state.diagnosis is None:
+            raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
+        if state.llm_use is not None:
+            state.llm_use.fallback = None
+        rounds = tuple(state.attempt.rounds)
+        thinking = Thinking(rounds, max(self.tools.think_rounds - len(rounds), 0))
+        return state.failure, state.diagnosis, state.excluded, state.llm_use, thinking, self._deadline(state) - self.tools.clock()
+
+    def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]) -> Plan | Investigation:
+        return self.tools.planner.plan(*prep_res)
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Plan | Investigation) -> str:
+        if state.llm_use is not None and state.llm_use.fallback:
+            state.log(self.name, f"LLM not used: {state.llm_use.fallback}; falling back to the offline planner")
+        if isinstance(exec_res, Investigation):
+            state.investigation = exec_res
+            asked = "; ".join(request.command + (f" ({request.why})" if request.why else "") for request in exec_res.requests)
+            state.log(self.name, f"{exec_res.source.value} {exec_res.reference} asks to look first "
+                                 f"(round {len(state.attempt.rounds) + 1} of {self.tools.think_rounds}): {asked}")
+            return "investigate"
+        plan = exec_res
+        state.attempt.plan = plan
+        if plan.escalation:
+            state.attempt.outcome = "escalated"
+            state.reason = plan.escalation
+            state.log(self.name, f"{plan.source.value} {plan.reference}: escalate: {plan.escalation}")
+            return "escalate"
+        state.tried.add(plan.templates)
+        commands = "; ".join(step.command for step in plan.steps)
+        state.log(self.name, f"plan from {plan.source.value} ({plan.reference}): {commands}")
+        return "planned"

@@ -1,0 +1,94 @@
+"""Whether a remediation may run now in this run: the run's error threshold, and a new plan's canary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, plan_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
+
+# how often a host that waits for a new plan's canary reads how it went
+CANARY_POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What the rollout node asks of the run: the canary the plan needs (None for a plan verified before), and until
+    when this host may wait for it."""
+
+    canary: CanaryKey | None
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """The remediation may run here: as its plan's canary, after the canary verified it on ``proven_on``, or as a plan
+    that needs none."""
+
+    canary: CanaryKey | None = None
+    proven_on: str = ""
+    waited: float = 0.0
+
+
+@dataclass(frozen=True)
+class Halted:
+    """The run's error threshold was passed: nothing more is attempted in it."""
+
+    why: str
+
+
+class RolloutNode(ToolNode):
+    """Whether this remediation may run now in this run: not once the run's error threshold was passed, and a new plan
+    only on its canary, or after its canary verified it."""
+
+    node_name = "rollout"
+
+    def prep(self, state: IncidentState) -> Rollout:
+        key = CanaryKey.of(self.tools.blast_radius.run_id, state.failure, plan_of(state)) if self.tools.memory is not None else None
+        return Rollout(key, self._deadline(state))
+
+    def exec(self, prep_res: Rollout) -> Proceed | Halted | Deferred | Suspended:
+        memory, radius, host = self.tools.memory, self.tools.blast_radius, self.tools.target.name
+        if memory is None:
+            return Proceed()
+        halted = halted_because(memory.failed_hosts(radius.run_id), run_hosts=radius.run_hosts, max_fail_percentage=radius.max_fail_percentage)
+        if halted is not None:
+            return Halted(halted)
+        key = prep_res.canary
+        if key is None:
+            return Proceed()
+        began = self.tools.clock()
+        while True:
+            canary = memory.claim_canary(key, host=host, owner=process_owner(), at=self.tools.clock())
+            waited = self.tools.clock() - began
+            if canary.host == host:
+                return Proceed(canary=key, waited=waited)
+            if canary.outcome == "verified":
+                return Proceed(proven_on=canary.host, waited=waited)
+            if canary.outcome == "failed":
+                return Deferred(f"this new plan failed verification on {canary.host}, the first host to try it in this run; "
+                                "it runs on no other host")
+            thrown = self.tools.suspension()
+            if thrown is not None:
+                return Suspended(thrown)
+            if self.tools.clock() + CANARY_POLL_S >= prep_res.deadline:
+                return Deferred(f"this new plan is tried on {canary.host} first, and had not verified there before the incident's "
+                                f"deadline ({waited:.0f} s waited)")
+            self.tools.sleep(CANARY_POLL_S)
+
+    def post(self, state: IncidentState, prep_res: Rollout, exec_res: Proceed | Halted | Deferred | Suspended) -> str:
+        service = state.failure.service
+        if isinstance(exec_res, Suspended):
+            return self._suspended(state, exec_res.describe)
+        if isinstance(exec_res, Halted):
+            return self._held(state, "halted", f"{service}: {exec_res.why}")
+        if isinstance(exec_res, Deferred):
+            return self._held(state, "deferred", f"{service}: deferred, nothing ran: {exec_res.why}")
+        if exec_res.canary is not None:
+            state.canaries[state.attempt.number] = exec_res.canary
+            state.log(self.name, f"a new plan: tried here first, the canary of this run ({exec_res.waited:.0f} s waited)")
+        elif exec_res.proven_on:
+            state.log(self.name, f"a new plan, verified on {exec_res.proven_on} first in this run ({exec_res.waited:.0f} s waited)")
+        return "proceed"

@@ -1,0 +1,183 @@
+"""What the heal loop's nodes share: the Toolkit they are built with, the state of one incident, the outcomes two
+nodes return, and what a finished incident comes to (IncidentOutcome)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
+
+# The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
+LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),
+                       "max_attempts_per_run": (0, 1_000_000), "incident_timeout": (30, 86400),
+                       "max_fail_percentage": (0, 100), "think_rounds": (0, MAX_ROUNDS)}
+MODES = ("observe", "review", "autonomous")
+
+
+class Executor(Protocol):
+    """What the loop needs from an executor (RunnerExecutor in production)."""
+
+    step_timeout: int  # seconds each step may run: a remediation's lease expires after all its steps could have run
+
+    def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
+            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport: ...
+
+
+Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+# Asks a human whether a plan may run: ("approved" | "denied", who), or None when nobody can be asked.
+ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | None]
+
+
+@dataclass
+class Toolkit:
+    """Everything the nodes use, built once per host by the action plugin."""
+
+    planner: Planner
+    policy: Policy
+    executor: Executor
+    target: Target
+    verify: Verifier
+    memory: Memory | None
+    # what reads the read-only evidence commands (the executor when None)
+    evidence_executor: Executor | None = None
+    check_mode: bool = False
+    # read-only evidence commands run before planning (not in check mode, where nothing runs)
+    run_evidence: bool | None = None
+    ask_approval: ApprovalPrompt | None = None
+    # with the executor on the host: signs a person's approval for it (the host does not take the controller's word)
+    approval_signer: ApprovalSigner | None = None
+    approval_ttl: float = approvals.DEFAULT_TTL_S
+    max_attempts: int = 3
+    verify_retries: int = 3
+    verify_wait: float = 2.0
+    # after a unit's RestartSec, how long systemd's own restart may take to make it healthy
+    systemd_restart_grace: float = 10.0
+    failed_plan_ttl: float = 86400.0
+    # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
+    probe_hosts: frozenset[str] = frozenset()
+    # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
+    flap_limit: int = 3
+    flap_window: float = 3600.0
+    # the blast radius: caps on remediations at once, hosts and attempts per run, shared through memory
+    blast_radius: BlastRadius = field(default_factory=BlastRadius)
+    # seconds an incident may take from its first diagnosis: no attempt starts and no run goes on past it
+    incident_timeout: float = 600.0
+    # how far the loop acts on its own (a service's own "mode" wins): observe, review or autonomous
+    mode: str = "autonomous"
+    # rounds of reads the planner may ask for before it plans, per attempt (0: it plans from the evidence alone)
+    think_rounds: int = MAX_ROUNDS
+    # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
+    suspension: Callable[[], str | None] = lambda: None
+    # what holds the loop's hands off a failure (a person's silence, a maintenance marker or window), read before each
+    # attempt: what it says, or None
+    silence: Callable[[Failure], str | None] = lambda failure: None
+    # told each node an incident enters, before it runs (the action shows long work on the terminal)
+    progress: Callable[[IncidentState, str], None] = lambda state, node: None
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class IncidentState:
+    failure: Failure
+    incident_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    started_at: float = field(default_factory=time.time)
+    attempts: list[Attempt] = field(default_factory=list)
+    tried: set[tuple[str, ...]] = field(default_factory=set)
+    diagnosis: Diagnosis | None = None
+    excluded: frozenset[tuple[str, ...]] = frozenset()
+    llm_use: LLMUse | None = None
+    # the reads the planner asked for, waiting for the observe node
+    investigation: Investigation | None = None
+    # characters of read output the incident may still show the planner
+    read_budget: ReadBudget = field(default_factory=ReadBudget)
+    status: str = ""
+    reason: str = ""
+    episodes: list[int] = field(default_factory=list)
+    # each attempt (by number) as the record node saw it, in the form of an episode (with its "id" in memory, or None)
+    attempt_records: dict[int, dict[str, Any]] = field(default_factory=dict)
+    plan_id: str | None = None
+    approved_plan_id: str | None = None
+    awaited_systemd: bool = False
+    # the attempts (by number) that were the canary of their plan in the run
+    canaries: dict[int, CanaryKey] = field(default_factory=dict)
+    changed: bool = False
+    warnings: list[str] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> Attempt:
+        return self.attempts[-1]
+
+    def log(self, node: str, message: str) -> None:
+        self.timeline.append({"at": round(time.time(), 3), "service": self.failure.service, "node": node, "message": message})
+
+
+@dataclass(frozen=True)
+class Suspended:
+    """The kill switch was thrown before the remediation started."""
+
+    describe: str
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """No lease for this remediation now: the blast radius is spent, or another run remediates the same incident."""
+
+    why: str
+    elsewhere: bool = False
+
+
+@dataclass(frozen=True)
+class IncidentOutcome:
+    state: IncidentState
+    trace: FlowTrace
+    # where the plans came from besides memory and runbooks: the LLM's model, or "" when the offline planner planned alone
+    llm_model: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        state = self.state
+        last = state.attempts[-1] if state.attempts else None
+        return {
+            "service": state.failure.service,
+            "host": state.failure.host,
+            "incident_id": state.incident_id,
+            "status": state.status,
+            "reason": state.reason,
+            "fingerprint": state.failure.fingerprint,
+            "failure_class": state.failure.failure_class,
+            "summary": state.failure.summary,
+            "attempts": len(state.attempts),
+            "episodes": state.episodes,
+            "plan_id": state.plan_id,
+            "plan": last.plan.to_dict() if last and last.plan else None,
+            "verdicts": [v.to_dict() for v in last.verdicts] if last else [],
+            "decision": last.decision.value if last and last.verdicts else None,
+            "results": [r.to_dict() for r in last.results] if last else [],
+            "artifacts": [path for attempt in state.attempts for path in attempt.artifacts],
+            "reads": [{"attempt": attempt.number, **round_.to_dict()} for attempt in state.attempts for round_ in attempt.rounds],
+            "path": self.trace.path,
+            "approved_by": last.approved_by if last else None,
+            "llm": {"model": self.llm_model, "calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,
+                    "tokens_spent": state.llm_use.budget.spent} if state.llm_use else None,
+            "started_at": state.started_at,
+            # every attempt as the episode it is in memory (with its id there, None when it was not recorded): what the run's
+            # report and audit trail show
+            "attempt_log": [state.attempt_records.get(attempt.number) or {**episode_record(state.incident_id, state.failure, attempt, ""), "id": None}
+                            for attempt in state.attempts],
+            "changed": state.changed,
+            "warnings": state.warnings,
+        }
