@@ -50,9 +50,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings imp
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import Knowledge  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Reading, read_failure  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, load_policy  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy  # noqa: E402
 
 # BENCH_SCALE shrinks every size (the test suite runs the benchmark at 0.05 so it cannot rot)
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))

@@ -18,14 +18,14 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils")]
+sys.path[:0] = [str(ROOT / ".collections"), str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils" / "guard")]
 
 from test_policy_corpus import CONTEXTS, hostile_corpus, legitimate_corpus  # noqa: E402
 from test_policy_red_team import red_team  # noqa: E402
 from test_policy_red_team_host import benign_host, red_team_host  # noqa: E402
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate, evaluate_plan, load_policy  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate, evaluate_plan, load_policy  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 TARGET_PER_SECOND = 20_000

@@ -23,12 +23,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets

@@ -37,12 +37,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES, IncidentState, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES

@@ -10,8 +10,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan, load_policy
 
 ARGUMENT_SPEC = dict(
     commands=dict(type="list", elements="str", required=True),

@@ -46,7 +46,7 @@ from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import host_policy_document
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import host_policy_document
 
 
 class LookupModule(LookupBase):

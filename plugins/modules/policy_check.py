@@ -25,7 +25,7 @@ description:
   - Rules that bind arguments to an incident (the service's own unit, the pid holding its port, its
     stale pid file, its directories) match only when the incident is given with O(service) or O(failure).
   - The same logic is importable for tests as
-    C(ansible_collections.sentinel.heal.plugins.plugin_utils.policy.evaluate_plan(commands, context)).
+    C(ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy.evaluate_plan(commands, context)).
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:

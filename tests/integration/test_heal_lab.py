@@ -9,8 +9,8 @@ from typing import Any
 
 from conftest import Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_argv, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_argv, load_policy
 
 HEAL = "playbooks/heal.yml"
 

@@ -19,8 +19,8 @@ from local_llm import LocalLLM
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMSettings, TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure, Plan, PlanSource
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_plan
 from helpers import nginx_failure
 
 TIMEOUT = 30.0  # the default llm.timeout

@@ -61,12 +61,13 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import left_over_sockets
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query, incident_document, scalar_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import YAML_LOADER, left_over_sockets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3

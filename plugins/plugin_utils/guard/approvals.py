@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Decision,
     Failure,
@@ -23,7 +24,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Plan,
     Verdict,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 DEFAULT_TTL_S = 24 * 3600

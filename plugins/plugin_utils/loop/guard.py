@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan
 
 
 class GuardNode(ToolNode):

@@ -13,8 +13,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record

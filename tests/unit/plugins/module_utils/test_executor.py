@@ -18,7 +18,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import host_policy_document, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import host_policy_document, load_policy
 
 ROOT = Path(__file__).resolve().parents[4]
 NGINX = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid", "logs": ["/var/log/nginx/error.log"]}

@@ -10,9 +10,9 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading, read_texts
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, Runbook, RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import Policy, PolicyContext, evaluate, evaluate_plan, load_policy
 
 # Declarations like an operator's (the lab's, plus services the lab does not run), for the policy check below.
 SPECS: dict[str, dict[str, Any]] = {

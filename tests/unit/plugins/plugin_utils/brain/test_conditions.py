@@ -12,9 +12,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions imp
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, RunbookLibrary, parse_runbook
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy
 from helpers import nginx_failure
 
 SQUATTER = {"pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"}

@@ -6,8 +6,8 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered, parse_filter, split_pipeline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import parse_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_argv, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_argv, load_policy
 from helpers import nginx_failure
 
 LOG = "\n".join(f"line {n} {'error' if n % 3 == 0 else 'ok'}" for n in range(1, 21))

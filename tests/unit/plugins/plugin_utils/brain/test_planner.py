@@ -18,9 +18,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
     render_text,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import nginx_failure
 

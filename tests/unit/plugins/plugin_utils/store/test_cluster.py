@@ -15,9 +15,9 @@ from memory_places import MemoryPlace, drop, postgres_place
 from postgres_server import PostgresServer
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident, run_approved_plan
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 

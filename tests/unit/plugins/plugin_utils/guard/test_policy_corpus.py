@@ -21,8 +21,8 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import TRUSTED_BIN_DIRS, PolicyContext, evaluate, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import TRUSTED_BIN_DIRS, PolicyContext, evaluate, load_policy
 
 CORPUS = Path(__file__).with_name("policy_corpus")
 POLICY = load_policy()
@@ -255,7 +255,7 @@ def test_random_text_is_never_allowed_unless_intended(command: str) -> None:
 @settings(max_examples=1000, deadline=None)
 @given(st.lists(st.text(alphabet=st.characters(codec="ascii"), max_size=20), min_size=0, max_size=6))
 def test_random_argv_is_never_allowed_unless_intended(argv: list[str]) -> None:
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate_argv
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate_argv
 
     verdict = evaluate_argv(argv, NGINX, POLICY)
     if verdict.decision is Decision.ALLOW:

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from test_policy_corpus import CONTEXTS, POLICY
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate, evaluate_plan
 
 RED_TEAM = Path(__file__).with_name("policy_corpus") / "red_team.yml"
 CLASSES = ("proc_root_aliases", "unlisted_secrets_and_devices", "operand_positions", "loopback_probes", "lexical_paths",

@@ -21,8 +21,8 @@ from test_policy_corpus import CONTEXTS, POLICY
 from test_policy_red_team import allowed_anywhere, as_plan
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import judge_steps
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate_plan
 
 RED_TEAM_HOST = Path(__file__).with_name("policy_corpus") / "red_team_host.yml"
 BENIGN_HOST = Path(__file__).with_name("policy_corpus") / "benign_host.yml"

@@ -3,11 +3,11 @@
 A command string is refused outright when it carries characters the executor would never hand to a shell anyway
 (control and non-ASCII characters, shell syntax), then split with :mod:`shlex` and judged as an argv by
 ``module_utils._judge`` - the judge the executor on each host runs again - with bash's own grammar as a second reading
-that must agree (see :mod:`.guard.bash`). The rule language is documented at the top of ``policies/default.yml``.
+that must agree (see :mod:`.bash`). The rule language is documented at the top of ``policies/default.yml``.
 
 Importable without Ansible's runtime for tests and benchmarks::
 
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate
     evaluate("service nginx restart", PolicyContext(service="nginx", init_service="nginx"))
 """
 
@@ -37,18 +37,16 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
     syntax_reason,
     verdict,
 )
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, left_over_sockets
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import parse_policy, policy_document
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
+from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER
 
-DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[2] / "policies" / "default.yml"
-# Every fork of a play reads the policy (and the runbooks) again, in a process of its own: libyaml's safe loader, where
-# PyYAML has it, reads the default policy in an eighth of the time the pure-Python one takes.
-YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[3] / "policies" / "default.yml"
 
-__all__ = ["DEFAULT_POLICY_FILE", "TRUSTED_BIN_DIRS", "YAML_LOADER", "Policy", "PolicyContext", "Rule", "evaluate", "evaluate_argv", "evaluate_plan",
-           "host_policy_document", "left_over_sockets", "load_policy", "parse_policy"]
+__all__ = ["DEFAULT_POLICY_FILE", "TRUSTED_BIN_DIRS", "Policy", "PolicyContext", "Rule", "evaluate", "evaluate_argv", "evaluate_plan",
+           "host_policy_document", "load_policy", "parse_policy"]
 
 
 def evaluate(command: Any, context: PolicyContext | None = None, policy: Policy | None = None) -> Verdict:

@@ -10,8 +10,8 @@ import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate, evaluate_argv, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
-from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import PolicyContext, evaluate, evaluate_argv, evaluate_plan, load_policy
 
 NGINX = PolicyContext(
     service="nginx",
@@ -293,7 +293,7 @@ def test_without_the_bash_grammar_nothing_is_judged_and_the_error_says_what_to_i
     # a fresh interpreter where importing tree_sitter_bash fails, as on a controller that skipped requirements.txt
     script = (
         "import sys; sys.modules['tree_sitter_bash'] = None\n"
-        "from ansible_collections.sentinel.heal.plugins.plugin_utils.policy import evaluate\n"
+        "from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate\n"
         "from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyEngineUnavailable\n"
         "try:\n    evaluate('service nginx restart')\nexcept PolicyEngineUnavailable as exc:\n    print(exc)\n"
     )
