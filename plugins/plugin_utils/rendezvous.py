@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
 
 # A gatherer closes once this long passed without a new fork joining, or once its whole run joined, and never later
 # than the window after it opened.
@@ -43,7 +43,9 @@ class Rendezvous:
         self.gap = gap
         self.window = window
         self.step_timeout = runner.step_timeout
-        self._name = "\0sentinel-heal-" + hashlib.sha256(f"{key}\0{runner.artifacts_root}".encode()).hexdigest()[:32]
+        # forks that get root another way (become, sudo, the executor on the host) never share a run: its task files
+        # are written one way
+        self._name = "\0sentinel-heal-" + hashlib.sha256(f"{key}\0{runner.artifacts_root}\0{runner.privilege}".encode()).hexdigest()[:32]
         self._job = os.getppid()
 
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
@@ -173,8 +175,16 @@ def _hear(conn: socket.socket) -> tuple[socket.socket, Target, list[RunStep], fl
         conn.close()
         return None
     target = Target(name=asked["host"], host_vars=asked["host_vars"], secret_vars=asked["secret_vars"])
-    steps = [RunStep(argv=tuple(step["argv"]), become=bool(step["become"]), may_fail=bool(step["may_fail"])) for step in asked["steps"]]
+    steps = [RunStep(argv=tuple(step["argv"]), become=bool(step["become"]), may_fail=bool(step["may_fail"]), on_host=_on_host(step["on_host"]))
+             for step in asked["steps"]]
     return conn, target, steps, asked.get("timeout")
+
+
+def _on_host(said: dict[str, Any] | None) -> HostRequest | None:
+    """What a joined fork's step tells the executor on its host, as the fork sent it."""
+    if said is None:
+        return None
+    return HostRequest(**dict(said, plan=tuple(tuple(argv) for argv in said["plan"])))
 
 
 def _answer(outcome: RunReport | HostUnreachable) -> dict[str, Any]:

@@ -150,9 +150,7 @@ def _follow_the_page(lab: Any, faults: Faults, server: PostgresServer, tmp_path:
     home = tmp_path / "home"
     (home / "ops").mkdir(parents=True)
     inventory = home / "ops" / "inventory"
-    shutil.copytree(ROOT / "inventories" / "lab", inventory)
-    hosts = (inventory / "hosts.yml").read_text()
-    (inventory / "hosts.yml").write_text(re.sub(r"ansible_ssh_private_key_file: .*", f"ansible_ssh_private_key_file: {LAB_KEY}", hosts))
+    lab.copy_inventory(inventory)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("ANSIBLE_", "PG"))}
     env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"), ANSIBLE_HOST_KEY_CHECKING="False")

@@ -22,7 +22,6 @@ import pytest
 from conftest import ROOT, Faults, sh
 
 FENCE = re.compile(r"^```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
-LAB_KEY = ROOT / "tests" / "lab" / ".state" / "ssh" / "id_ed25519"
 NGINX_SAID = 'unknown directive "server_nmae"'
 
 
@@ -79,9 +78,7 @@ def test_the_reports_page_runs_as_written_and_its_report_opens_in_chromium(lab: 
 
     home = tmp_path / "home"
     inventory = home / "ops" / "inventory"
-    shutil.copytree(ROOT / "inventories" / "lab", inventory)
-    hosts = (inventory / "hosts.yml").read_text()
-    (inventory / "hosts.yml").write_text(re.sub(r"ansible_ssh_private_key_file: .*", f"ansible_ssh_private_key_file: {LAB_KEY}", hosts))
+    lab.copy_inventory(inventory)
     (inventory / "group_vars" / "all.yml").write_text(f"autoheal_redact_values: [{secret}]\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
     env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", ANSIBLE_NOCOLOR="1",

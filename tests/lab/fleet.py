@@ -345,6 +345,17 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
     return hosts
 
 
+def copy_inventory(directory: Path) -> Path:
+    """inventories/lab in ``directory``, its hosts and group_vars, with the paths it takes from this checkout (the SSH
+    key, the lab approver's key) made absolute, so that the copy works wherever it is."""
+    source = COLLECTION_ROOT / "inventories" / "lab"
+    for path in [source / "hosts.yml", *sorted((source / "group_vars").glob("*.yml"))]:
+        target = directory / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text().replace("{{ inventory_dir }}/../..", str(COLLECTION_ROOT)))
+    return directory
+
+
 def _install_executor(hosts: list[Host]) -> None:
     """Apply sentinel.heal.host to the hosts of the lab inventory's group `executor` that this fleet has."""
     if not APPROVER_KEY.exists():

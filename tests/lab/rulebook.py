@@ -21,19 +21,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import fleet
+
 ROOT = Path(__file__).resolve().parents[2]
-LAB_INVENTORY = ROOT / "inventories" / "lab"
 # how a job of a rulebook shows in its output: one play of heal.yml per heal
 HEAL_PLAY = re.compile(r"^PLAY \[Heal the declared services\]", re.M)
 
 
 def eda_inventory(directory: Path, state_dir: Path) -> Path:
     """The lab inventory in ``directory``, copyable (the key by absolute path), with the heal jobs' state dir."""
-    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
-    hosts = (LAB_INVENTORY / "hosts.yml").read_text().replace("{{ inventory_dir }}/../..", str(ROOT))
-    (directory / "hosts.yml").write_text(hosts)
-    for group_vars in (LAB_INVENTORY / "group_vars").glob("*.yml"):
-        (directory / "group_vars" / group_vars.name).write_text(group_vars.read_text().replace("{{ inventory_dir }}/../..", str(ROOT)))
+    fleet.copy_inventory(directory)
     (directory / "group_vars" / "all.yml").write_text(f"---\nautoheal_state_dir: {json.dumps(str(state_dir))}\n")
     return directory
 

@@ -7,19 +7,23 @@ import threading
 from pathlib import Path
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.rendezvous import Rendezvous
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
 
-def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int) -> tuple[dict[str, RunReport | Exception], dict[str, str]]:
+def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int, privileges: dict[str, str] | None = None,
+          ) -> tuple[dict[str, RunReport | Exception], dict[str, str]]:
     reports: dict[str, RunReport | Exception] = {}
     told: dict[str, str] = {}
 
     def fork(name: str) -> None:
-        executor = Rendezvous(RunnerExecutor(tmp_path), key="run-1", hosts=run_hosts, gap=2.0)
+        privilege = (privileges or {}).get(name, "become")
+        executor = Rendezvous(RunnerExecutor(tmp_path, privilege=privilege), key="run-1", hosts=run_hosts, gap=2.0)
+        argv = ("printf", "%s", name)
+        step = RunStep(argv=argv, become=False, on_host=HostRequest(name, "0123456789abcdef", (argv,), 0) if privilege == "executor" else None)
         try:
-            reports[name] = executor.run(hosts[name], [RunStep(argv=("printf", "%s", name), become=False)], purpose="remediation",
+            reports[name] = executor.run(hosts[name], [step], purpose="remediation",
                                          started=lambda run_dir: told.__setitem__(name, run_dir), timeout=60)
         except Exception as exc:  # noqa: BLE001 - the test reports what each fork got
             reports[name] = exc
@@ -51,3 +55,17 @@ def test_a_fork_with_other_connection_secrets_or_alone_in_its_run_runs_by_itself
     assert len({report.artifacts for report in reports.values()}) == 2  # type: ignore[union-attr]
     alone, _told = _meet(tmp_path / "alone", {"web1": Target(name="web1", host_vars=LOCAL)}, run_hosts=1)
     assert isinstance(alone["web1"], RunReport) and alone["web1"].results[0].stdout == "web1"
+
+
+def test_forks_that_get_root_another_way_run_apart_and_a_joined_forks_steps_keep_what_the_executor_is_told(tmp_path: Path) -> None:
+    """web1 and web2 go through the executor on their hosts (none is installed here, so each step is refused as the host's
+    answer, never for a request lost on the way to the run), web3 becomes root itself: two runs."""
+    hosts = {name: Target(name=name, host_vars=LOCAL) for name in ("web1", "web2", "web3")}
+    reports, _told = _meet(tmp_path, hosts, run_hosts=3, privileges={"web1": "executor", "web2": "executor"})
+    assert all(isinstance(report, RunReport) for report in reports.values()), reports
+    runs = {name: report.artifacts for name, report in reports.items()}  # type: ignore[union-attr]
+    assert runs["web1"] == runs["web2"] != runs["web3"]
+    assert [(r.status, r.stdout) for r in reports["web3"].results] == [("ok", "web3")]  # type: ignore[union-attr]
+    for name in ("web1", "web2"):
+        [result] = reports[name].results  # type: ignore[union-attr]
+        assert result.status == "refused" and "the executor on the host did not answer" in result.stderr, result
