@@ -79,16 +79,10 @@ def episodes(state_dir: Path) -> list[dict[str, Any]]:
 
 
 def evidence_read(state_dir: Path, host: str) -> list[list[str]]:
-    """The read-only evidence commands each episode of the host read (in one module call over the play's connection,
-    not through ansible-runner), in order."""
+    """The read-only evidence commands each episode of the host read, in order: in the check's module call over the
+    play's connection, or, with the executor on the host, each a request of its own (ansible-runner's evidence runs)."""
     return [result["argv"] for episode in episodes(state_dir) if episode["host"] == host
             for result in ((episode["results"] or {}).get("evidence") or {}).values()]
-
-
-def looks(state_dir: Path, host: str) -> list[list[str]]:
-    """The read-only evidence commands the host's episodes read, wherever they ran: in the check (evidence_read), or,
-    with the executor on the host, each a request of its own in ansible-runner's evidence runs."""
-    return evidence_read(state_dir, host) + [argv for purpose, argv in commands_run(state_dir, host) if purpose == "evidence"]
 
 
 def acted(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import CONTROLLER_ENFORCES, Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
+from conftest import CONTROLLER_ENFORCES, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 # Lets sentinel.heal look but not act: the plan to start nginx waits for a person.
@@ -46,7 +46,7 @@ def test_a_suspended_fleet_reads_but_does_not_remediate_until_resumed(lab: Any, 
     assert "node1: nginx suspended: nginx: autonomous remediation is suspended by alice at" in output
     assert "database failover; nothing ran" in output and "[diagnose > plan > guard > rollout > execute > record > suspended]" in output
     # read twice, nothing ran
-    assert acted(state, "node1") == [] and looks(state, "node1") == [["nginx", "-t"]] * 2
+    assert acted(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]] * 2
     assert episodes(state)[-1]["outcome"] == "suspended"
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
     check = run_playbook(HEAL, "--limit", "node1", "--check", state_dir=tmp_path / "check")

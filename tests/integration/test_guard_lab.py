@@ -13,7 +13,7 @@ from typing import Any
 
 import pexpect
 import yaml
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
+from conftest import CONTROLLER_ENFORCES, ROOT, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -69,7 +69,7 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     assert "nginx escalated: the guard blocked the plan: 'useradd -o -u 0 -g 0 backdoor'" in run.output
     [episode] = episodes(tmp_path / "state")
     assert episode["outcome"] == "blocked" and [v["decision"] for v in episode["verdicts"]] == ["allow", "block"]
-    assert acted(tmp_path / "state", "node1") == [] and looks(tmp_path / "state", "node1") == [["nginx", "-t"]]
+    assert acted(tmp_path / "state", "node1") == [] and evidence_read(tmp_path / "state", "node1") == [["nginx", "-t"]]
     assert _host_state(lab, "node1") == before
     assert "backdoor" not in sh(lab, "node1", "getent", "passwd")
 
@@ -113,7 +113,7 @@ def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: An
     refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert refused.rc == 2 and "the policy is now" in refused.output, refused.output
     assert _plan_row(state, plan_id)["status"] == "pending"
-    assert acted(state, "node1") == [] and looks(state, "node1") == [["nginx", "-t"]]  # before the plan waited
+    assert acted(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]  # before the plan waited
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
@@ -125,7 +125,7 @@ def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> N
     assert _plan_row(state, plan_id)["status"] == "denied"
     refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
     assert refused.rc == 2 and "already denied by carol" in refused.output
-    assert acted(state, "node1") == [] and looks(state, "node1") == [["nginx", "-t"]]
+    assert acted(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]
 
 
 def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(lab: Any, faults: Faults, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
+from conftest import Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_argv, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
@@ -119,7 +119,7 @@ def test_a_config_error_escalates_with_nginx_words_and_runs_nothing_outside_the_
     assert episode["outcome"] == "escalated" and episode["plan_reference"] == "nginx-config-error"
     # nothing but the read-only evidence command ran, and the policy allows it for this incident
     assert acted(tmp_path, "node2") == []
-    ran = looks(tmp_path, "node2")
+    ran = evidence_read(tmp_path, "node2")
     assert ran == [["nginx", "-t"]]
     failure = Failure(host="node2", service="nginx", failure_class=episode["failure_class"], summary=episode["error_text"],
                       evidence=episode["evidence"], spec={"name": "nginx"})

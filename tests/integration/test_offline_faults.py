@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, acted, episodes, looks, one_line, run_playbook, sh
+from conftest import Faults, acted, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -156,7 +156,7 @@ def test_a_root_owned_postgres_data_directory_is_given_back_to_postgres(lab: Any
     ]
     assert [v["rule"] for v in episode["verdicts"]] == ["give-back-ownership", "systemctl-control"]
     # the runbook recognised the fault from PostgreSQL's own cluster list (read-only, allowed)
-    assert ["pg_lsclusters"] in looks(tmp_path, "node1")
+    assert ["pg_lsclusters"] in evidence_read(tmp_path, "node1")
 
     # checked on the host: postgres accepts connections and owns every file of its home again
     assert "accepting connections" in sh(lab, "node1", "runuser", "-u", "postgres", "--", "pg_isready")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, SYSV_HOSTS, Faults, acted, commands_run, episodes, looks, one_line, run_playbook, sh
+from conftest import ROOT, SYSV_HOSTS, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -110,7 +110,7 @@ def test_a_drop_in_naming_a_missing_file_escalates_at_once_with_the_journals_lin
     assert (episode["outcome"], episode["plan_reference"]) == ("escalated", "required-path-missing")
     assert "its drop-ins: /etc/systemd/system/nginx.service.d/lab-site-prod.conf" in episode["error_text"]
     # nginx -t (the default file passes) was read, nothing restarted nginx, and the drop-in is as the person left it
-    assert acted(tmp_path, "node2") == [] and looks(tmp_path, "node2") == [["nginx", "-t"]]
+    assert acted(tmp_path, "node2") == [] and evidence_read(tmp_path, "node2") == [["nginx", "-t"]]
     assert unit(mixed, "node2", "nginx", "ActiveState", "NRestarts") == {"ActiveState": "failed", "NRestarts": "0"}
     assert "site-prod.conf" in sh(mixed, "node2", "cat", "/etc/systemd/system/nginx.service.d/lab-site-prod.conf")
 
