@@ -11,6 +11,7 @@ import pwd
 import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 
 OUTPUT_LIMIT = 4000
 PRIVILEGES = ("become", "sudo")
@@ -33,6 +34,7 @@ def read_evidence(commands, privilege, timeout):
             rc, output = None, refused
         else:
             rc, output = run(words, timeout, limit=OUTPUT_LIMIT, keep="middle", demote=demote)
+            output = redact(output)  # before it leaves the host: a unit's Environment= values, tokens, keys
         results.append(dict(argv=argv, become=become, rc=rc, output=output, duration=round(time.monotonic() - began, 3)))
     return results
 

@@ -361,7 +361,9 @@ def _install_executor(hosts: list[Host]) -> None:
     if not APPROVER_KEY.exists():
         APPROVER_KEY.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sentinel-heal-lab-approver", "-f", str(APPROVER_KEY)], check=True)
-    playbook = shutil.which("ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{SYSTEM_ENV['PATH']}")
+    # the running Python's (a virtualenv's), else the checkout's own (make setup), for `sudo python3 fleet.py up`
+    searched = os.pathsep.join([str(Path(sys.executable).parent), str(COLLECTION_ROOT / ".venv" / "bin"), SYSTEM_ENV["PATH"]])
+    playbook = shutil.which("ansible-playbook", path=searched)
     if playbook is None:
         raise LabError("ansible-playbook is not installed: run `make setup` (the lab installs the executor on its hosts)")
     environment = dict(SYSTEM_ENV, ANSIBLE_CONFIG=str(COLLECTION_ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,14 @@ from ansible_collections.sentinel.heal.plugins.module_utils._evidence import Evi
 def test_each_command_runs_in_order_without_a_shell_and_reports_its_rc_and_output() -> None:
     results = read_evidence([{"argv": ["echo", "$HOME;", "ok"], "become": False}, {"argv": ["false"], "become": False}], "become", 5)
     assert [(r["argv"], r["rc"], r["output"].strip()) for r in results] == [(["echo", "$HOME;", "ok"], 0, "$HOME; ok"), (["false"], 1, "")]
+
+
+def test_what_a_command_prints_is_redacted_before_it_leaves_the_host(tmp_path: Path) -> None:
+    """systemctl cat of the incident's unit prints its Environment= values."""
+    unit = tmp_path / "app.service"
+    unit.write_text("[Service]\nEnvironment=API_TOKEN=hunter2\nEnvironmentFile=/etc/default/app\nExecStart=/usr/bin/app\n")
+    [read] = read_evidence([{"argv": ["cat", str(unit)], "become": False}], "become", 5)
+    assert read["output"] == "[Service]\nEnvironment=********\nEnvironmentFile=********\nExecStart=/usr/bin/app\n"
 
 
 def test_a_command_that_hangs_or_cannot_run_has_no_rc_and_says_why() -> None:
