@@ -57,7 +57,7 @@ def verify_approval(approval, request, host_name, approvers, used_dir=USED_DIR, 
                               value=approval["expires"])
     if request["host"] != host_name:
         raise ApprovalRefused("this host is %s, the request names %s" % (host_name, request["host"]), field="host", value=request["host"])
-    if not approvers.strip():
+    if not [line for line in approvers.splitlines() if line.strip() and not line.lstrip().startswith("#")]:
         raise ApprovalRefused("this host accepts no approvals", field="approvers", value=APPROVERS_FILE,
                               hint="list the approvers' SSH keys in host_approvers and apply the sentinel.heal.host role")
     message = approval_message(host_name, request["service"], request["plan"], approval["nonce"], approval["expires"])

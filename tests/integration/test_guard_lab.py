@@ -214,6 +214,8 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
     """Least privilege on the host, the second line: sentinel may run as root only what policies/sudoers.example
     lists (steps as `sudo -n -- ARGV`, no become) and reads logs as a member of adm."""
     rule = (ROOT / "policies" / "sudoers.example").read_text()
+    # the example in place of the executor's rule (set aside, put back after), as the account's only rule
+    sh(lab, "node1", "mv", "/etc/sudoers.d/sentinel-heal", "/root/sentinel-heal.aside")
     lab.run_in("node1", ["sh", "-c", "cat > /etc/sudoers.d/sentinel-heal && chmod 0440 /etc/sudoers.d/sentinel-heal"], input_text=rule)
     try:
         assert "parsed OK" in sh(lab, "node1", "visudo", "-cf", "/etc/sudoers.d/sentinel-heal")
@@ -254,4 +256,4 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         assert "root:" not in careless.output
     finally:
         lab.run_in("node1", ["sh", "-c", "echo 'sentinel ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/sentinel && chmod 0440 /etc/sudoers.d/sentinel"
-                             " && rm -f /etc/sudoers.d/sentinel-heal && gpasswd -d sentinel adm"])
+                             " && mv /root/sentinel-heal.aside /etc/sudoers.d/sentinel-heal && gpasswd -d sentinel adm"])

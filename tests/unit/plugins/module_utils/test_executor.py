@@ -205,7 +205,7 @@ def test_an_approval_that_does_not_hold_runs_nothing(host: Path, approver: Appro
     for case, (sent, said) in cases.items():
         rc, response, _log = execute(host, sent)
         assert rc == REFUSED and response["rule"] == "approval" and said in response["reason"], (case, response)
-    (host / "approvers").write_text("")
+    (host / "approvers").write_text("# Ansible managed: none listed\n")
     rc, response, _log = execute(host, approved(approver, *plan, nonce="p5"))
     assert rc == REFUSED and "this host accepts no approvals" in response["reason"]
     assert not marker.exists()
