@@ -19,7 +19,9 @@ def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int, privileges: 
 
     def fork(name: str) -> None:
         privilege = (privileges or {}).get(name, "become")
-        executor = Rendezvous(RunnerExecutor(tmp_path, privilege=privilege), key="run-1", hosts=run_hosts, gap=2.0)
+        # a wide gap and window: on a busy machine the threads reach the meeting seconds apart (the gatherer still closes as
+        # soon as the whole run joined)
+        executor = Rendezvous(RunnerExecutor(tmp_path, privilege=privilege), key="run-1", hosts=run_hosts, gap=5.0, window=30.0)
         argv = ("printf", "%s", name)
         step = RunStep(argv=argv, become=False, on_host=HostRequest(name, "0123456789abcdef", (argv,), 0) if privilege == "executor" else None)
         try:
