@@ -187,8 +187,11 @@ def check_through_executor(params):
 def ask(request, executor=None):
     """The executor's answer to a request, asked through sudo as the calling account (what the service_check module
     does with enforcement on the host)."""
-    completed = subprocess.run(["sudo", "-n", executor or EXECUTOR_PATH], input=json.dumps(request).encode("utf-8"), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, check=False, timeout=MAX_TIMEOUT)
+    try:
+        completed = subprocess.run(["sudo", "-n", executor or EXECUTOR_PATH], input=json.dumps(request).encode("utf-8"), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, check=False, timeout=MAX_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise ProbeConfigError("the executor on the host did not answer within %d seconds" % MAX_TIMEOUT) from None
     try:
         answer = json.loads(completed.stdout.decode("utf-8"))
     except ValueError:

@@ -78,6 +78,8 @@ def _check_signature(by, signature, message, approvers):
         completed = subprocess.run(
             [keygen, "-Y", "verify", "-f", os.path.join(scratch, "signers"), "-I", by, "-n", NAMESPACE, "-s", os.path.join(scratch, "signature")],
             input=message, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=30, env=dict(PATH="/usr/bin:/bin"))
+    except subprocess.TimeoutExpired:
+        raise ApprovalRefused("ssh-keygen did not verify the signature within 30 seconds", field="approval.signature", value=by) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if completed.returncode != 0:

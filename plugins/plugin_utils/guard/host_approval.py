@@ -48,8 +48,12 @@ class ApprovalSigner:
         if keygen is None:
             raise ConfigError("ssh-keygen is not installed on the controller", field="approval_key", value=self.key,
                               hint="install openssh-client")
-        completed = subprocess.run([keygen, "-Y", "sign", "-q", "-f", self.key, "-n", NAMESPACE],
-                                   input=approval_message(host, service, plan, nonce, expires), capture_output=True, check=False, timeout=60)
+        try:
+            completed = subprocess.run([keygen, "-Y", "sign", "-q", "-f", self.key, "-n", NAMESPACE],
+                                       input=approval_message(host, service, plan, nonce, expires), capture_output=True, check=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise ConfigError("ssh-keygen did not sign the approval within 60 seconds", field="approval_key", value=self.key,
+                              hint="does ssh-agent wait for a confirmation?") from None
         if completed.returncode != 0 or b"BEGIN SSH SIGNATURE" not in completed.stdout:
             raise ConfigError("ssh-keygen could not sign the approval", field="approval_key", value=self.key,
                               hint=completed.stderr.decode("utf-8", "replace").strip() or "is the key's passphrase in ssh-agent?")
