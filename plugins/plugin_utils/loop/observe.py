@@ -42,7 +42,8 @@ class Looking:
 
 class ObserveNode(ToolNode):
     """The think loop's reads: each request judged by the guard in the incident's context; the allowed reads (rules
-    marked read_only) of the round run at once, in one ansible-runner run; nothing else runs or waits for anyone."""
+    marked read_only) of the round run at once, as the diagnosis's evidence is read (the evidence module, which redacts
+    what they print on the host, or the host's executor); nothing else runs or waits for anyone."""
 
     node_name = "observe"
 
@@ -66,7 +67,8 @@ class ObserveNode(ToolNode):
         steps = [read_step(prep_res.service, item.verdict) for item in prep_res.screened if item.run and item.verdict is not None]
         if not steps:
             return None
-        return self.tools.executor.run(self.tools.target, steps, purpose="investigate", timeout=prep_res.time_left)
+        reader = self.tools.evidence_executor or self.tools.executor
+        return reader.run(self.tools.target, steps, purpose="investigate", timeout=prep_res.time_left)
 
     def exec_fallback(self, prep_res: Looking, exc: Exception) -> ExecutorError:
         if isinstance(exc, ExecutorError):

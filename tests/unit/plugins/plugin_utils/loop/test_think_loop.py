@@ -110,6 +110,17 @@ def test_a_model_reads_who_holds_the_port_and_plans_the_fix(tmp_path: Path, llm:
             "(listening-sockets): ran, rc=0<pre>LISTEN") in page and "users:((&quot;python3&quot;,pid=4242,fd=3))</pre>" in page
 
 
+def test_with_an_evidence_reader_the_reads_are_its_and_only_the_repair_runs_through_the_executor(tmp_path: Path, llm: ScriptedLLM) -> None:
+    """Over the controller's connection the reads go through the evidence module, which redacts what they print on the
+    host before it leaves it (a unit's Environment= values), never through an ansible-runner run of the controller's."""
+    llm.respond = _sre("json", [(["ss", "-tlpn"], "who holds port 80")])
+    executor, reader = ScriptedExecutor(), ScriptedExecutor({"ss -tlpn": SQUATTER})
+    outcome = _heal(tmp_path, llm, "json", executor, evidence_executor=reader)
+    assert outcome.state.status == "healed", outcome.state.reason
+    assert reader.runs == [("investigate", [("ss", "-tlpn")])]
+    assert executor.runs == [("remediation", [("kill", "-TERM", "4242"), ("service", "nginx", "start")])]
+
+
 HOSTILE = [
     (["cat", "/etc/shadow"], "refused by policy"),
     (["cat", "/proc/1/root/etc/shadow"], "refused by policy"),
