@@ -308,7 +308,7 @@ def _run(argv, become, timeout):
     except subprocess.TimeoutExpired:
         _kill_group(child.pid)
         child.communicate()
-        return dict(rc=124, stdout="", stderr="timed out after %d seconds" % timeout)
+        return dict(rc=124, stdout="", stderr="killed on the host at its timeout of %d s" % timeout)
     # redacted here, before the answer leaves the host: a unit's Environment= values, tokens, keys
     return dict(rc=child.returncode, stdout=redact(_text(stdout)), stderr=redact(_text(stderr)))
 

@@ -227,7 +227,7 @@ class RunnerExecutor:
             if refused:
                 return StepResult(argv=step.argv, status="refused", rc=REFUSED, stderr=clip(redact(refused, self.secrets), self.output_limit),
                                   duration_s=_task_duration(event["res"]))
-        if failed and res.get("rc") == TIMED_OUT_RC:
+        if failed and res.get("rc") == TIMED_OUT_RC and self.privilege != "executor":  # (the executor says so itself)
             res = dict(res, stderr=f"{res.get('stderr', '')}\nkilled on the host at its timeout of {self.step_timeout} s".strip())
         return StepResult(
             argv=step.argv,

@@ -111,11 +111,6 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
     return ran
 
 
-# A test that judges with a policy of its own has the controller enforce it: the lab's executors (node1, node2) enforce
-# the policy the role installed at the start and refuse every step judged under another version (test_host_executor_lab
-# shows that refusal; rolling a policy out is applying the role again).
-CONTROLLER_ENFORCES = ("-e", "autoheal_enforcement=controller")
-
 # node1 and node2 boot systemd, as production hosts do; node3 stays sysv (tini and init scripts), as containers and
 # minimal images without systemd do, so that every run of the tests sees both service managers.
 SYSV_HOSTS = {"node3": "sysv"}
@@ -152,6 +147,41 @@ def faults(lab: Any) -> Iterator[Faults]:
     injected = Faults(lab)
     yield injected
     injected.undo_all()
+
+
+class RollOut:
+    """A test's own policy or services rolled out to the lab's executors (node1, node2) as an operator rolls them out:
+    sentinel.heal.host applied again with the variables the heal gets (``--tags host_policy``: those files alone). The
+    executors refuse every step judged under another policy version (test_host_executor_lab shows it), so a test that
+    judges with a policy of its own rolls it out first; the lab's own is applied again after the test."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.hosts: set[str] = set()
+
+    def __call__(self, *extra_vars: str, hosts: str = "executor") -> None:
+        self._apply(hosts, *extra_vars)
+        self.hosts.add(hosts)
+
+    def undo(self) -> None:
+        """The lab's own policy and services back on the hosts rolled out to (by the fixture, or by a test midway)."""
+        if self.hosts:
+            self._apply(",".join(sorted(self.hosts)))
+            self.hosts.clear()
+
+    def _apply(self, hosts: str, *extra_vars: str) -> None:
+        run = run_playbook("playbooks/host.yml", "-e", "autoheal_target=executor", "--limit", hosts, "--tags", "host_policy", *extra_vars,
+                           state_dir=self.state_dir)
+        assert run.rc == 0, run.output
+
+
+@pytest.fixture
+def roll_out(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RollOut]:
+    rolled = RollOut(tmp_path_factory.mktemp("roll-out"))
+    try:
+        yield rolled
+    finally:
+        rolled.undo()
 
 
 def sh(lab: Any, host: str, *argv: str) -> str:

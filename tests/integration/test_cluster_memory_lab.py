@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import psycopg
 import pytest
 import yaml
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, PlaybookRun, one_line, run_playbook, sh
+from conftest import ROOT, Faults, PlaybookRun, RollOut, one_line, run_playbook, sh
 from postgres_server import PostgresServer, new_server
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
@@ -59,16 +59,17 @@ def _waiting_plan(run: PlaybookRun) -> str:
 
 
 def test_two_heal_jobs_from_two_state_dirs_share_one_postgresql_memory_and_approve_each_others_plans(
-        lab: Any, faults: Faults, postgres: PostgresServer, database: str, tmp_path: Path) -> None:
+        lab: Any, faults: Faults, postgres: PostgresServer, database: str, roll_out: RollOut, tmp_path: Path) -> None:
     policy = tmp_path / "policy.yml"
     policy.write_text(STRICT_POLICY)
+    roll_out("-e", f"autoheal_policy_file={policy}")  # the executors run the approved steps only with the approver's signature
     node_a, node_b = tmp_path / "node-a", tmp_path / "node-b"
     # the password as an AWX credential gives it: in the job's environment, never a variable
     env = {"PGPASSWORD": postgres.password}
     faults.inject("node1", "nginx-killed")
     faults.inject("node2", "nginx-killed")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two controllers' heal jobs at the same time
-        jobs = [pool.submit(run_playbook, HEAL, "--limit", host, "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES, *_memory(database),
+        jobs = [pool.submit(run_playbook, HEAL, "--limit", host, "-e", f"autoheal_policy_file={policy}", *_memory(database),
                             state_dir=state, env=env)
                 for host, state in (("node1", node_a), ("node2", node_b))]
         stored_by_a, stored_by_b = (_waiting_plan(job.result()) for job in jobs)
@@ -76,7 +77,7 @@ def test_two_heal_jobs_from_two_state_dirs_share_one_postgresql_memory_and_appro
 
     # each node approves the plan the other stored
     for plan_id, state, host in ((stored_by_a, node_b, "node1"), (stored_by_b, node_a, "node2")):
-        approved = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", f"approver=alice-on-{state.name}",
+        approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", f"approver=alice-on-{state.name}",
                                 *_memory(database), state_dir=state, env=env)
         assert approved.rc == 0, approved.output
         assert f"nginx healed in 1 attempt with: systemctl start nginx [plan from runbook service-not-running, approved by alice-on-{state.name}]" \
@@ -86,7 +87,7 @@ def test_two_heal_jobs_from_two_state_dirs_share_one_postgresql_memory_and_appro
         ("node1", "executed", "alice-on-node-b"), ("node2", "executed", "alice-on-node-a")]
     assert _rows(database, postgres.password, "SELECT host, outcome, approved_by FROM episodes ORDER BY id")[-2:] == [
         ("node1", "healed", "alice-on-node-b"), ("node2", "healed", "alice-on-node-a")]
-    again = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={stored_by_a}", "-e", "approver=bob", *_memory(database), state_dir=node_a,
+    again = run_playbook(APPROVE, "-e", f"plan_id={stored_by_a}", "-e", "approver=bob", *_memory(database), state_dir=node_a,
                          env=env)
     assert again.rc == 2 and f"plan {stored_by_a} was already executed by alice-on-node-b" in one_line(again.output), again.output
     assert not (node_a / MEMORY_FILE).exists() and not (node_b / MEMORY_FILE).exists()

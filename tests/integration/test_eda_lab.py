@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from conftest import ROOT, Faults, episodes, one_line, run_playbook
+from conftest import ROOT, Faults, RollOut, episodes, one_line, run_playbook
 from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, post_json
 
 pytestmark = pytest.mark.lab
@@ -146,15 +146,15 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
 
 
 def test_the_watchdogs_mapping_heals_the_service_it_names_for_a_failing_check(
-        lab: Any, faults: Faults, tmp_path: Path, state_dir: Path) -> None:
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path, state_dir: Path) -> None:
     """docs/eda.md's example as written: a check-only service `app` (nginx's page) declared on node1, and the mapping
     that heals nginx when `app` fails."""
     inventory = eda_inventory(tmp_path / "inventory", state_dir)
     declared = yaml.safe_load((inventory / "group_vars" / "lab.yml").read_text())["autoheal_services"]
     app = {"name": "app", "status_check": False, "http": {"url": "http://127.0.0.1/", "body": "Welcome to nginx"}}
     (inventory / "host_vars").mkdir()
-    # a service of the test's own: the controller enforces (node1's executor knows the services the role installed)
-    (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app], "autoheal_enforcement": "controller"}))
+    (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app]}))
+    roll_out("-e", json.dumps({"autoheal_services": [*declared, app]}), hosts="node1")  # a service of the test's own: node1's executor learns it
     [mapping] = re.findall(r'^export SENTINEL_HEAL_SERVICE_QUERY="([^"]+)"$', (ROOT / "docs" / "eda.md").read_text(), re.MULTILINE)
     rulebook = Rulebook.of("watchdog", inventory, tmp_path / "rulebook.log", ready="watching",
                            variables={"SENTINEL_HEAL_INTERVAL": "2", "SENTINEL_HEAL_SERVICE_QUERY": mapping})

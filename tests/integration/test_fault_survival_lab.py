@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, episodes, one_line, run_playbook, sh
+from conftest import ROOT, Faults, RollOut, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 # A plan that takes its time: a first step that waits, then the real fix; the policy allows exactly these.
@@ -31,14 +31,14 @@ rules:
 
 
 def slow_plan(tmp_path: Path, seconds: int) -> list[str]:
-    """The options of heal.yml that make nginx's plan pause ``seconds`` before it starts nginx."""
+    """The options of heal.yml that make nginx's plan pause ``seconds`` before it starts nginx (roll them out to the
+    lab's executors first: they carry a policy of their own)."""
     runbooks = tmp_path / "runbooks"
     runbooks.mkdir(exist_ok=True)
     (runbooks / "slow.md").write_text(SLOW_RUNBOOK.replace("SECONDS", str(seconds)))
     policy = tmp_path / "slow-policy.yml"
     policy.write_text(SLOW_POLICY.replace("SECONDS", str(seconds)))
-    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False}),
-            *CONTROLLER_ENFORCES]
+    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False})]
 
 
 def controller_processes(word: str) -> list[int]:
@@ -74,12 +74,14 @@ def leases(state: Path) -> int:
 
 
 def test_a_job_killed_mid_remediation_leaves_nothing_running_and_the_next_run_records_it_and_heals(
-        lab: Any, faults: Faults, tmp_path: Path) -> None:
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
     state = tmp_path / "state"
+    plan = slow_plan(tmp_path, 40)
+    roll_out(*plan)
     faults.inject("node1", "nginx-killed")
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     command = ["ansible-playbook", HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_state_dir={state}",
-               *slow_plan(tmp_path, 40)]
+               *plan]
     job = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert wait_for(lambda: "sleep 40" in sh(lab, "node1", "ps", "-eo", "args"), 90), "the remediation never started"
@@ -93,6 +95,7 @@ def test_a_job_killed_mid_remediation_leaves_nothing_running_and_the_next_run_re
             os.kill(pid, signal.SIGKILL)
     assert episodes(state) == [] and leases(state) == 1  # nothing half-written: the lease tells what was interrupted
 
+    roll_out.undo()  # the next run heals with the lab's own policy
     run = run_playbook(HEAL, "--limit", "node1", state_dir=state)
     output = one_line(run.output)
     assert run.rc == 0, run.output
@@ -115,8 +118,10 @@ def link_cuts(lab: Any) -> Iterator[list[str]]:
 
 
 def test_a_host_cut_off_mid_run_ends_unreachable_and_every_other_host_is_healed(
-        lab: Any, faults: Faults, link_cuts: list[str], tmp_path: Path) -> None:
+        lab: Any, faults: Faults, link_cuts: list[str], roll_out: RollOut, tmp_path: Path) -> None:
     state = tmp_path / "state"
+    plan = slow_plan(tmp_path, 8)
+    roll_out(*plan)
     for host in ("node1", "node2"):
         faults.inject(host, "nginx-killed")
     lab.cut_link("node3")  # unreachable before healing
@@ -130,7 +135,7 @@ def test_a_host_cut_off_mid_run_ends_unreachable_and_every_other_host_is_healed(
     cutter = threading.Thread(target=cut_node1_mid_remediation)
     cutter.start()
     began = time.monotonic()
-    run = run_playbook(HEAL, "-f", "3", *slow_plan(tmp_path, 8), state_dir=state)
+    run = run_playbook(HEAL, "-f", "3", *plan, state_dir=state)
     took = time.monotonic() - began
     cutter.join()
     output = one_line(run.output)
@@ -147,7 +152,7 @@ def test_a_host_cut_off_mid_run_ends_unreachable_and_every_other_host_is_healed(
     for host in list(link_cuts):
         lab.cut_link(host, cut=False)
         link_cuts.remove(host)
-    again = run_playbook(HEAL, "--limit", "node1", *slow_plan(tmp_path, 8), state_dir=state)  # (memory replays node2's fix)
+    again = run_playbook(HEAL, "--limit", "node1", *plan, state_dir=state)  # (memory replays node2's fix)
     assert again.rc == 0 and "node1: nginx healed" in one_line(again.output), again.output
 
 
@@ -207,15 +212,17 @@ def test_a_full_or_read_only_or_locked_state_dir_stops_the_run_with_what_to_do_a
     assert healed.rc == 0 and "node1: nginx healed" in one_line(healed.output), healed.output
 
 
-def test_two_runs_at_once_against_one_broken_service_remediate_it_once(lab: Any, faults: Faults, tmp_path: Path) -> None:
+def test_two_runs_at_once_against_one_broken_service_remediate_it_once(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
     state = tmp_path / "state"
+    plan = slow_plan(tmp_path, 10)
+    roll_out(*plan)
     faults.inject("node1", "nginx-killed")
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     first = subprocess.Popen(["ansible-playbook", HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_state_dir={state}",
-                              *slow_plan(tmp_path, 10)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              *plan], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert wait_for(lambda: "sleep 10" in sh(lab, "node1", "ps", "-eo", "args"), 90), "the first run's remediation never started"
-        second = run_playbook(HEAL, "--limit", "node1", *slow_plan(tmp_path, 10), state_dir=state)  # a second sweep, an EDA event, ...
+        second = run_playbook(HEAL, "--limit", "node1", *plan, state_dir=state)  # a second sweep, an EDA event, ...
         output = one_line(second.output)
         assert second.rc == 0, second.output
         assert ("node1: nginx in_progress_elsewhere: nginx: in progress elsewhere, nothing ran here: a remediation of nginx on node1 by "
@@ -229,11 +236,13 @@ def test_two_runs_at_once_against_one_broken_service_remediate_it_once(lab: Any,
 
 
 def test_a_step_that_hangs_is_killed_at_its_timeout_the_attempt_is_recorded_failed_and_the_loop_goes_on(
-        lab: Any, faults: Faults, tmp_path: Path) -> None:
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
     state = tmp_path / "state"
+    plan = slow_plan(tmp_path, 60)
+    roll_out(*plan)
     faults.inject("node1", "nginx-killed")
     began = time.monotonic()
-    run = run_playbook(HEAL, "--limit", "node1", "-e", "autoheal_step_timeout=5", *slow_plan(tmp_path, 60), state_dir=state)
+    run = run_playbook(HEAL, "--limit", "node1", "-e", "autoheal_step_timeout=5", *plan, state_dir=state)
     took = time.monotonic() - began
     first, second = episodes(state)
     assert first["outcome"] == "failed", run.output

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import CONTROLLER_ENFORCES, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
-# Lets sentinel.heal look but not act: the plan to start nginx waits for a person.
-REVIEW_POLICY = "version: 1\nrules:\n  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n"
+# Every plan waits for a person, with the policy the lab's executors enforce: the plan to start nginx waits.
+REVIEW = ("-e", "autoheal_mode=review")
 
 
 def plan_status(state: Path, plan_id: str) -> str:
@@ -25,17 +25,15 @@ def plan_status(state: Path, plan_id: str) -> str:
 
 def test_a_suspended_fleet_reads_but_does_not_remediate_until_resumed(lab: Any, faults: Faults, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    policy = tmp_path / "review.yml"
-    policy.write_text(REVIEW_POLICY)
     faults.inject("node1", "nginx-killed")
-    waiting = run_playbook(HEAL, "--limit", "node1", "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES, state_dir=state)
+    waiting = run_playbook(HEAL, "--limit", "node1", *REVIEW, state_dir=state)
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
 
     thrown = run_playbook("playbooks/suspend.yml", "-e", "reason='database failover'", "-e", "by=alice", state_dir=state)
     assert thrown.rc == 0 and "healing is SUSPENDED: alice (database failover)" in one_line(thrown.output), thrown.output
 
     # an approval does not run while suspended, and the plan still waits
-    approved = run_playbook("playbooks/approve.yml", *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
     assert approved.rc == 2 and "no approved plan runs while it is suspended" in one_line(approved.output), approved.output
     assert plan_status(state, plan_id) == "pending"
 
@@ -55,7 +53,7 @@ def test_a_suspended_fleet_reads_but_does_not_remediate_until_resumed(lab: Any, 
 
     released = run_playbook("playbooks/suspend.yml", "-e", "resume=true", "-e", "by=carol", state_dir=state)
     assert released.rc == 0 and "healing runs (not suspended)" in one_line(released.output), released.output
-    approved = run_playbook("playbooks/approve.yml", *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
     assert approved.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(approved.output), approved.output
     assert plan_status(state, plan_id) == "executed"
     assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
@@ -122,10 +120,8 @@ def test_the_blast_radius_defers_the_hosts_over_the_cap_and_a_later_run_takes_th
 def test_a_service_a_person_silenced_stays_as_they_left_it_on_every_path_until_the_silence_ends(
         lab: Any, faults: Faults, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    policy = tmp_path / "review.yml"
-    policy.write_text(REVIEW_POLICY)
     faults.inject("node2", "nginx-killed")  # stopped, as by a person who works on the host
-    waiting = run_playbook(HEAL, "--limit", "node2", "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES, state_dir=state)
+    waiting = run_playbook(HEAL, "--limit", "node2", *REVIEW, state_dir=state)
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting.output)
     silenced_at = time.time()
     silence = run_playbook("playbooks/silence.yml", "-e", "by=alice", "-e", "target=node2", "-e", "service=nginx", "-e", "duration=30s",
@@ -133,7 +129,7 @@ def test_a_service_a_person_silenced_stays_as_they_left_it_on_every_path_until_t
     assert silence.rc == 0, silence.output
 
     # an approval given now does not run, and the plan still waits
-    approved = run_playbook("playbooks/approve.yml", *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
     assert approved.rc == 2 and "nginx on node2 is silenced by alice until" in one_line(approved.output), approved.output
     assert plan_status(state, plan_id) == "pending"
     # the scheduled heal checks and reports, and plans and runs nothing
@@ -200,5 +196,5 @@ def test_observe_mode_leaves_a_broken_service_and_says_what_it_would_run_and_rev
     assert "review mode: a human approves every plan, even one the policy allows" in output, reviewed.output
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", reviewed.output)
     assert sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
-    approved = run_playbook("playbooks/approve.yml", *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
     assert approved.rc == 0 and "nginx healed in 1 attempt" in one_line(approved.output), approved.output

@@ -13,7 +13,7 @@ from typing import Any
 
 import pexpect
 import yaml
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import ROOT, Faults, RollOut, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -36,12 +36,19 @@ def _host_state(lab: Any, host: str) -> dict[str, str]:
     }
 
 
-def _waiting_plan(lab: Any, faults: Faults, tmp_path: Path) -> tuple[Path, Path, str]:
+def _strict_policy(roll_out: RollOut, tmp_path: Path) -> Path:
+    """STRICT_POLICY, rolled out to the lab's executors: what it sends to a person runs there only with their signature."""
     policy = tmp_path / "policy.yml"
     policy.write_text(STRICT_POLICY)
+    roll_out("-e", f"autoheal_policy_file={policy}")
+    return policy
+
+
+def _waiting_plan(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> tuple[Path, Path, str]:
+    policy = _strict_policy(roll_out, tmp_path)
     state = tmp_path / "state"
     faults.inject("node1", "nginx-killed")
-    run = run_playbook(HEAL, "--limit", "node1", "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES, state_dir=state)
+    run = run_playbook(HEAL, "--limit", "node1", "-e", f"autoheal_policy_file={policy}", state_dir=state)
     assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", run.output)
     return policy, state, plan_id
@@ -89,12 +96,12 @@ def test_a_repair_below_a_directory_the_service_account_owns_waits_for_a_person(
     assert sh(lab, "node2", "stat", "-c", "%a", "/var/lib/postgresql/15/main").strip() == "755"
 
 
-def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    _policy, state, plan_id = _waiting_plan(lab, faults, tmp_path)
+def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    _policy, state, plan_id = _waiting_plan(lab, faults, roll_out, tmp_path)
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
-    listing = run_playbook(APPROVE, *CONTROLLER_ENFORCES, state_dir=state)
+    listing = run_playbook(APPROVE, state_dir=state)
     assert listing.rc == 0 and plan_id in listing.output and "command: systemctl start nginx" in listing.output, listing.output
-    approved = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert approved.rc == 0, approved.output
     assert "nginx healed in 1 attempt with: systemctl start nginx [plan from runbook service-not-running, approved by alice]" \
         in one_line(approved.output)
@@ -103,39 +110,38 @@ def test_a_plan_waits_is_approved_with_approve_yml_runs_once_and_verifies(lab: A
     last = episodes(state)[-1]
     assert (last["id"], last["outcome"], last["verified"], last["approved_by"]) == (row["executed_episode_id"], "healed", 1, "alice")
     assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
-    again = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
+    again = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
     assert again.rc == 2 and f"plan {plan_id} was already executed by alice" in again.output
 
 
-def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    policy, state, plan_id = _waiting_plan(lab, faults, tmp_path)
+def test_an_approval_is_refused_when_the_policy_changed_and_nothing_runs(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    policy, state, plan_id = _waiting_plan(lab, faults, roll_out, tmp_path)
     policy.write_text(STRICT_POLICY + "# reviewed on Monday\n")
-    refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert refused.rc == 2 and "the policy is now" in refused.output, refused.output
     assert _plan_row(state, plan_id)["status"] == "pending"
     assert acted(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]  # before the plan waited
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
 
-def test_a_denied_plan_never_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    _policy, state, plan_id = _waiting_plan(lab, faults, tmp_path)
-    denied = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "deny=true", "-e", "approver=carol",
+def test_a_denied_plan_never_runs(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    _policy, state, plan_id = _waiting_plan(lab, faults, roll_out, tmp_path)
+    denied = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "deny=true", "-e", "approver=carol",
                           "-e", "note=maintenance", state_dir=state)
     assert denied.rc == 0, denied.output
     assert _plan_row(state, plan_id)["status"] == "denied"
-    refused = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
+    refused = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=dave", state_dir=state)
     assert refused.rc == 2 and "already denied by carol" in refused.output
     assert acted(state, "node1") == [] and evidence_read(state, "node1") == [["nginx", "-t"]]
 
 
-def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    policy = tmp_path / "policy.yml"
-    policy.write_text(STRICT_POLICY)
+def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflow(
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    policy = _strict_policy(roll_out, tmp_path)
     faults.inject("node1", "nginx-killed")
     faults.inject("node2", "nginx-killed")
     env = {"ANSIBLE_SHOW_CUSTOM_STATS": "1", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"}
-    heal = run_playbook(HEAL, "--limit", "node1,node2", "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES,
-                        state_dir=tmp_path / "state", env=env)
+    heal = run_playbook(HEAL, "--limit", "node1,node2", "-e", f"autoheal_policy_file={policy}", state_dir=tmp_path / "state", env=env)
     assert heal.rc == 0, heal.output
     custom_stats = re.search(r"CUSTOM STATS: \*+\s+RUN: (\{.*\})", heal.output)
     assert custom_stats, heal.output
@@ -143,21 +149,20 @@ def test_set_stats_hands_the_pending_plans_to_an_approve_job_like_an_awx_workflo
     pending = stats["autoheal_pending_plans"]
     assert sorted(plan["host"] for plan in pending) == ["node1", "node2"]
     # what AWX does with set_stats: the next job template gets them as extra variables
-    approved = run_playbook(APPROVE, *CONTROLLER_ENFORCES, "-e", json.dumps({"autoheal_pending_plans": pending, "awx_user_name": "awx-admin"}),
+    approved = run_playbook(APPROVE, "-e", json.dumps({"autoheal_pending_plans": pending, "awx_user_name": "awx-admin"}),
                             state_dir=tmp_path / "state")
     assert approved.rc == 0, approved.output
     assert approved.output.count("approved by awx-admin]") == 2
     assert all("200" in sh(lab, host, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/") for host in ("node1", "node2"))
 
 
-def test_interactive_approval_at_a_terminal(lab: Any, faults: Faults, tmp_path: Path) -> None:
-    policy = tmp_path / "policy.yml"
-    policy.write_text(STRICT_POLICY)
+def test_interactive_approval_at_a_terminal(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    policy = _strict_policy(roll_out, tmp_path)
     faults.inject("node1", "nginx-killed")
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     child = pexpect.spawn(
-        "ansible-playbook", [HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES,
+        "ansible-playbook", [HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_policy_file={policy}",
                              "-e", f"autoheal_state_dir={tmp_path / 'state'}"],
         cwd=str(ROOT), env=env, encoding="utf-8", timeout=120,
     )
@@ -226,7 +231,7 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
         services = [dict(spec, status_check=False) if spec["name"] == "redis" else spec for spec in services]
         # the sudoers rule is the controller's way (enforcement on the host has the executor as the one rule instead)
         least = ("-e", "autoheal_step_privilege=sudo", "-e", "autoheal_become=false", "-e", json.dumps({"autoheal_services": services}),
-                 *CONTROLLER_ENFORCES)
+                 "-e", "autoheal_enforcement=controller")
         faults.inject("node1", "nginx-killed")
         run = run_playbook(HEAL, "--limit", "node1", *least, state_dir=tmp_path / "state")
         assert run.rc == 0 and "nginx healed in 1 attempt with: systemctl start nginx" in one_line(run.output), run.output
@@ -246,8 +251,7 @@ def test_a_host_with_the_example_sudo_rule_runs_the_policys_steps_and_refuses_th
             "---\nid: careless\ntitle: reads what it should not\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
             "steps:\n  - cat /etc/shadow\n  - service {init_service} start\npriority: 1000\n---\n")
         faults.inject("node1", "nginx-killed")
-        careless = run_playbook(HEAL, "--limit", "node1", *least, "-e", f"autoheal_policy_file={policy}", *CONTROLLER_ENFORCES,
-                                "-e", "autoheal_max_attempts=1",
+        careless = run_playbook(HEAL, "--limit", "node1", *least, "-e", f"autoheal_policy_file={policy}", "-e", "autoheal_max_attempts=1",
                                 "-e", json.dumps({"autoheal_runbooks": [str(runbooks)]}), state_dir=tmp_path / "careless")
         [episode] = episodes(tmp_path / "careless")
         shadow_step = episode["results"]["steps"][0]

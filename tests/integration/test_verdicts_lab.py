@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import CONTROLLER_ENFORCES, ROOT, Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import ROOT, Faults, RollOut, commands_run, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 DECLARED = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]
@@ -16,13 +16,15 @@ DECLARED = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.ym
 WEB_STACK = {**next(spec for spec in DECLARED if spec["name"] == "nginx"), "name": "web-stack", "service": "web-stack"}
 
 
-def test_a_unit_that_fronts_another_is_healed_through_the_unit_it_fronts_and_verified_up(lab: Any, faults: Faults, tmp_path: Path) -> None:
+def test_a_unit_that_fronts_another_is_healed_through_the_unit_it_fronts_and_verified_up(
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
     """A second umbrella family: web-stack.service (ExecStart=/bin/true) fronts nginx (PartOf=). Stopped, both are
     down; the loop starts nginx, the unit that runs the service, and the umbrella stays inactive: verification judges
     the units it fronts, so the run says healed (exit 0), and nginx's master on port 80 is no stranger."""
     faults.inject("node1", "nginx-behind-umbrella")
-    services = [spec for spec in DECLARED if spec["name"] != "nginx"] + [WEB_STACK]
-    run = run_playbook(HEAL, "--limit", "node1", "-e", json.dumps({"autoheal_services": services}), *CONTROLLER_ENFORCES, state_dir=tmp_path)
+    declared = ("-e", json.dumps({"autoheal_services": [spec for spec in DECLARED if spec["name"] != "nginx"] + [WEB_STACK]}))
+    roll_out(*declared, hosts="node1")  # the executor acts only for the services its host declares
+    run = run_playbook(HEAL, "--limit", "node1", *declared, state_dir=tmp_path)
     output = one_line(run.output)
     assert run.rc == 0, run.output
     assert "node1: web-stack healed in 1 attempt" in output, run.output

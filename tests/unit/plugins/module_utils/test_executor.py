@@ -224,7 +224,7 @@ def test_a_step_past_its_timeout_or_told_to_stop_is_stopped_with_what_it_started
     """As sudo stops a command it ran: nothing the controller asked for outlives the request (the job killed, its
     timeout run out)."""
     rc, response, _log = execute(host, approved(approver, ["sleep", "31.5"], nonce="timeout", timeout=1))
-    assert (rc, response["rc"], response["stderr"]) == (124, 124, "timed out after 1 seconds") and sleeping("31.5") == []
+    assert (rc, response["rc"], response["stderr"]) == (124, 124, "killed on the host at its timeout of 1 s") and sleeping("31.5") == []
 
     log = host.parent / "log" / "exec.log"
     program = ("import sys; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
