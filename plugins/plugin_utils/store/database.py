@@ -1,5 +1,5 @@
-"""What the memory needs of a database, and which one it opens: the SQLite file in the state dir (the embedded
-default) or a PostgreSQL server (``memory_url``), for a cluster of controllers or AWX execution nodes.
+"""What the memory needs of a database (``backends.py`` opens one: the SQLite file in the state dir, the embedded
+default, or a PostgreSQL server, ``memory_url``, for a cluster of controllers or AWX execution nodes).
 
 :class:`~.memory.Memory` holds the logic once and writes its SQL once, with ``?`` parameters and what both databases
 accept (``INSERT ... RETURNING id``, ``ON CONFLICT ... DO UPDATE``); a backend carries only what differs: how it
@@ -95,15 +95,3 @@ class Database(Protocol):
         """An error's text, never with a password in it."""
 
     def close(self) -> None: ...
-
-
-def open_database(state_dir: str | Path, *, url: str | None = None, password: str | None = None, read_only: bool = False,
-                  busy_timeout_s: float) -> Database:
-    """The PostgreSQL server of ``url`` when one is given, else the SQLite file in ``state_dir``."""
-    if url:
-        from ansible_collections.sentinel.heal.plugins.plugin_utils.store.postgres import PostgresDatabase
-
-        return PostgresDatabase(url, password=password, read_only=read_only, busy_timeout_s=busy_timeout_s)
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.store.sqlite import SQLiteDatabase
-
-    return SQLiteDatabase(state_dir, read_only=read_only, busy_timeout_s=busy_timeout_s)

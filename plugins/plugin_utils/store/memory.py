@@ -30,7 +30,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     host_family,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database, open_database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import Canary, CanaryKey, claim_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import statements

@@ -15,7 +15,7 @@ from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import open_database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import (
     BlastRadius,
     LeaseRefusal,
