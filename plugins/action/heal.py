@@ -45,7 +45,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import hea
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES, steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_exists, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
 
@@ -136,7 +136,7 @@ class ActionModule(ActionBase):
                 args["state_dir"], url=args["memory_url"] or None, password=args["memory_password"])
             try:
                 # a remediation of this host whose job died is recorded before anything else happens here
-                interrupted = memory.reap_interrupted(at=time.time(), host=host) if writes and memory is not None else []
+                interrupted = memory.reap_interrupted(at=time.time(), host=host, steps_started=steps_started) if writes and memory is not None else []
                 tools = self._toolkit(args, task_vars, host, secrets, llm_settings, memory, writes)
                 result.update(redact(_with_interrupted(self._handle(host, failures, tools), host, interrupted), secrets))
             finally:
@@ -156,7 +156,7 @@ class ActionModule(ActionBase):
             return handled
         try:
             with Memory.from_options(args) as memory:
-                interrupted = memory.reap_interrupted(at=time.time(), host=host)
+                interrupted = memory.reap_interrupted(at=time.time(), host=host, steps_started=steps_started)
         except MemoryStoreError as exc:
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
             return handled

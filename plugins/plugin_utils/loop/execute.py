@@ -57,7 +57,8 @@ class ExecuteNode(ToolNode):
             lease = LeaseRequest(
                 radius=self.tools.blast_radius, incident_id=state.incident_id, failure=state.failure, attempt=state.attempt, at=now,
                 # past it, a crashed job's slot is free again
-                ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), executed_plan_id=state.approved_plan_id,
+                ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), steps_started=self.tools.steps_started,
+                executed_plan_id=state.approved_plan_id,
             )
         return Remediation(steps, lease, self._deadline(state) - now)
 

@@ -15,8 +15,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target, steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
 
@@ -53,6 +53,8 @@ class Toolkit:
     memory: Memory | None
     # what reads the read-only evidence commands (the executor when None)
     evidence_executor: Executor | None = None
+    # what a remediation cut off with its job had started, from its run (a lease whose owner died keeps the run's directory)
+    steps_started: StepsStarted = steps_started
     check_mode: bool = False
     # read-only evidence commands run before planning (not in check mode, where nothing runs)
     run_evidence: bool | None = None

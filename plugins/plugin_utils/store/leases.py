@@ -11,8 +11,14 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, StepResult
+
+# What a run cut off with its job had done on the host, told by whoever ran it (runner.steps_started reads
+# ansible-runner's events): the run's directory as the lease kept it, the plan's steps and the host. The store keeps
+# the directory and never reads what is in it.
+StepsStarted = Callable[[str, Sequence[Sequence[str]], str], list[StepResult]]
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ class BlastRadius:
 @dataclass(frozen=True)
 class LeaseRequest:
     """One remediation asking for a lease: where it belongs (the run's caps), what it is (the episode it becomes if its
-    owner dies first), who owns it and until when."""
+    owner dies first), who owns it and until when; and what tells, of the leases it finds ended, what each had started."""
 
     radius: BlastRadius
     incident_id: str
@@ -42,6 +48,7 @@ class LeaseRequest:
     at: float
     ttl: float
     owner: str
+    steps_started: StepsStarted
     executed_plan_id: str | None = None
 
 

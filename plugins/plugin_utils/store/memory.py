@@ -29,10 +29,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     StepResult,
     host_family,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, owner_is_gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import Canary, CanaryKey, claim_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
@@ -366,7 +365,7 @@ class Memory:
         carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt, radius.run_id),
                          "executed_plan_id": request.executed_plan_id})
         with self._transaction() as db:
-            _reap(db, at=at, host=None)
+            _reap(db, at=at, host=None, steps_started=request.steps_started)
             busy = db.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
             if busy is not None:
                 return LeaseRefusal(f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running",
@@ -408,15 +407,16 @@ class Memory:
         rows = self._db.execute("SELECT DISTINCT host FROM episodes WHERE run_id = ? AND outcome = 'failed' ORDER BY host", (run_id,))
         return [row[0] for row in rows]
 
-    def reap_interrupted(self, *, at: float, host: str | None = None) -> list[dict[str, Any]]:
+    def reap_interrupted(self, *, at: float, steps_started: StepsStarted, host: str | None = None) -> list[dict[str, Any]]:
         """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
-        what each had started; of one host, or of all. Each lease becomes its episode in the same transaction."""
+        what each had started (``steps_started`` tells, from the run's directory); of one host, or of all. Each lease
+        becomes its episode in the same transaction."""
         query = "SELECT owner, expires_at FROM leases" + (" WHERE host = ?" if host is not None else "")
         rows = self._db.execute(query, (host,) if host is not None else ()).fetchall()
         if not any(_ended(row, at) for row in rows):
             return []
         with self._transaction() as db:
-            return _reap(db, at=at, host=host)
+            return _reap(db, at=at, host=host, steps_started=steps_started)
 
     def silence(self, *, hosts: str, service: str, until: float, reason: str, by: str, at: float) -> Silence:
         """Hands off ``hosts`` (a name or pattern of hosts or groups) and ``service`` (``*``: all) until then."""
@@ -537,7 +537,7 @@ def _ended(lease: Any, at: float) -> bool:
     return bool(lease["expires_at"] < at or owner_is_gone(lease["owner"]))
 
 
-def _reap(db: Database, *, at: float, host: str | None) -> list[dict[str, Any]]:
+def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStarted) -> list[dict[str, Any]]:
     """Inside a write transaction: every lease that ended without its owner releasing it becomes an interrupted episode."""
     query = "SELECT * FROM leases" + (" WHERE host = ?" if host is not None else "")
     reaped = []

@@ -92,3 +92,12 @@ def test_no_module_of_the_collection_imports_itself_back_through_others() -> Non
 def test_a_circle_is_found_however_long() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set(), "c": {"c"}}) == []
+
+
+def test_the_store_imports_only_the_data_it_keeps_never_what_runs_or_decides() -> None:
+    """Data goes one way, from the loop into the memory: the store never reads a runner's artifacts, a plan's policy or
+    a model's answer itself (what a killed run had started reaches it as a function of the caller's, store/leases.py)."""
+    graph = import_graph()
+    outside = {dependency for module, dependencies in graph.items() if module.startswith("plugin_utils.store.")
+               for dependency in dependencies if not dependency.startswith("plugin_utils.store.")}
+    assert outside == {"plugin_utils.errors", "plugin_utils.incident"}

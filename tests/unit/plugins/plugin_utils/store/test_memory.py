@@ -15,6 +15,7 @@ from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import (
     BlastRadius,
@@ -317,7 +318,7 @@ def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at
     granted = memory.acquire_lease(LeaseRequest(
         radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
         attempt=RUNNING, at=at, ttl=ttl,
-        owner=owner or process_owner(), executed_plan_id=executed_plan_id,
+        owner=owner or process_owner(), steps_started=steps_started, executed_plan_id=executed_plan_id,
     ))
     return (None, granted.why) if isinstance(granted, LeaseRefusal) else (granted, "")
 
@@ -374,8 +375,8 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner())
         assert dead is not None and alive is not None
         memory.lease_run(dead, str(run_dir))
-        assert memory.reap_interrupted(at=101.0, host="web2") == []  # its owner (this process) runs
-        reaped = memory.reap_interrupted(at=101.0)
+        assert memory.reap_interrupted(at=101.0, host="web2", steps_started=steps_started) == []  # its owner (this process) runs
+        reaped = memory.reap_interrupted(at=101.0, steps_started=steps_started)
         assert [(r["host"], r["started"]) for r in reaped] == [("web1", ["service nginx start", "service nginx status"])]
         episode = memory.episode(reaped[0]["episode"])
         assert episode is not None
@@ -383,7 +384,7 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         steps = json.loads(episode["results_json"])["steps"]
         assert [(step["status"], step["rc"]) for step in steps] == [("ok", 0), ("interrupted", None)]
         assert str(run_dir) in json.loads(episode["results_json"])["artifacts"]
-        assert memory.reap_interrupted(at=102.0) == []  # once
+        assert memory.reap_interrupted(at=102.0, steps_started=steps_started) == []  # once
         # it ran something: it counts against the flapping limit
         assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=0)] == ["interrupted"]
         assert _intact(memory_place)
@@ -409,7 +410,7 @@ def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(memo
     with memory_place.open() as memory:
         plan_id = _claimed_plan(memory, failure)
         _lease(memory, "r1", "web1", at=100.0, owner=_gone_owner(), executed_plan_id=plan_id)
-        [reaped] = memory.reap_interrupted(at=101.0, host="web1")
+        [reaped] = memory.reap_interrupted(at=101.0, host="web1", steps_started=steps_started)
         assert reaped["started"] == []  # the run had not begun: nothing started
         plan = memory.plan(plan_id)
         assert plan is not None and (plan["status"], plan["executed_episode_id"]) == ("executed", reaped["episode"])
