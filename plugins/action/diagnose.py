@@ -6,24 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import diagnose_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import PLANNING_SPEC
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 
 # Diagnosis needs no LLM: it is what the planner is given, not a plan.
 DIAGNOSE_SPEC = {name: option for name, option in PLANNING_SPEC.items() if name not in ("llm", "knowledge", "embeddings")}
 
 
-class ActionModule(HealAction):
-    argument_spec = DIAGNOSE_SPEC
+class DiagnosisSession(HealSession):
+    writes = False
 
-    def _writes(self) -> bool:
-        return False
-
-    def _handle(self, host: str, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
         diagnoses = [self._diagnosis(failure, tools) for failure in failures if tools is not None]
         return {"changed": False, "diagnoses": diagnoses}
 
@@ -48,3 +46,8 @@ class ActionModule(HealAction):
             "similar_fixes": planner.memory.similar_fixes(failure) if planner.memory else [],
             "failed_plans": [list(templates) for templates in sorted(state.excluded)],
         }
+
+
+class ActionModule(HealAction):
+    argument_spec = DIAGNOSE_SPEC
+    session = DiagnosisSession

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sentinel.heal.plugins.action.heal import PLANNING_SPEC
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import PLANNING_SPEC
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 
 
-class ActionModule(HealAction):
-    argument_spec = PLANNING_SPEC
+class PlanSession(HealSession):
+    writes = False
 
-    def _writes(self) -> bool:
-        return False
-
-    def _handle(self, host: str, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
         plans = []
         for failure in failures:
             if tools is None:
@@ -29,3 +27,8 @@ class ActionModule(HealAction):
                                                          "decision", "reason", "path", "llm")})
         decisions = [Decision(plan["decision"]) for plan in plans if plan["decision"]]
         return {"changed": False, "plans": plans, "decision": Decision.strictest(decisions).value if plans else None}
+
+
+class ActionModule(HealAction):
+    argument_spec = PLANNING_SPEC
+    session = PlanSession

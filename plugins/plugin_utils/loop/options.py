@@ -1,0 +1,84 @@
+"""The options of the tasks that run the heal loop (heal; plan and diagnose, which stop before anything runs), their
+ranges, and the LLM settings they name."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
+
+# What planning needs: shared by heal, plan and diagnose.
+PLANNING_SPEC: dict[str, Any] = dict(
+    services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
+    failures=dict(type="list", elements="dict"),
+    facts=dict(type="dict", default={}),
+    state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
+    **MEMORY_OPTIONS,
+    runbooks=dict(type="list", elements="path", default=[]),
+    builtin_runbooks=dict(type="bool", default=True),
+    policy=dict(type="path"),
+    failed_ttl=dict(type="int", default=86400),
+    log_lines=dict(type="int", default=20),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    knowledge=dict(type="bool", default=True),
+    embeddings=EMBEDDINGS_OPTION,
+    llm=dict(
+        type="dict",
+        options=dict(
+            model=dict(type="str", required=True),
+            base_url=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
+            timeout=dict(type="float", default=30.0),
+            max_retries=dict(type="int", default=3),
+            token_budget=dict(type="int", default=6000),
+            json_mode=dict(type="bool", default=True),
+            schema=dict(type="str", default="none", choices=list(SCHEMA_FORMS)),
+            reads=dict(type="str", default="auto", choices=list(READ_FORMS)),
+        ),
+    ),
+)
+
+HEAL_SPEC: dict[str, Any] = dict(
+    PLANNING_SPEC,
+    max_attempts=dict(type="int", default=3),
+    verify_retries=dict(type="int", default=3),
+    verify_delay=dict(type="float", default=2.0),
+    step_timeout=dict(type="int", default=120),
+    step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
+    interactive_approval=dict(type="bool", default=True),
+    approval_key=dict(type="path", default=""),
+    approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
+    flap_limit=dict(type="int", default=3),
+    flap_window=dict(type="int", default=3600),
+    max_running=dict(type="int", default=0),
+    max_hosts_per_run=dict(type="int", default=0),
+    max_attempts_per_run=dict(type="int", default=0),
+    max_fail_percentage=dict(type="int"),
+    incident_timeout=dict(type="int", default=600),
+    think_rounds=dict(type="int", default=MAX_ROUNDS),
+    maintenance_windows=dict(type="list", elements="dict", default=[]),
+    mode=dict(type="str", default="autonomous", choices=list(MODES)),
+)
+
+LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
+          "failed_ttl": (0, 365 * 86400), **LIMIT_OPTION_RANGES}
+
+
+def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
+    """The task's llm options; the key comes from them or from OPENAI_API_KEY on the controller."""
+    if not options or not options.get("model"):
+        return None
+    return LLMSettings(
+        model=options["model"], base_url=options.get("base_url") or None,
+        api_key=options.get("api_key") or os.environ.get("OPENAI_API_KEY") or None,
+        timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
+        json_mode=options["json_mode"], schema=options["schema"], reads=options.get("reads") or "auto",
+    )

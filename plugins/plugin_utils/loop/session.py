@@ -1,0 +1,241 @@
+"""One heal task on one host, from its checked options to its result: the services checked (with the evidence the loop
+will want, read in the same module call), what an earlier job left interrupted on the host recorded first, each failure
+taken through the loop with the tools its options name, and the result shaped for the task. The action plugin gives
+it the Ansible side of the task (:class:`TaskContext`) and does nothing else."""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
+    HostEvidence,
+    blast_radius,
+    check_ranges,
+    executor_policy,
+    inventory_hosts,
+    service_check,
+    step_executor,
+    target_for_task,
+)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, SharedKnowledge
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import ApprovalPrompt, IncidentState, Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import diff_of, host_result, interrupted_line
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
+from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What a session needs of the Ansible task that runs it."""
+
+    # the action plugin: adapter.py runs modules on the host through it (service_check, evidence)
+    action: Any
+    connection: Any
+    templar: Any
+    task_vars: dict[str, Any]
+    check_mode: bool
+    diff: bool
+    # asks the person at the terminal whether a plan may run (None when nobody can be asked)
+    ask_operator: ApprovalPrompt
+    # a line for the person who follows the run (Ansible's display, through its queue from the worker)
+    show: Callable[[str], None]
+
+    @property
+    def host(self) -> str:
+        return str(self.task_vars.get("inventory_hostname", "localhost"))
+
+
+class HealSession:
+    """The heal task: outside check mode it runs what the policy allows and writes the memory; :meth:`handle` makes
+    the task's result from the loop's outcomes (plan and diagnose, which never write, shape theirs)."""
+
+    def __init__(self, args: Mapping[str, Any], task: TaskContext) -> None:
+        check_ranges(args, LIMITS)
+        self.args, self.task = args, task
+        self._windows: tuple[MaintenanceWindow, ...] = ()
+        self._runbooks: RunbookLibrary | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Whether the session may run remediation and write memory (heal outside check mode)."""
+        return not self.task.check_mode
+
+    def run(self) -> dict[str, Any]:
+        """The task's result; a SentinelError says what to fix (:meth:`message`)."""
+        args, host = self.args, self.task.host
+        try:
+            llm_settings = llm_settings_from(args.get("llm"))
+            api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
+            secrets = known_secrets(self.task.task_vars, [*args["redact_values"], *api_key, *memory_secrets(args)])
+            # checked on every host, healthy ones too: a window that cannot be read is found before it is needed
+            self._windows = maintenance_windows(args.get("maintenance_windows"), "maintenance_windows")
+            failures = self._failures(secrets)
+            if not failures:
+                return redact(self._healthy(), secrets)  # type: ignore[no-any-return]
+            memory = Memory.from_options(args) if self.writes else Memory.for_check_mode(
+                args["state_dir"], url=args["memory_url"] or None, password=args["memory_password"])
+            try:
+                # a remediation of this host whose job died is recorded before anything else happens here
+                interrupted = memory.reap_interrupted(at=time.time(), host=host, steps_started=steps_started) \
+                    if self.writes and memory is not None else []
+                tools = self._toolkit(secrets, llm_settings, memory)
+                return redact(_with_interrupted(self.handle(failures, tools), host, interrupted), secrets)  # type: ignore[no-any-return]
+            finally:
+                if memory is not None:
+                    memory.close()
+        except HostUnreachable as exc:
+            return {"unreachable": True, "status": Status.UNREACHABLE.value, "msg": str(exc)}
+
+    def message(self, exc: SentinelError) -> str:
+        """What the task says of an error: never a password of the memory's."""
+        return redact(str(exc), memory_secrets(self.args))  # type: ignore[no-any-return]
+
+    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+        """The task's result from the failures (``tools`` is None when there are none)."""
+        outcomes = [heal_incident(failure, tools) for failure in failures if tools is not None]
+        result = host_result(self.task.host, outcomes, check_mode=not self.writes)
+        if self.task.diff:
+            result["diff"] = diff_of(outcomes)
+        return result
+
+    def _healthy(self) -> dict[str, Any]:
+        """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
+        interrupted here; a memory that cannot be opened then is a warning, not a failure of a healthy host."""
+        handled, args = self.handle([], None), self.args
+        if not self.writes or not memory_exists(args["state_dir"], args["memory_url"]):
+            return handled
+        try:
+            with Memory.from_options(args) as memory:
+                interrupted = memory.reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
+        except MemoryStoreError as exc:
+            handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
+            return handled
+        return _with_interrupted(handled, self.task.host, interrupted)
+
+    def _toolkit(self, secrets: Sequence[str], llm_settings: LLMSettings | None, memory: Memory | None) -> Toolkit:
+        args, task, writes = self.args, self.task, self.writes
+        library = self._library()
+        knowledge = None
+        store = Path(args["state_dir"]).expanduser() / KNOWLEDGE_DIR
+        # retrieval grounds the LLM's prompt, and nothing else reads it; without writes only an existing store is read
+        if llm_settings and args.get("knowledge") and (writes or store.exists()):
+            knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=writes)
+        planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
+        radius = blast_radius(args, task.task_vars)
+        privilege = args.get("step_privilege", "become")
+        task_vars = task.task_vars
+        return Toolkit(
+            planner=planner,
+            policy=load_policy(args["policy"]),
+            executor=step_executor(args, secrets, radius),
+            # with the executor on the host, reads go to it one by one like steps: no module reads as root beside it
+            evidence_executor=None if privilege == "executor" else HostEvidence(task.action, task_vars, secrets, privilege,
+                                                                                args.get("step_timeout", 120)),
+            target=target_for_task(task.host, task.connection, task.task_vars, task.templar),
+            verify=lambda spec: service_check(task.action, [spec], task_vars, secrets, args["log_lines"],
+                                              executor_policy=executor_policy(args, load_policy(args["policy"])))["services"][0],
+            memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
+            check_mode=not writes,
+            run_evidence=not task.check_mode,
+            ask_approval=task.ask_operator if args.get("interactive_approval") else None,
+            approval_signer=ApprovalSigner.from_options(args["approval_key"], getpass.getuser())
+            if args.get("interactive_approval") and args.get("approval_key") and privilege == "executor" else None,
+            approval_ttl=args.get("approval_ttl", DEFAULT_TTL_S),
+            max_attempts=args.get("max_attempts", 1),
+            verify_retries=args.get("verify_retries", 1),
+            verify_wait=args.get("verify_delay", 0.0),
+            failed_plan_ttl=args["failed_ttl"],
+            probe_hosts=inventory_hosts(task.task_vars, task.templar),
+            flap_limit=args.get("flap_limit", 3),
+            flap_window=args.get("flap_window", 3600),
+            blast_radius=radius,
+            incident_timeout=args.get("incident_timeout", 600),
+            think_rounds=args.get("think_rounds", MAX_ROUNDS),
+            mode=args.get("mode", "autonomous"),
+            suspension=memory.suspended_because if memory is not None else lambda: None,
+            silence=functools.partial(_silence_of, memory, tuple(task.task_vars.get("group_names") or ()), self._windows),
+            progress=functools.partial(_show_progress, task.show, args.get("max_attempts", 1)),
+        )
+
+    def _evidence_ahead(self) -> list[dict[str, Any]]:
+        """The evidence commands for the check to read, none for a service the controller already knows the loop would
+        not diagnose now: the kill switch, a silence or a declared window, the flapping limit (the host's maintenance
+        marker, a masked unit and systemd's own restart the check itself knows)."""
+        args, host, now = self.args, self.task.host, time.time()
+        groups = tuple(self.task.task_vars.get("group_names") or ())
+        planner, policy = Planner(self._library(), None), load_policy(args["policy"])
+        if not memory_exists(args["state_dir"], args["memory_url"]):
+            return evidence_ahead(args["services"], planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
+        try:
+            with Memory.from_options(args) as memory:
+                suspended = memory.suspended_because()
+
+                def held(service: str) -> str | None:
+                    silenced = memory.silenced_because(host, groups, service, at=now)
+                    return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
+                        memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
+
+                return evidence_ahead(args["services"], planner, policy, host, held)
+        except MemoryStoreError:
+            # what memory says is not known: nothing is read ahead (a healthy host stays healthy; a failing one meets the
+            # same error where the loop opens memory, with what to do)
+            return []
+
+    def _library(self) -> RunbookLibrary:
+        if self._runbooks is None:
+            self._runbooks = RunbookLibrary.load(self.args["runbooks"], builtin=self.args["builtin_runbooks"])
+        return self._runbooks
+
+    def _failures(self, secrets: Sequence[str]) -> list[Failure]:
+        args, task_vars = self.args, self.task.task_vars
+        if args["failures"] is None:
+            # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
+            on_host = executor_policy(args, load_policy(args["policy"]))
+            ahead = self._evidence_ahead() if self.writes and not on_host else []
+            checked = service_check(self.task.action, args["services"], task_vars, secrets, args["log_lines"], ahead,
+                                    "become" if on_host else args.get("step_privilege", "become"), args.get("step_timeout", 120),
+                                    executor_policy=on_host)
+            raw_failures, facts = checked["failures"], checked.get("facts") or {}
+        else:
+            raw_failures, facts = redact(args["failures"], secrets), args["facts"]
+        return [Failure.from_check(self.task.host, raw, facts) for raw in raw_failures]
+
+
+def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> str | None:
+    now = time.time()
+    silenced = None if memory is None else memory.silenced_because(failure.host, groups, failure.service, at=now)
+    return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now)
+
+
+def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:
+    if interrupted:
+        handled.update(interrupted=interrupted, summary=[interrupted_line(host, entry) for entry in interrupted] + handled["summary"])
+    return handled
+
+
+def _show_progress(show: Callable[[str], None], max_attempts: int, state: IncidentState, node: str) -> None:
+    """Long work on the terminal, per host."""
+    line = progress_line(state, node, max_attempts=max_attempts, now=time.time())
+    if line is not None:
+        show(line)
