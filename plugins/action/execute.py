@@ -28,8 +28,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import run_approved_plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows

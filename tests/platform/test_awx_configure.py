@@ -241,7 +241,7 @@ def test_the_heal_jobs_set_stats_feed_the_approve_job() -> None:
     assert export.get("aggregate", True) and not export.get("per_host", False)
     approve = yaml.safe_load((ROOT / "playbooks" / "approve.yml").read_text(encoding="utf-8"))
     assert "autoheal_pending_plans | default([]) | map(attribute='plan_id')" in approve[0]["vars"]["autoheal_approve_ids"]
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import pending_plan
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import pending_plan
 
     plan = pending_plan("node1", {"plan_id": "p1", "service": "nginx", "reason": "r", "verdicts": []})
     assert {"plan_id", "host", "service", "steps", "reason"} <= set(plan)

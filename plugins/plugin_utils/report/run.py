@@ -222,7 +222,7 @@ def fleet_overview(rows: Sequence[tuple[str, str, Counter[str], float]]) -> str:
 
 
 def run_report_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
-    """The report of one run from what M(sentinel.heal.heal) returned per host (report.results.host_result)."""
+    """The report of one run from what M(sentinel.heal.heal) returned per host (loop.results.host_result)."""
     rows = []
     sections = []
     for host, result in hosts.items():

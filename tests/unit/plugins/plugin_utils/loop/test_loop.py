@@ -188,7 +188,7 @@ def test_attempt_budget_is_respected(tmp_path: Path, max_attempts: int) -> None:
 
 
 def test_the_timeline_report_escapes_host_output(tmp_path: Path) -> None:
-    from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
+    from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
     from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
     from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import timeline_text
 

@@ -21,8 +21,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory

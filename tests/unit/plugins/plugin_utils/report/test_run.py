@@ -11,7 +11,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.results import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import OUTPUT_CAP, capped, own_words, run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure

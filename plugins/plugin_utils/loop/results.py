@@ -1,5 +1,5 @@
-"""What the heal action returns for a host: status, counts, per-incident detail, the summary lines, the plans that
-wait and the --diff."""
+"""What a heal task returns for a host (the session's result, not a report): status, counts, per-incident detail, the
+summary lines, the plans that wait and the --diff."""
 
 from __future__ import annotations
 
