@@ -21,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
@@ -32,7 +33,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import hands_off, maintenance_windows
 
 ARGUMENT_SPEC = dict(
     plan_ids=dict(type="list", elements="str", required=True),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey, halted_because
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
 
 # how often a host that waits for a new plan's canary reads how it went
 CANARY_POLL_S = 1.0

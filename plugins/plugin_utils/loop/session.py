@@ -29,6 +29,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLM
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
@@ -42,7 +43,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Ap
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import MaintenanceWindow, hands_off, maintenance_windows
 
 
 @dataclass(frozen=True)

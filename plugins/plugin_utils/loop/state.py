@@ -10,15 +10,15 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target, steps_started
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
 LIMIT_OPTION_RANGES = {"flap_limit": (0, 100), "flap_window": (60, 7 * 86400), "max_running": (0, 1000), "max_hosts_per_run": (0, 100_000),

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, settle_canary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Attempt,
     Failure,
@@ -31,10 +34,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import Canary, CanaryKey, claim_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import statements
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.sqlite import MEMORY_FILE
 
 __all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Memory", "decoded_episode", "episode_record", "memory_exists", "memory_secrets"]

@@ -10,13 +10,13 @@ import pytest
 from memory_places import MemoryPlace
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import ApprovalRefused
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import BlastRadius
 from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 STRICT = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey, halted_because
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.rollout import CanaryKey, halted_because
 from helpers import nginx_failure
 
 

@@ -12,9 +12,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.leases import owner_is_gone
 
 # Plans from these sources were never verified anywhere: a human wrote the runbooks, memory holds what healed before.
 UNPROVEN_SOURCES = frozenset({PlanSource.LLM, PlanSource.GENERIC})

@@ -8,7 +8,7 @@ import zoneinfo
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.silences import maintenance_windows
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import maintenance_windows
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 
