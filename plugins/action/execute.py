@@ -10,7 +10,10 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     blast_radius,
     check_ranges,
     executor_policy,
@@ -18,9 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     step_executor,
     target_for_task,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
@@ -31,7 +32,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS, Memory, memory_secrets
 
 ARGUMENT_SPEC = dict(

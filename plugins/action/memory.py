@@ -16,13 +16,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import remove_runs
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records, write_audit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import utc
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import remove_runs
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import (
     MEMORY_OPTIONS,
     OUTCOMES,

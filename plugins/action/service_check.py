@@ -12,7 +12,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import SERVICE_CHECK
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import SERVICE_CHECK
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 
 

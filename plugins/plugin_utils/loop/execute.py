@@ -10,11 +10,11 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunReport, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunReport, RunStep
 
 
 @dataclass(frozen=True)

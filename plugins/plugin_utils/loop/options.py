@@ -10,9 +10,9 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVIC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
 
 # What planning needs: shared by heal, plan and diagnose.

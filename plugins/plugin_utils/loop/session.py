@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import embedder_from_options
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, SharedKnowledge
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMSettings
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
     blast_radius,
     check_ranges,
@@ -22,13 +29,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.adapter import (
     step_executor,
     target_for_task,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import embedder_from_options
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.knowledge import KNOWLEDGE_DIR, SharedKnowledge
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMSettings
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
@@ -41,7 +42,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import ApprovalPrompt, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 
 

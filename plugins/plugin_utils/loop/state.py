@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target, steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
@@ -17,7 +18,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target, steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.

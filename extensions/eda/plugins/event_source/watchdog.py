@@ -94,7 +94,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import Ev
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import Leash  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Leash  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.watchdog")
 # a round that hangs (a host that stops answering mid-check) is killed after this long and counts as unchecked

@@ -18,6 +18,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off
@@ -26,7 +27,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 

@@ -14,6 +14,7 @@ import pytest
 from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
     BlastRadius,
     LeaseRefusal,
@@ -23,7 +24,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import 
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import MIGRATIONS, POSTGRES_MIGRATIONS, VERSION_TABLE, statements

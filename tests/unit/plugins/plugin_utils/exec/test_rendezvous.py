@@ -6,8 +6,8 @@ import sys
 import threading
 from pathlib import Path
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.rendezvous import Rendezvous
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 

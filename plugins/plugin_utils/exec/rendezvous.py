@@ -23,8 +23,8 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
 
 # A gatherer closes once this long passed without a new fork joining, or once its whole run joined, and never later
 # than the window after it opened.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import (
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import (
     Leash,
     RunnerExecutor,
     RunReport,

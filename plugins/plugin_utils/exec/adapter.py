@@ -19,11 +19,11 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor, RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.rendezvous import Rendezvous
-from ansible_collections.sentinel.heal.plugins.plugin_utils.runner import RunnerExecutor, RunReport, RunStep, Target
 
 SERVICE_CHECK = "sentinel.heal.service_check"
 EVIDENCE = "sentinel.heal.evidence"
