@@ -41,8 +41,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import hea
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import ApprovalPrompt, IncidentState, Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import progress_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
+
+# an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
+LONG_WORK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -239,3 +241,13 @@ def _show_progress(show: Callable[[str], None], max_attempts: int, state: Incide
     line = progress_line(state, node, max_attempts=max_attempts, now=time.time())
     if line is not None:
         show(line)
+
+
+def progress_line(state: IncidentState, node: str, *, max_attempts: int, now: float) -> str | None:
+    """Where an incident is, once it takes long (a canary awaited, a slow start, verification retries): its host and
+    service, attempt n of m, the node it enters and the time so far; None while it is quick."""
+    took = now - state.started_at
+    if took < LONG_WORK_S:
+        return None
+    attempt = max(1, len(state.attempts) + (node == "diagnose"))  # diagnose opens the next attempt
+    return f"{state.failure.host} {state.failure.service}: attempt {attempt} of {max_attempts}: {node} ({took:.0f} s)"

@@ -7,11 +7,6 @@ import shlex
 import time
 from typing import Any, Mapping
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
-
-# an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
-LONG_WORK_S = 5.0
-
 
 def timeline_text(hosts: Mapping[str, Mapping[str, Any]]) -> str:
     """The incidents of a run for a terminal: per host and service, the path and every step of the loop."""
@@ -40,13 +35,3 @@ def plans_text(hosts: Mapping[str, Mapping[str, Any]]) -> str:
             for verdict in incident.get("verdicts") or []:
                 lines.append(f"  {verdict['decision']:<8} {shlex.join(verdict['argv'])}    # {verdict['rule']}: {verdict['reason']}")
     return "\n".join(lines)
-
-
-def progress_line(state: IncidentState, node: str, *, max_attempts: int, now: float) -> str | None:
-    """Where an incident is, once it takes long (a canary awaited, a slow start, verification retries): its host and
-    service, attempt n of m, the node it enters and the time so far; None while it is quick."""
-    took = now - state.started_at
-    if took < LONG_WORK_S:
-        return None
-    attempt = max(1, len(state.attempts) + (node == "diagnose"))  # diagnose opens the next attempt
-    return f"{state.failure.host} {state.failure.service}: attempt {attempt} of {max_attempts}: {node} ({took:.0f} s)"
