@@ -91,12 +91,16 @@ RESET_RUNBOOK = ("---\nid: reset-only\ntitle: reset nginx, start nothing\nservic
                  "steps:\n  - systemctl reset-failed nginx\npriority: 1000\n---\n")
 
 
+# Of the twenty hosts only node1 and node2 (the lab inventory's group executor, which run_playbook reads too) have an
+# executor: the fleet-wide limits are the controller's, and every host here acts directly, the same way.
+DIRECT = ("-e", "autoheal_enforcement=controller")
+
+
 def _rollout(tmp_path: Path, hosts: Path, llm: ScriptedLLM | None = None, **variables: Any) -> list[str]:
     policy = tmp_path / "rollout-policy.yml"
     policy.write_text(ROLLOUT_POLICY)
-    # a policy of the test's own, which the controller enforces: the twenty hosts' inventory (bench/fleet_speed.py) has
-    # no group executor, so they keep the direct path, as a fleet does before the host role is rolled out
-    extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False,
+    # a policy of the test's own, which the controller enforces on every host here (DIRECT)
+    extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_enforcement": "controller", "autoheal_builtin_runbooks": False,
                              "autoheal_max_attempts": 1, **variables}
     if llm is not None:
         extra["autoheal_llm"] = {"model": "scripted-lab", "base_url": llm.base_url, "api_key": "sk-lab-scripted-0123456789abcdef",
@@ -222,7 +226,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
 
     thrower = threading.Thread(target=throw_when_paused)
     thrower.start()
-    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), state_dir=state)
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), *DIRECT, state_dir=state)
     thrower.join()
     assert thrown and run.rc == 0, run.output
     outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
@@ -252,7 +256,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
     cutter = threading.Thread(target=cut_when_paused)
     cutter.start()
     began = time.monotonic()
-    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), state_dir=state)
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), *DIRECT, state_dir=state)
     took = time.monotonic() - began
     cutter.join()
     assert cut == lost, "the links were never cut"
