@@ -134,6 +134,8 @@ def _parse_check(request):
         raise RequestRefused("services must name the declared services to check", "request", field="services", value=names)
     if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LOG_LINES:
         raise RequestRefused("log_lines must be 1 to %d" % MAX_LOG_LINES, "request", field="log_lines", value=lines)
+    if not isinstance(request.get("keep_known_good", False), bool):
+        raise RequestRefused("keep_known_good must be true or false", "request", field="keep_known_good", value=request.get("keep_known_good"))
     secrets = request.get("redact_values", [])
     if not isinstance(secrets, list) or not all(isinstance(secret, str) for secret in secrets):
         raise RequestRefused("redact_values must be a list of strings", "request", field="redact_values", value="(not shown)")
@@ -153,7 +155,7 @@ def check(request, config_dir=CONFIG_DIR):
                   log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
     try:
         return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
-                    check=check_services(params))
+                    check=check_services(params, keep_known_good=request.get("keep_known_good") is True))
     except ProbeConfigError as exc:
         raise RequestRefused("the host's declared services cannot be checked: %s" % exc, "host-configuration", field="services",
                              value=request["services"], hint="fix autoheal_services and apply the sentinel.heal.host role") from None
@@ -171,14 +173,14 @@ def _with_defaults(spec, options):
     return filled
 
 
-def check_through_executor(params):
+def check_through_executor(params, keep_known_good=False):
     """service_check's result for the declared services ``params`` names, read as root by the executor on the host
     (the module's way with enforcement on the host: the healing account's one sudo rule is the executor)."""
     if params.get("evidence_commands"):
         raise ProbeConfigError("evidence_commands: with through_executor, evidence is read through the executor step by step, not in the check")
     answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
                       policy_version=params["policy_version"], log_lines=params["log_lines"],
-                      redact_values=params.get("redact_values") or []))
+                      redact_values=params.get("redact_values") or [], keep_known_good=keep_known_good))
     if answer.get("refused"):
         raise ProbeConfigError("the executor on the host refused the check (%s): %s" % (answer.get("rule"), answer.get("reason")))
     return answer["check"]

@@ -27,6 +27,7 @@ import urllib.request
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, keep
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -55,6 +56,8 @@ SERVICE_OPTIONS = dict(
     paths=dict(type="list", elements="path", default=[]),
     sockets=dict(type="list", elements="path", default=[]),
     timeout=dict(type="float", default=5.0),
+    # configuration files beyond its packages' own (paths or globs), kept while it is healthy
+    configs=dict(type="list", elements="str", default=[]),
     # how far sentinel.heal acts on this service (the controller reads it; the host does not)
     mode=dict(type="str", choices=["observe", "review", "autonomous"]),
 )
@@ -101,8 +104,10 @@ class ProbeConfigError(Exception):
     """A service declaration cannot be checked as written."""
 
 
-def check_services(params):
-    """Check every declared service; returns the module result (without 'changed')."""
+def check_services(params, keep_known_good=False):
+    """Check every declared service; returns the module result (without 'changed'). With ``keep_known_good`` (outside
+    check mode), a healthy service's configuration becomes its last known good (_known_good.py); a failing one's
+    evidence says what changed since (``changes``) either way."""
     services = params["services"]
     _validate(services, params["log_lines"])
     reads = _evidence_commands(params.get("evidence_commands") or [], services, params.get("evidence_timeout", 120))
@@ -113,6 +118,10 @@ def check_services(params):
         reads = {}
     results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
                           (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120))) for spec in services]
+    if keep_known_good:
+        for spec, result in zip(services, results):
+            if result["healthy"]:
+                result["known_good"] = _keep_known_good(spec)
     failures = [r for r in results if not r["healthy"]]
     return dict(
         services=results,
@@ -120,6 +129,23 @@ def check_services(params):
         healthy=not failures,
         facts=dict(service_manager=manager, os=_os_release(), maintenance=marker),
     )
+
+
+def _keep_known_good(spec):
+    """What the controller is told of the copy kept (names, sizes, hashes), or why none could be kept: a check never
+    fails for it."""
+    try:
+        return keep(spec["name"], spec, _packages_of)
+    except (KnownGoodError, OSError) as exc:
+        return dict(error="the last known good configuration was not kept: %s" % exc)
+
+
+def _packages_of(spec):
+    """The Debian packages of the service's unit file, init script or program."""
+    init_service = spec.get("service") or spec["name"]
+    found = installed_by(["/lib/systemd/system/%s.service" % init_service, "/etc/init.d/%s" % init_service,
+                          _program(spec.get("process") or init_service)])
+    return (found or {}).get("names") or []
 
 
 def _validate(services, log_lines):
@@ -209,6 +235,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     if healthy:
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
+    evidence["changes"] = changes_since_good(name, spec, time.time(), redact_values)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
     if reads and failure_class not in ("masked", "auto_restart"):

@@ -22,7 +22,10 @@ description:
     declared paths, how full the filesystems of its paths and logs are), classifies the failure and
     redacts obvious secrets (passwords in URLs, tokens, private keys, C(PASSWORD=) lines) before
     anything leaves the host.
-  - Never changes the host; runs the same in check mode.
+  - Changes nothing the service reads. Outside check mode it keeps a healthy service's configuration as its last
+    known good in a root-only directory of its own (see O(services[].configs)), and reports C(changed) when that
+    copy changed; for a failing service the evidence says what changed since (C(changes)). In check mode it keeps
+    nothing.
   - Runs with the standard library of the target's Python only. Reading other users' logs and
     sockets needs privilege escalation (C(become)).
 author:
@@ -139,6 +142,17 @@ options:
         description: Seconds each check of this service may take.
         type: float
         default: 5.0
+      configs:
+        description:
+          - Configuration files of the service beyond its Debian packages' own (paths or shell globs, for example
+            C(/etc/postgresql/15/main/*.conf)). While every check of the service passes (outside check mode), its
+            configuration is kept on the host as its last known good - its packages' conffiles, the files in the
+            C(*-enabled) and C(*.d) directories of its own configuration directory, its local unit file and
+            drop-ins in C(/etc/systemd/system), and these - in C(/var/lib/sentinel-heal/known-good) (root only,
+            0700; at most 64 files, one over 256 KiB by its hash only). Contents never leave the host.
+        type: list
+        elements: str
+        default: []
       mode:
         description:
           - How far M(sentinel.heal.heal) acts on this service, over the host's O(sentinel.heal.heal#module:mode) -
@@ -259,6 +273,14 @@ services:
     spec:
       description: The service declaration as checked (with defaults filled in).
       type: dict
+    known_good:
+      description:
+        - For a healthy service, outside check mode - its configuration as it was kept as the last known good, by
+          C(at) (when), C(changed) (a file or its packages differ from the copy kept before) and C(files) (C(path),
+          C(size), C(sha256) and C(kept), false for a file known by its hash only); or C(error), why nothing could be
+          kept (the check does not fail for it). No file's content.
+      type: dict
+      returned: for a healthy service outside check mode
 failures:
   description: The results of the services that failed, each with the keys of O(services) results plus the ones below.
   returned: always
@@ -373,6 +395,15 @@ failures:
               seconds until systemd restarts it), C(journal) (its journal lines since its last start, at most O(log_lines),
               redacted) and C(cause) (the journal's line that names what went wrong, or null).
           type: dict
+        changes:
+          description:
+            - What changed since the service was last seen good (null when it never was, or nothing could be read) -
+              C(good_at), C(files) (each C(path), C(change) - C(modified), C(added) or C(removed) - C(changed_at),
+              C(before_failure_s) and, for a modified text file kept in full, C(diff), a unified diff of the last known
+              good version against the current one, redacted, at most 4000 characters) and C(packages) (installs,
+              upgrades and removals of its packages in dpkg's log since, each C(action), C(package), C(before),
+              C(after) and C(at)).
+          type: dict
         collected_at:
           description: When the evidence was gathered (seconds since the epoch).
           type: float
@@ -400,10 +431,12 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUME
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("through_executor", True, ("policy_version",))])
     try:
-        result = (check_through_executor if module.params["through_executor"] else check_services)(module.params)
+        # outside check mode a healthy service's configuration is kept on the host as its last known good
+        check = check_through_executor if module.params["through_executor"] else check_services
+        result = check(module.params, keep_known_good=not module.check_mode)
     except ProbeConfigError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, **result)
+    module.exit_json(changed=any((service.get("known_good") or {}).get("changed") for service in result["services"]), **result)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,17 @@ class Failure:
         return str(cause) if cause else None
 
     @property
+    def what_changed(self) -> str | None:
+        """What changed since the service last worked, as the host read it (service_check's ``changes``): each file
+        with when and the lines of its diff that changed, each package change with its versions; None when nothing
+        did or the service was never seen good. Quoted as the host's data, never as a fix."""
+        changes = self.evidence.get("changes") or {}
+        said = [_file_change(change) for change in (changes.get("files") or [])[:MAX_CHANGES_SAID]]
+        collected_at = float(self.evidence.get("collected_at") or 0)
+        said += [_package_change(change, collected_at) for change in (changes.get("packages") or [])[-MAX_CHANGES_SAID:]]
+        return "what changed since it last worked: " + "; ".join(said) if said else None
+
+    @property
     def normalized_error(self) -> str:
         return normalize_error_text(self.summary)
 
@@ -148,6 +159,35 @@ class Failure:
         """Same service, same failure class, same error text once abstracted, same kind of host."""
         key = "\x1f".join((self.service, self.failure_class, self.normalized_error, *host_family(self.facts)))
         return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+# files and package changes named in one sentence, and the changed lines quoted of each file
+MAX_CHANGES_SAID = 3
+MAX_DIFF_LINES_SAID = 4
+PACKAGE_ACTIONS = {"install": "installed", "upgrade": "upgraded", "remove": "removed", "purge": "purged"}
+
+
+def _file_change(change: Mapping[str, Any]) -> str:
+    when = f" {_ago(change['before_failure_s'])} before the failure" if change.get("before_failure_s") is not None else ""
+    lines = [line.rstrip() for line in str(change.get("diff") or "").splitlines()
+             if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()][:MAX_DIFF_LINES_SAID]
+    return f"{change['path']} {change['change']}{when}" + (f": {' '.join(repr(line) for line in lines)}" if lines else "")
+
+
+def _package_change(change: Mapping[str, Any], failed_at: float) -> str:
+    versions = " -> ".join(str(version) for version in (change.get("before"), change.get("after")) if version)
+    when = f" {_ago(failed_at - float(change['at']))} before the failure" if failed_at and change.get("at") else ""
+    done = PACKAGE_ACTIONS.get(str(change.get("action")), str(change.get("action")))
+    return f"package {change['package']} {done} {versions}{when}"
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h" if seconds < 172800 else f"{seconds // 86400} days"
 
 
 @dataclass(frozen=True)

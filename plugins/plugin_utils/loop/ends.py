@@ -27,8 +27,16 @@ class HealedNode(_EndNode):
 
 
 class EscalateNode(_EndNode):
+    """A person is paged: what changed since the service last worked comes first, since most outages follow a change."""
+
     node_name = "escalate"
     status = Status.ESCALATED.value
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        changed = state.failure.what_changed
+        if changed:
+            state.reason = f"{changed}. {state.reason}" if state.reason else changed
+        return super().post(state, prep_res, exec_res)
 
 
 class AwaitApprovalNode(_EndNode):

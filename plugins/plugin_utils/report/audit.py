@@ -64,8 +64,10 @@ def audit_records(episode: Mapping[str, Any]) -> list[dict[str, Any]]:
     evidence = episode.get("evidence") or {}
     records = []
     if base["attempt"] == 1:
+        # what changed since the service last worked, first: most outages follow a change
+        changed = {"changes": evidence["changes"]} if evidence.get("changes") else {}
         records.append(record("incident_opened", started, failure_class=str(episode.get("failure_class") or ""),
-                              summary=str(episode.get("error_text") or "")))
+                              summary=str(episode.get("error_text") or ""), **changed))
     records.append(record(
         "evidence", started, summary=str(episode.get("error_text") or ""), cause=(evidence.get("unit") or {}).get("cause"),
         commands=[{"command": command, "rc": answer.get("rc"), "output": _tail(str(answer.get("stdout", "")))}

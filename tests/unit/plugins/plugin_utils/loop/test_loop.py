@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import jsonschema
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
@@ -27,7 +28,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, decoded_episode
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 
@@ -126,6 +128,32 @@ def test_config_error_escalates_without_running_any_remediation(tmp_path: Path) 
     assert 'unknown directive "bogus"' in outcome.state.reason
     assert executor.remediations == [] and [purpose for purpose, _argvs in executor.runs] == ["evidence"]
     assert not outcome.state.changed
+
+
+CHANGED = {"good_at": 1000.0, "packages": [{"action": "upgrade", "package": "nginx", "before": "1.22.1-9", "after": "1.22.1-9+deb12u1",
+                                          "at": 1500.0}],
+           "files": [{"path": "/etc/nginx/sites-enabled/default", "change": "modified", "changed_at": 1700.0, "before_failure_s": 240,
+                      "diff": "--- /etc/nginx/sites-enabled/default (last known good)\n+++ /etc/nginx/sites-enabled/default\n"
+                              "@@ -1,2 +1,2 @@\n server {\n-    listen 80 default_server;\n+    listen 80 defualt_server;\n"}]}
+
+
+def test_an_escalation_leads_with_what_changed_since_the_service_last_worked_and_the_audit_record_keeps_it(tmp_path: Path) -> None:
+    executor = ScriptedExecutor({"nginx -t": "nginx: [emerg] invalid parameter \"defualt_server\" in /etc/nginx/sites-enabled/default:2"})
+    failure = nginx_failure("not_running")
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": CHANGED, "collected_at": 1940.0})
+    tools = _tools(tmp_path, executor, [])
+    outcome = heal_incident(failure, tools)
+    assert outcome.trace.path == ["diagnose", "plan", "record", "escalate"] and executor.remediations == []
+    assert outcome.state.reason.startswith(
+        "what changed since it last worked: /etc/nginx/sites-enabled/default modified 4 min before the failure: "
+        "'-    listen 80 default_server;' '+    listen 80 defualt_server;'; package nginx upgraded 1.22.1-9 -> 1.22.1-9+deb12u1 "
+        "7 min before the failure. "), outcome.state.reason
+    assert 'invalid parameter "defualt_server"' in outcome.state.reason
+    [episode] = tools.memory.episodes(limit=5)  # type: ignore[union-attr]
+    [opened] = [record for record in audit_records(decoded_episode(episode)) if record["kind"] == "incident_opened"]
+    assert opened["detail"]["changes"] == CHANGED
+    schema = json.loads((Path(__file__).resolve().parents[5] / "docs" / "audit-schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(opened)
 
 
 def test_plan_needing_approval_is_stored_and_nothing_runs(tmp_path: Path) -> None:

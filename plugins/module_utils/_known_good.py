@@ -1,0 +1,290 @@
+# -*- coding: utf-8 -*-
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The last known good configuration of a service, kept on the host (standard library only).
+
+While every check of a service passes, service_check keeps a copy of its configuration: the files its Debian packages
+mark as configuration (dpkg's conffiles), the files those directories include (``sites-enabled/*``, ``conf.d/*``), the
+local unit file and drop-ins, and what the inventory declares (``configs``: paths or globs). The copies stay in a
+root-only directory on the host; the controller is told names, sizes and hashes. When the service fails, what changed
+since: each file modified, added or removed (a unified diff computed here, redacted, capped) with its time, and the
+installs, upgrades and removals of its packages in dpkg's log since the last good check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import glob
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+import time
+
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+
+KNOWN_GOOD_DIR = "/var/lib/sentinel-heal/known-good"
+DPKG_INFO = "/var/lib/dpkg/info"
+DPKG_STATUS = "/var/lib/dpkg/status"
+DPKG_LOG = "/var/log/dpkg.log"
+# where a person's own unit file and drop-ins live, below /etc (the packaged unit changes with its package)
+LOCAL_UNITS = "systemd/system"
+MAX_FILES = 64
+# a larger file is recorded by its hash only: a change is named, never shown or put back
+MAX_FILE_BYTES = 256 * 1024
+MAX_DIFF_CHARS = 4000
+MAX_PACKAGE_CHANGES = 20
+MANIFEST = "manifest.json"
+# directories of a package's configuration whose files its main file includes
+_INCLUDED = re.compile(r"(-enabled|\.d)$")
+_DPKG_LINE = re.compile(r"^(\S+ \S+) (install|upgrade|remove|purge) (\S+) (\S+) (\S+)$")
+
+
+class KnownGoodError(Exception):
+    """The known-good directory cannot be trusted or written (another owner, others may read it, a full disk)."""
+
+
+def configuration_files(spec, packages, info_dir=DPKG_INFO, etc="/etc"):
+    """The service's configuration files, sorted, at most MAX_FILES: its packages' conffiles that exist, the files in the
+    include directories beside them, its local unit file and drop-ins, and the declared ``configs``."""
+    conffiles = []
+    for package in packages:
+        conffiles.extend(_conffiles(package, info_dir))
+    found = set(path for path in conffiles if os.path.isfile(path))
+    names = set(packages) | set([spec.get("service") or spec["name"], spec["name"]])
+    # the service's own configuration directory (/etc/nginx of nginx-common), never a shared one (/etc/default)
+    roots = set(root for root in (_etc_root(path, etc) for path in found) if root and any(
+        name == os.path.basename(root) or name.startswith(os.path.basename(root) + "-") for name in names))
+    for directory in sorted(roots):
+        for entry in _listdir(directory):
+            included = os.path.join(directory, entry)
+            if _INCLUDED.search(entry) and os.path.isdir(included):
+                found.update(os.path.join(included, name) for name in _listdir(included) if os.path.isfile(os.path.join(included, name)))
+    unit, local_units = "%s.service" % (spec.get("service") or spec["name"]), os.path.join(etc, LOCAL_UNITS)
+    found.update(path for path in [os.path.join(local_units, unit), *glob.glob(os.path.join(local_units, unit + ".d", "*.conf"))]
+                 if os.path.isfile(path))
+    for pattern in spec.get("configs") or []:
+        found.update(path for path in glob.glob(pattern) if os.path.isfile(path))
+    # each file once, by the path a person edits (sites-enabled/default is a link to sites-available/default)
+    return sorted(set(os.path.realpath(path) for path in found))[:MAX_FILES]
+
+
+def keep(name, spec, packages_of, root=None, now=None):
+    """Called while every check of the service passes: its configuration as it is now becomes the last known good one.
+    A file is copied once per content; the manifest is rewritten only when something changed, and its time says when
+    the service was last seen good. Returns what the controller is told (no contents)."""
+    now = time.time() if now is None else now
+    directory = _service_dir(root or KNOWN_GOOD_DIR, name)
+    manifest = _read_manifest(directory)
+    packages = _packages(manifest, spec, packages_of)
+    files = {}
+    for path in configuration_files(spec, packages):
+        entry = _fingerprint(path)
+        if entry is None:
+            continue
+        if entry["size"] <= MAX_FILE_BYTES:
+            entry["kept"] = _store_blob(directory, path, entry["sha256"])
+        files[path] = entry
+    fresh = dict(packages=packages, dpkg_status=_mtime(DPKG_STATUS), files=files)
+    changed = manifest is None or any(manifest.get(key) != value for key, value in fresh.items())
+    if changed:
+        _write_json(os.path.join(directory, MANIFEST), dict(fresh, taken_at=now))
+        _drop_unreferenced(directory, files)
+    os.utime(os.path.join(directory, MANIFEST), (now, now))
+    return dict(at=now, changed=changed, files=[dict(path=path, size=entry["size"], sha256=entry["sha256"], kept=entry.get("kept", False))
+                                                for path, entry in sorted(files.items())])
+
+
+def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_log=DPKG_LOG):
+    """What changed in the service's configuration and packages since it was last seen good, or None when it never
+    was (nothing is guessed then). Each file change has its kind, its time and, for a kept text file, a unified diff
+    of the good version against the current one; each package change its action, versions and time."""
+    directory = os.path.join(root or KNOWN_GOOD_DIR, name)
+    manifest = _read_manifest(directory)
+    if manifest is None:
+        return None
+    good_at = _mtime(os.path.join(directory, MANIFEST))
+    before = manifest.get("files") or {}
+    now_files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in
+                                                        configuration_files(spec, manifest.get("packages") or [])) if entry)
+    files = []
+    for path in sorted(set(before) | set(now_files)):
+        # a file no longer among the service's (its package removed, the cap reached) is removed only if it is gone
+        old, new = before.get(path), now_files.get(path) or _fingerprint(path)
+        if old and new and old["sha256"] == new["sha256"]:
+            continue
+        kind = "modified" if old and new else ("added" if new else "removed")
+        change = dict(path=path, change=kind, changed_at=new["mtime"] if new else None,
+                      before_failure_s=round(failed_at - new["mtime"]) if new else None)
+        if kind == "modified":
+            change["diff"] = _diff(directory, path, old, redact_values)
+        files.append(change)
+    return dict(good_at=good_at, files=files,
+                packages=package_changes(manifest.get("packages") or [], good_at, dpkg_log))
+
+
+def package_changes(packages, since, dpkg_log=DPKG_LOG):
+    """Installs, upgrades and removals of ``packages`` in dpkg's log after ``since``, oldest first (at most
+    MAX_PACKAGE_CHANGES, the latest kept)."""
+    wanted, found = set(packages), []
+    try:
+        with open(dpkg_log, errors="replace") as log:
+            for line in log:
+                match = _DPKG_LINE.match(line.strip())
+                if not match or match.group(3).split(":")[0] not in wanted:
+                    continue
+                try:
+                    at = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
+                except ValueError:
+                    continue
+                if at > since:
+                    found.append(dict(action=match.group(2), package=match.group(3).split(":")[0], at=at,
+                                      before=_version(match.group(4)), after=_version(match.group(5))))
+    except OSError:
+        return []
+    return found[-MAX_PACKAGE_CHANGES:]
+
+
+def _version(text):
+    return None if text == "<none>" else text
+
+
+def _diff(directory, path, old, redact_values):
+    """The good version against the current one, redacted and capped; None when either is not kept or not text."""
+    if not old.get("kept"):
+        return None
+    good = _read_text(os.path.join(directory, "blobs", old["sha256"]))
+    current = _read_text(path)
+    if good is None or current is None:
+        return None
+    lines = difflib.unified_diff(good.splitlines(True), current.splitlines(True), fromfile="%s (last known good)" % path, tofile=path)
+    return clip(redact("".join(lines), redact_values), MAX_DIFF_CHARS)
+
+
+def _read_text(path):
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_FILE_BYTES or b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _conffiles(package, info_dir):
+    """The conffiles dpkg lists for the package (its multi-arch name too): "PATH" or "PATH remove-on-upgrade" per line."""
+    for candidate in [os.path.join(info_dir, "%s.conffiles" % package), *glob.glob(os.path.join(info_dir, "%s:*.conffiles" % package))]:
+        try:
+            with open(candidate, errors="replace") as listing:
+                return [line.split()[0] for line in listing if line.strip().startswith("/")]
+        except OSError:
+            continue
+    return []
+
+
+def _etc_root(path, etc):
+    """ETC/NAME of a path below it (the package's configuration directory), or None."""
+    below = os.path.relpath(path, etc).split(os.sep)
+    return os.path.join(etc, below[0]) if len(below) > 1 and below[0] != os.pardir else None
+
+
+def _listdir(directory):
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
+
+
+def _packages(manifest, spec, packages_of):
+    """The service's packages, asked of dpkg only when its status changed since they were recorded."""
+    if manifest is not None and manifest.get("dpkg_status") == _mtime(DPKG_STATUS):
+        return manifest.get("packages") or []
+    return packages_of(spec)
+
+
+def _fingerprint(path):
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(65536), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return dict(size=st.st_size, sha256=digest.hexdigest(), mtime=st.st_mtime)
+
+
+def _service_dir(root, name):
+    """root/NAME, made root-only; a root directory another account owns, or others may enter, is not trusted."""
+    for directory in (root, os.path.join(root, name), os.path.join(root, name, "blobs")):
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            st = os.lstat(directory)
+        except OSError as exc:
+            raise KnownGoodError("%s: %s" % (directory, exc.strerror)) from None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise KnownGoodError("%s: not a directory only its owner (%d) may read; fix or remove it" % (directory, os.geteuid()))
+    return os.path.join(root, name)
+
+
+def _store_blob(directory, path, digest):
+    blob = os.path.join(directory, "blobs", digest)
+    if os.path.exists(blob):
+        return True
+    try:
+        with open(path, "rb") as source:
+            data = source.read(MAX_FILE_BYTES + 1)
+        if hashlib.sha256(data).hexdigest() != digest:
+            return False  # it changed while it was read: the next good check keeps it
+        _write_bytes(blob, data)
+    except OSError:
+        return False
+    return True
+
+
+def _drop_unreferenced(directory, files):
+    referenced = set(entry["sha256"] for entry in files.values())
+    for name in _listdir(os.path.join(directory, "blobs")):
+        if name not in referenced:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, "blobs", name))
+
+
+def _read_manifest(directory):
+    try:
+        with open(os.path.join(directory, MANIFEST)) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _write_json(path, value):
+    _write_bytes(path, json.dumps(value, sort_keys=True).encode("utf-8"))
+
+
+def _write_bytes(path, data):
+    """Written completely or not at all, readable by its owner only."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None

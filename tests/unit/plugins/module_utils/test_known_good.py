@@ -1,0 +1,160 @@
+"""The last known good configuration on the host: what is a service's configuration, what is kept while it is healthy
+and never leaves the host, and what changed since, read when it fails (real files, a real dpkg-shaped tree)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
+    MAX_FILE_BYTES,
+    KnownGoodError,
+    changes_since_good,
+    configuration_files,
+    keep,
+    package_changes,
+)
+
+SITE = "server {\n    listen 80 default_server;\n    root /var/www/html;\n}\n"
+
+
+def _none(_spec: dict[str, Any]) -> list[str]:
+    return []
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    """/etc with nginx's package configuration, dpkg's info with its conffiles (one under a multi-arch name)."""
+    etc, info = tmp_path / "etc", tmp_path / "info"
+    for relative, text in {"nginx/nginx.conf": "include /etc/nginx/sites-enabled/*;\n", "nginx/sites-enabled/default": SITE,
+                           "nginx/conf.d/gzip.conf": "gzip on;\n", "nginx/modules-enabled/50-mod.conf": "load_module x;\n",
+                           "nginx/snippets/ssl.conf": "ssl on;\n", "nginx/notes/README": "not included\n",
+                           "default/nginx": "DAEMON_OPTS=\n", "default/grub.d/x.cfg": "another package's\n",
+                           "systemd/system/nginx.service.d/override.conf": "[Service]\nLimitNOFILE=65536\n"}.items():
+        path = etc / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    info.mkdir()
+    (info / "nginx-common.conffiles").write_text(f"{etc}/nginx/nginx.conf\n{etc}/default/nginx\n{etc}/nginx/gone.conf remove-on-upgrade\n")
+    (info / "nginx:amd64.conffiles").write_text(f"{etc}/nginx/snippets/ssl.conf\n")
+    return etc, info
+
+
+def test_a_services_configuration_is_its_packages_conffiles_what_their_directory_includes_its_drop_ins_and_what_is_declared(
+        tmp_path: Path) -> None:
+    etc, info = _tree(tmp_path)
+    declared = tmp_path / "app.yml"
+    declared.write_text("port: 80\n")
+    spec = {"name": "nginx", "configs": [str(tmp_path / "*.yml"), str(tmp_path / "missing/*.conf")]}
+    found = configuration_files(spec, ["nginx-common", "nginx"], info_dir=str(info), etc=str(etc))
+    assert found == sorted([str(declared)] + [str(etc / relative) for relative in (
+        "default/nginx", "nginx/conf.d/gzip.conf", "nginx/modules-enabled/50-mod.conf", "nginx/nginx.conf",
+        "nginx/sites-enabled/default", "nginx/snippets/ssl.conf", "systemd/system/nginx.service.d/override.conf")])
+    # a shared directory (/etc/default) is not the service's: its other packages' include directories are not read
+    assert not any("grub.d" in path or "notes" in path for path in found)
+
+
+def _site_spec(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    site = tmp_path / "site.conf"
+    site.write_text(SITE)
+    return {"name": "nginx", "configs": [str(tmp_path / "*.conf")]}, site
+
+
+def test_a_healthy_services_files_are_kept_once_root_only_and_the_controller_is_told_names_sizes_and_hashes(tmp_path: Path) -> None:
+    spec, site = _site_spec(tmp_path)
+    root = tmp_path / "known-good"
+    told = keep("nginx", spec, _none, root=str(root), now=1000.0)
+    assert told["changed"] and [(f["path"], f["size"], f["kept"]) for f in told["files"]] == [(str(site), len(SITE), True)]
+    assert "server" not in json.dumps(told)  # no content leaves the host
+    for directory in (root, root / "nginx", root / "nginx" / "blobs"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert (root / "nginx" / "blobs" / told["files"][0]["sha256"]).read_text() == SITE
+    # the same again: nothing rewritten, only the time it was last seen good
+    again = keep("nginx", spec, _none, root=str(root), now=2000.0)
+    assert not again["changed"] and (root / "nginx" / "manifest.json").stat().st_mtime == 2000.0
+    # a new good version replaces the old copy
+    site.write_text(SITE.replace("80", "8080"))
+    assert keep("nginx", spec, _none, root=str(root), now=3000.0)["changed"]
+    assert len(list((root / "nginx" / "blobs").iterdir())) == 1
+
+
+def test_what_changed_since_the_last_good_check_is_a_redacted_diff_with_its_time_and_files_added_and_removed(tmp_path: Path) -> None:
+    spec, site = _site_spec(tmp_path)
+    extra = tmp_path / "extra.conf"
+    extra.write_text("old\n")
+    root = str(tmp_path / "known-good")
+    keep("nginx", spec, _none, root=root, now=time.time() - 600)
+    site.write_text(SITE.replace("default_server", "defualt_server") + "    auth_basic_user_file password=hunter2;\n")
+    extra.unlink()
+    (tmp_path / "new.conf").write_text("new\n")
+    changed = changes_since_good("nginx", spec, time.time(), redact_values=("hunter2",), root=root)
+    assert changed is not None and changed["packages"] == []
+    by_path = {change["path"]: change for change in changed["files"]}
+    assert {path: change["change"] for path, change in by_path.items()} == {
+        str(site): "modified", str(extra): "removed", str(tmp_path / "new.conf"): "added"}
+    diff = by_path[str(site)]["diff"]
+    assert "-    listen 80 default_server;\n+    listen 80 defualt_server;" in diff and "(last known good)" in diff
+    assert "hunter2" not in diff
+    assert 0 <= by_path[str(site)]["before_failure_s"] < 60 and by_path[str(extra)]["changed_at"] is None
+
+
+def test_a_service_never_seen_good_has_nothing_to_compare_and_a_large_file_is_known_by_its_hash_only(tmp_path: Path) -> None:
+    spec, site = _site_spec(tmp_path)
+    root = str(tmp_path / "known-good")
+    assert changes_since_good("nginx", spec, time.time(), root=root) is None
+    site.write_text("x" * (MAX_FILE_BYTES + 1))
+    [told] = keep("nginx", spec, _none, root=root)["files"]
+    assert not told["kept"] and not list((tmp_path / "known-good" / "nginx" / "blobs").iterdir())
+    site.write_text("y" * (MAX_FILE_BYTES + 1))
+    [change] = changes_since_good("nginx", spec, time.time(), root=root)["files"]  # type: ignore[index]
+    assert (change["change"], change["diff"]) == ("modified", None)
+
+
+def test_a_known_good_directory_others_may_read_is_not_trusted(tmp_path: Path) -> None:
+    spec, _site = _site_spec(tmp_path)
+    root = tmp_path / "known-good"
+    root.mkdir(mode=0o755)
+    os.chmod(root, 0o755)
+    with pytest.raises(KnownGoodError, match="not a directory only its owner"):
+        keep("nginx", spec, _none, root=str(root))
+
+
+def test_package_changes_since_the_last_good_check_are_read_from_dpkgs_log(tmp_path: Path) -> None:
+    log = tmp_path / "dpkg.log"
+    log.write_text(
+        "2026-11-01 10:00:00 upgrade nginx-common:all 1.22.1-9 1.22.1-9+deb12u1\n"
+        "2026-11-27 09:00:00 startup packages configure\n"
+        "2026-11-27 09:00:01 upgrade nginx:amd64 1.22.1-9 1.22.1-9+deb12u1\n"
+        "2026-11-27 09:00:02 upgrade libc6:amd64 2.36-9 2.36-9+deb12u9\n"
+        "2026-11-27 09:00:03 remove nginx-common:all 1.22.1-9+deb12u1 <none>\n")
+    since = time.mktime(time.strptime("2026-11-20 00:00:00", "%Y-%m-%d %H:%M:%S"))
+    changes = package_changes(["nginx", "nginx-common"], since, str(log))
+    assert [(c["action"], c["package"], c["before"], c["after"]) for c in changes] == [
+        ("upgrade", "nginx", "1.22.1-9", "1.22.1-9+deb12u1"), ("remove", "nginx-common", "1.22.1-9+deb12u1", None)]
+    assert package_changes(["nginx"], since, str(tmp_path / "no-log")) == []
+
+
+def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_reads_what_changed_when_it_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, site = _site_spec(tmp_path)
+    monkeypatch.setattr(_known_good, "KNOWN_GOOD_DIR", str(tmp_path / "known-good"))
+    flag = tmp_path / "up"
+    flag.write_text("")
+    service = dict(spec, status_check=False, check_command=f"test -e {flag}")
+    params: dict[str, Any] = {"services": [service], "log_lines": 5}
+    assert "known_good" not in _probe.check_services(params)["services"][0]  # check mode: nothing kept
+    assert not (tmp_path / "known-good").exists()
+    [healthy] = _probe.check_services(params, keep_known_good=True)["services"]
+    assert healthy["known_good"]["changed"] and [f["path"] for f in healthy["known_good"]["files"]] == [str(site)]
+    site.write_text(SITE.replace("listen 80", "listen 8o"))
+    flag.unlink()
+    [failing] = _probe.check_services(params, keep_known_good=True)["failures"]
+    [change] = failing["evidence"]["changes"]["files"]
+    assert change["path"] == str(site) and "+    listen 8o default_server;" in change["diff"]
+    assert "known_good" not in failing  # a failing service's configuration is never taken as good
