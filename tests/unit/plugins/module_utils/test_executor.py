@@ -142,6 +142,11 @@ def test_a_check_of_what_the_host_does_not_declare_is_refused(host: Path, servic
     assert rc == REFUSED and response["rule"] == rule
 
 
+def test_a_check_asks_to_keep_the_last_known_good_configuration_with_true_or_false_only(host: Path) -> None:
+    rc, response, _log = execute(host, {**check_request(["nginx"]), "keep_known_good": "yes"})
+    assert rc == REFUSED and response["rule"] == "request" and "field: keep_known_good" in response["reason"]
+
+
 def test_a_check_under_another_policy_version_is_refused_until_the_role_is_applied_again(host: Path) -> None:
     rc, response, _log = execute(host, check_request(["nginx"], policy_version="0123456789abcdef"))
     assert rc == REFUSED and response["rule"] == "policy-version" and "apply the sentinel.heal.host role" in response["reason"]
