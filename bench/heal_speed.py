@@ -1,18 +1,21 @@
 """How much the heal loop costs against a hand-written playbook, on the lab fleet.
 
 Both run in this process's loop, interleaved, on the same hosts:
-  * healthy sweep: playbooks/heal.yml over the healthy 3-host fleet vs bench/handwritten_check.yml
+  * healthy sweep: playbooks/heal.yml over the healthy 3-host fleet vs bench/handwritten_check.yml, and the same
+    sweep keeping each service's last known good configuration on the host vs with known_good: false (its cost)
   * one heal: nginx killed on node1, playbooks/heal.yml (fresh memory, so the runbook path with
     its evidence run) vs bench/handwritten_restart.yml; and heal.yml again with the fix in memory.
   * the same heal from memory with enforcement on the host (every step a request to the executor that
     the lab installed on node1) vs the heal from memory with the steps run directly. Every other heal.yml row runs
     its steps directly (autoheal_enforcement=controller), as the rows before the executor did.
-Prints medians and ratios against the targets (sweep within 1.5x, one heal within 3x, through the executor within 1.2x).
+Prints medians and ratios against the targets (sweep within 1.5x, one heal within 3x, through the executor within 1.2x,
+keeping the last known good within 1.1x).
 Run as root: `make bench`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -22,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
@@ -30,6 +35,9 @@ import fleet  # noqa: E402
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 # the steps run directly by the healing account's sudo, as before the executor (the lab's default is the executor)
 DIRECT = ("-e", "autoheal_enforcement=controller")
+# the lab's services as declared, each without its last known good configuration kept (what keeping it costs)
+WITHOUT_KNOWN_GOOD = ("-e", json.dumps({"autoheal_services": [dict(spec, known_good=False) for spec in yaml.safe_load(
+    (ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]]}))
 ENV = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
@@ -53,10 +61,11 @@ def measure(rounds: int) -> list[str]:
     state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
     timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
     timed_playbook("bench/handwritten_check.yml")
-    sweep, check, heal_runbook, heal_memory, restart, heal_on_host = [], [], [], [], [], []
+    sweep, sweep_without, check, heal_runbook, heal_memory, restart, heal_on_host = [], [], [], [], [], [], []
     for round_number in range(rounds):
         check.append(timed_playbook("bench/handwritten_check.yml"))
         sweep.append(timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}"))
+        sweep_without.append(timed_playbook("playbooks/heal.yml", *DIRECT, *WITHOUT_KNOWN_GOOD, "-e", f"autoheal_state_dir={state}"))
 
         fleet.inject("node1", "nginx-killed")
         restart.append(timed_playbook("bench/handwritten_restart.yml", "--limit", "node1"))
@@ -86,6 +95,8 @@ def measure(rounds: int) -> list[str]:
         f"sentinel.heal speed on the lab fleet ({inits}), {rounds} interleaved rounds",
         row("hand-written check (3 hosts, 3 services)", check, check, None),
         row("heal.yml healthy sweep (3 hosts)", sweep, check, 1.5),
+        row("the same sweep with known_good: false", sweep_without, sweep_without, None),
+        row("keeping the last known good (the sweep)", sweep, sweep_without, 1.1),
         row("hand-written restart of killed nginx", restart, restart, None),
         row("heal.yml, killed nginx, runbook path", heal_runbook, restart, 3.0),
         row("heal.yml, killed nginx, fix from memory", heal_memory, restart, 3.0),

@@ -58,6 +58,8 @@ SERVICE_OPTIONS = dict(
     timeout=dict(type="float", default=5.0),
     # configuration files beyond its packages' own (paths or globs), kept while it is healthy
     configs=dict(type="list", elements="str", default=[]),
+    # keep its last known good configuration on the host, and say what changed since when it fails
+    known_good=dict(type="bool", default=True),
     # how far sentinel.heal acts on this service (the controller reads it; the host does not)
     mode=dict(type="str", choices=["observe", "review", "autonomous"]),
 )
@@ -120,7 +122,7 @@ def check_services(params, keep_known_good=False):
                           (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120))) for spec in services]
     if keep_known_good:
         for spec, result in zip(services, results):
-            if result["healthy"]:
+            if result["healthy"] and spec.get("known_good", True):
                 result["known_good"] = _keep_known_good(spec)
     failures = [r for r in results if not r["healthy"]]
     return dict(
@@ -235,7 +237,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     if healthy:
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
-    evidence["changes"] = changes_since_good(name, spec, time.time(), redact_values)
+    evidence["changes"] = changes_since_good(name, spec, time.time(), redact_values) if spec.get("known_good", True) else None
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
     if reads and failure_class not in ("masked", "auto_restart"):

@@ -153,6 +153,12 @@ options:
         type: list
         elements: str
         default: []
+      known_good:
+        description:
+          - Keep the service's last known good configuration on the host (see O(services[].configs)) and say what
+            changed since when it fails. V(false) keeps nothing and reads nothing of it.
+        type: bool
+        default: true
       mode:
         description:
           - How far M(sentinel.heal.heal) acts on this service, over the host's O(sentinel.heal.heal#module:mode) -

@@ -158,3 +158,9 @@ def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_read
     [change] = failing["evidence"]["changes"]["files"]
     assert change["path"] == str(site) and "+    listen 8o default_server;" in change["diff"]
     assert "known_good" not in failing  # a failing service's configuration is never taken as good
+    # a service declared without it: nothing kept, nothing read
+    site.write_text(SITE)
+    flag.write_text("")
+    off = dict(service, name="off", known_good=False)
+    [checked] = _probe.check_services({"services": [off], "log_lines": 5}, keep_known_good=True)["services"]
+    assert "known_good" not in checked and not (tmp_path / "known-good" / "off").exists()
