@@ -10,9 +10,22 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: memory
-short_description: Read, export, prune and decide what sentinel.heal's memory holds on the controller
+short_description: Read, export, prune and decide what sentinel.heal's memory holds on the controller (deprecated)
 version_added: 0.1.0
+deprecated:
+  removed_in: 1.0.0
+  why: >-
+    One module per concern, named for what it does or changes, each with its own options and an honest check mode, the
+    Ansible way.
+  alternative: >-
+    sentinel.heal.memory_info (episodes, episode, search, plans, plan, silences, suspension), sentinel.heal.memory_export
+    (export, report), sentinel.heal.memory_prune (prune, forget), sentinel.heal.silence (silence, unsilence),
+    sentinel.heal.suspension (suspend, resume), sentinel.heal.approval (deny) and sentinel.heal.flapping_reset
+    (reset_flapping).
+  removed_from_collection: sentinel.heal
 description:
+  - Deprecated - each operation warns, naming the module and the form that replace it, and is done by that module's
+    code, with the same results.
   - Works on the memory on the controller, whatever host the task runs for - the SQLite file in O(state_dir), or the
     PostgreSQL database of O(memory_url).
   - Episodes (one per attempt at healing an incident) - C(episodes) lists them (filter by O(host),
@@ -76,8 +89,8 @@ options:
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, healed, in_progress_elsewhere, interrupted, suspended,
-              unreachable]
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, halted, healed, in_progress_elsewhere, interrupted,
+              suspended, unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
     type: str
@@ -135,8 +148,13 @@ options:
     description: The silence to lift (C(unsilence)); see C(silences).
     type: int
 seealso:
-  - module: sentinel.heal.execute
-  - module: sentinel.heal.heal
+  - module: sentinel.heal.memory_info
+  - module: sentinel.heal.memory_export
+  - module: sentinel.heal.memory_prune
+  - module: sentinel.heal.silence
+  - module: sentinel.heal.suspension
+  - module: sentinel.heal.approval
+  - module: sentinel.heal.flapping_reset
 """
 
 EXAMPLES = r"""

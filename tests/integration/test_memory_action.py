@@ -1,9 +1,11 @@
-"""sentinel.heal.memory through ansible-playbook, on a memory filled by the engine (no lab needed): on each backend, the
-SQLite file in the state dir and a PostgreSQL database (memory_url, the password in PGPASSWORD as an AWX credential
-gives it)."""
+"""The memory's modules (memory_info, memory_export, memory_prune, silence, suspension, approval, flapping_reset)
+through ansible-playbook, on a memory filled by the engine (no lab needed): on each backend, the SQLite file in the state
+dir and a PostgreSQL database (memory_url, the password in PGPASSWORD as an AWX credential gives it). Every write module
+in check mode leaves the memory as it was; the deprecated sentinel.heal.memory still works, naming what replaces it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -16,7 +18,7 @@ from memory_places import MemoryPlace
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
 
@@ -24,27 +26,38 @@ PLAYBOOK = """
 - hosts: localhost
   gather_facts: false
   module_defaults:
-    sentinel.heal.memory: {memory_url: "{{ u }}"}
+    sentinel.heal.memory_info: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
+    sentinel.heal.memory_export: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
+    sentinel.heal.memory_prune: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
   tasks:
-    - {name: list, sentinel.heal.memory: {operation: episodes, service: nginx, state_dir: "{{ d }}"}, register: listed}
-    - {name: search, sentinel.heal.memory: {operation: search, text: "Address already in use", state_dir: "{{ d }}"}, register: found}
-    - {name: show, sentinel.heal.memory: {operation: episode, episode_id: "{{ found.episodes[0].id }}", state_dir: "{{ d }}"}, register: shown}
-    - {name: export, sentinel.heal.memory: {operation: export, dest: "{{ d }}/export.json", state_dir: "{{ d }}"}, register: exported}
+    - {name: list, sentinel.heal.memory_info: {service: nginx}, register: listed}
+    - {name: search, sentinel.heal.memory_info: {text: "Address already in use"}, register: found}
+    - {name: show, sentinel.heal.memory_info: {episode_id: "{{ found.episodes[0].id }}"}, register: shown}
+    - name: export in check mode
+      sentinel.heal.memory_export: {dest: "{{ d }}/export.json"}
+      check_mode: true
+      register: would_export
+    - {name: nothing exported yet, ansible.builtin.stat: {path: "{{ d }}/export.json"}, register: not_yet}
+    - {name: export, sentinel.heal.memory_export: {dest: "{{ d }}/export.json"}, register: exported}
     - name: prune in check mode
-      sentinel.heal.memory: {operation: prune, older_than_days: 30, state_dir: "{{ d }}"}
+      sentinel.heal.memory_prune: {older_than_days: 30}
       check_mode: true
       register: would_prune
-    - {name: prune, sentinel.heal.memory: {operation: prune, older_than_days: 30, state_dir: "{{ d }}"}, register: pruned}
-    - name: forget
-      sentinel.heal.memory: {operation: forget, fingerprint: "{{ shown.episode.fingerprint }}", state_dir: "{{ d }}"}
-      register: forgot
-    - {name: after, sentinel.heal.memory: {operation: episodes, state_dir: "{{ d }}"}, register: after}
+    - {name: prune, sentinel.heal.memory_prune: {older_than_days: 30}, register: pruned}
+    - name: forget in check mode
+      sentinel.heal.memory_prune: {fingerprint: "{{ shown.episode.fingerprint }}"}
+      check_mode: true
+      register: would_forget
+    - {name: forget, sentinel.heal.memory_prune: {fingerprint: "{{ shown.episode.fingerprint }}"}, register: forgot}
+    - {name: after, sentinel.heal.memory_info: {}, register: after}
     - name: report
       ansible.builtin.copy:
         dest: "{{ d }}/report.json"
         content: "{{ {'listed': listed.episodes | length, 'found': found.episodes[0].error_text, 'shown': shown.episode.plan.source,
+                     'would_export': [would_export.changed, would_export.count, not_yet.stat.exists],
                      'exported': exported.count, 'would_prune': [would_prune.removed, would_prune.runs_removed],
-                     'pruned': pruned.removed, 'runs_removed': pruned.runs_removed, 'forgot': forgot.removed,
+                     'pruned': pruned.removed, 'runs_removed': pruned.runs_removed,
+                     'would_forget': [would_forget.changed, would_forget.removed], 'forgot': forgot.removed,
                      'left': after.episodes | map(attribute='error_text') | list} | to_json }}"
         mode: "0600"
 """
@@ -77,7 +90,7 @@ def _run_dir(state_dir: Path, host: str, name: str, changed_at: float) -> str:
     return str(run_dir)
 
 
-def test_memory_operations_through_a_playbook(memory_place: MemoryPlace) -> None:
+def test_the_queries_exports_and_pruning_through_a_playbook(memory_place: MemoryPlace) -> None:
     tmp_path, on = memory_place.state_dir, _on(memory_place)
     bind = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "x"})
     bind = type(bind)(**{**bind.__dict__, "summary": "nginx: bind() to 0.0.0.0:80 failed (98: Address already in use)"})
@@ -95,8 +108,8 @@ def test_memory_operations_through_a_playbook(memory_place: MemoryPlace) -> None
     run = run_playbook(str(tmp_path / "memory.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])
     assert run.rc == 0, run.output
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "exported": 3, "would_prune": [1, 2], "pruned": 1, "runs_removed": 2,
-                      "forgot": 1, "left": [old.summary]}
+    assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "would_export": [True, 3, False], "exported": 3,
+                      "would_prune": [1, 2], "pruned": 1, "runs_removed": 2, "would_forget": [True, 1], "forgot": 1, "left": [old.summary]}
     # the runs of pruned episodes and old orphans are gone; what an episode still points to, and anything new, stays
     assert sorted(str(path.relative_to(tmp_path / "runs")) for path in (tmp_path / "runs").glob("*/*")) == [
         "web1/new-and-orphaned", "web1/old-but-still-referenced"]
@@ -143,25 +156,30 @@ SWITCH = """
 - hosts: localhost
   gather_facts: false
   module_defaults:
-    sentinel.heal.memory: {memory_url: "{{ u }}"}
+    sentinel.heal.memory_info: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
+    sentinel.heal.suspension: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
   tasks:
-    - {name: nothing yet, sentinel.heal.memory: {operation: suspension, state_dir: "{{ d }}"}, register: before}
+    - {name: nothing yet, sentinel.heal.memory_info: {kind: suspension}, register: before}
     - name: suspend in check mode
-      sentinel.heal.memory: {operation: suspend, decided_by: alice, note: failover, state_dir: "{{ d }}"}
+      sentinel.heal.suspension: {decided_by: alice, note: failover}
       check_mode: true
       register: would_suspend
-    - {name: suspend, sentinel.heal.memory: {operation: suspend, decided_by: alice, note: failover, state_dir: "{{ d }}"}, register: thrown}
-    - {name: again, sentinel.heal.memory: {operation: suspend, decided_by: bob, note: mine, state_dir: "{{ d }}"}, register: again}
-    - {name: resume, sentinel.heal.memory: {operation: resume, decided_by: carol, state_dir: "{{ d }}"}, register: resumed}
-    - {name: resume again, sentinel.heal.memory: {operation: resume, decided_by: carol, state_dir: "{{ d }}"}, register: resumed_again}
+    - {name: suspend, sentinel.heal.suspension: {decided_by: alice, note: failover}, register: thrown}
+    - {name: again, sentinel.heal.suspension: {decided_by: bob, note: mine}, register: again}
+    - name: resume in check mode
+      sentinel.heal.suspension: {state: absent, decided_by: carol}
+      check_mode: true
+      register: would_resume
+    - {name: resume, sentinel.heal.suspension: {state: absent, decided_by: carol}, register: resumed}
+    - {name: resume again, sentinel.heal.suspension: {state: absent, decided_by: carol}, register: resumed_again}
     - name: report
       ansible.builtin.copy:
         dest: "{{ d }}/switch.json"
-        content: "{{ [before, would_suspend, thrown, again, resumed, resumed_again]
+        content: "{{ [before, would_suspend, thrown, again, would_resume, resumed, resumed_again]
                      | map('dict2items') | map('selectattr', 'key', 'in', ['changed', 'suspended', 'suspension']) | map('items2dict')
                      | list | to_json }}"
         mode: "0600"
-    - {name: a suspend without a reason, sentinel.heal.memory: {operation: suspend, decided_by: dave, note: " ", state_dir: "{{ d }}"}}
+    - {name: a suspend without a reason, sentinel.heal.suspension: {decided_by: dave, note: " "}}
 """
 
 
@@ -170,11 +188,13 @@ def test_the_kill_switch_through_a_playbook_records_who_and_why_and_is_idempoten
     (tmp_path / "switch.yml").write_text(SWITCH)
     run = run_playbook(str(tmp_path / "switch.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])
     assert run.rc == 2 and "note: say why healing is suspended" in run.output, run.output
-    before, would, thrown, again, resumed, resumed_again = json.loads((tmp_path / "switch.json").read_text())
+    before, would, thrown, again, would_resume, resumed, resumed_again = json.loads((tmp_path / "switch.json").read_text())
     assert before == {"changed": False, "suspended": False, "suspension": None}
     assert would["changed"] is True and would["suspension"] is None  # check mode threw nothing
     assert thrown["changed"] is True and (thrown["suspension"]["suspended_by"], thrown["suspension"]["reason"]) == ("alice", "failover")
     assert again["changed"] is False and again["suspension"]["suspended_by"] == "alice"
+    # check mode released nothing: the switch it would release is still alice's, and the real resume below ends it
+    assert would_resume["changed"] is True and (would_resume["suspended"], would_resume["suspension"]["resumed_by"]) == (True, None)
     assert resumed["changed"] is True and (resumed["suspended"], resumed["suspension"]["resumed_by"]) == (False, "carol")
     assert resumed_again == {"changed": False, "suspended": False, "suspension": None}
     assert _only_in_its_place(memory_place)
@@ -218,3 +238,151 @@ def test_the_report_playbook_writes_the_history_and_the_audit_trail_of_the_windo
     for record in records:
         jsonschema.validate(record, schema)
     assert {record["incident_id"] for record in records} == {"this-week"} and _only_in_its_place(memory_place)
+
+
+WRITES = """
+- hosts: localhost
+  gather_facts: false
+  module_defaults:
+    sentinel.heal.silence: &memory {memory_url: "{{ u }}", state_dir: "{{ d }}"}
+    sentinel.heal.suspension: *memory
+    sentinel.heal.approval: *memory
+    sentinel.heal.flapping_reset: *memory
+    sentinel.heal.memory_prune: *memory
+    sentinel.heal.memory_export: *memory
+  tasks:
+    - {name: silence, sentinel.heal.silence: {host: web1, service: redis, duration: 1h, decided_by: alice, note: swap}, register: silenced}
+    - {name: lift, sentinel.heal.silence: {state: absent, host: web1, decided_by: alice}, register: lifted}
+    - {name: suspend, sentinel.heal.suspension: {decided_by: alice, note: failover}, register: suspended}
+    - {name: resume, sentinel.heal.suspension: {state: absent, decided_by: alice}, register: resumed}
+    - {name: deny, sentinel.heal.approval: {plan_id: "{{ p }}", decision: denied, decided_by: alice}, register: denied}
+    - {name: reset, sentinel.heal.flapping_reset: {host: web1, service: nginx, decided_by: alice}, register: reset}
+    - {name: prune, sentinel.heal.memory_prune: {older_than_days: 30}, register: pruned}
+    - {name: forget, sentinel.heal.memory_prune: {fingerprint: "{{ f }}"}, register: forgot}
+    - {name: export, sentinel.heal.memory_export: {dest: "{{ d }}/episodes.json"}, register: exported}
+    - {name: audit, sentinel.heal.memory_export: {format: audit, dest: "{{ d }}/audit.jsonl"}, register: audited}
+    - {name: history, sentinel.heal.memory_export: {format: history, dest: "{{ d }}/history.html"}, register: history}
+    - name: report
+      ansible.builtin.copy:
+        dest: "{{ d }}/writes.json"
+        content: "{{ dict(['silenced', 'lifted', 'suspended', 'resumed', 'denied', 'reset', 'pruned', 'forgot', 'exported', 'audited',
+                           'history'] | zip([silenced, lifted, suspended, resumed, denied, reset, pruned, forgot, exported, audited, history]))
+                     | to_json }}"
+        mode: "0600"
+      check_mode: false
+"""
+
+
+def _held(memory: Any) -> dict[str, Any]:
+    """Everything the write modules could change: episodes, plans, silences, the kill switch, the flapping count."""
+    return {"episodes": memory.episodes(limit=1000), "plans": memory.plans(status=None),
+            "silences": [silence.to_dict() for silence in memory.silences(at=time.time())], "suspension": memory.suspension(),
+            "remediations": memory.remediations("web1", "nginx", since=0)}
+
+
+def test_every_write_module_in_check_mode_changes_nothing_and_says_what_would_change(memory_place: MemoryPlace) -> None:
+    tmp_path, on = memory_place.state_dir, _on(memory_place)
+    long_ago = time.time() - 90 * 86400
+    old_run = _run_dir(tmp_path, "web1", "old", long_ago)
+    waiting = nginx_failure("port_conflict", owner={"port": 80, "pid": 4242, "process": "python3", "cmdline": "x"})
+    with memory_place.open() as memory:
+        memory.record_attempt(incident_id="new", failure=nginx_failure("not_running"), attempt=_attempt(time.time()))
+        memory.record_attempt(incident_id="old", failure=nginx_failure("not_running"), attempt=_attempt(long_ago, [old_run]))
+        _episode, plan_id = memory.record_attempt(
+            incident_id="waiting", failure=waiting, attempt=dataclasses.replace(_attempt(time.time()), outcome="awaiting_approval", verified=False),
+            pending=PendingPlan(plan_hash="h", policy_file="p.yml", created_at=time.time(), expires_at=time.time() + 3600))
+        memory.silence(hosts="web1", service="nginx", until=time.time() + 3600, reason="disk swap", by="bob", at=time.time())
+        held = _held(memory)
+    (tmp_path / "writes.yml").write_text(WRITES)
+    run = run_playbook(str(tmp_path / "writes.yml"), *on["extra"], "-e", f"p={plan_id}", "-e", f"f={waiting.fingerprint}", "--check",
+                       state_dir=tmp_path, env=on["env"])
+    assert run.rc == 0, run.output
+    said = json.loads((tmp_path / "writes.json").read_text())
+    assert {name: result["changed"] for name, result in said.items()} == {
+        "silenced": True, "lifted": True, "suspended": True, "resumed": False, "denied": True, "reset": True, "pruned": True,
+        "forgot": True, "exported": True, "audited": True, "history": True}
+    assert said["silenced"]["silences"] == [] and [s["reason"] for s in said["lifted"]["silences"]] == ["disk swap"]
+    assert said["suspended"]["suspension"] is None and said["denied"]["plan"]["status"] == "pending"
+    assert (said["pruned"]["removed"], said["pruned"]["runs_removed"], said["forgot"]["removed"]) == (1, 1, 1)
+    # the history's window is the last 7 days: the old episode is not in it
+    assert (said["exported"]["count"], said["history"]["episode_count"]) == (3, 2) and said["audited"]["count"] > 3
+    with memory_place.open() as memory:
+        assert _held(memory) == held
+    assert Path(old_run).is_dir() and not [name for name in ("episodes.json", "audit.jsonl", "history.html") if (tmp_path / name).exists()]
+    assert _only_in_its_place(memory_place)
+
+
+REFUSED = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - {name: a plan among episodes, sentinel.heal.memory_info: {plan_id: abc, state_dir: "{{ d }}", memory_url: "{{ u }}"}, ignore_errors: true}
+    - name: a host filter on the audit trail
+      sentinel.heal.memory_export: {format: audit, host: web1, state_dir: "{{ d }}", memory_url: "{{ u }}"}
+      ignore_errors: true
+    - name: a denial of no plan
+      sentinel.heal.approval: {plan_id: nope, decision: denied, decided_by: alice, state_dir: "{{ d }}", memory_url: "{{ u }}"}
+      ignore_errors: true
+    - name: a search that filters
+      sentinel.heal.memory_info: {text: bind, host: web1, state_dir: "{{ d }}", memory_url: "{{ u }}"}
+      ignore_errors: true
+    - {name: prune and forget at once, sentinel.heal.memory_prune: {older_than_days: 1, fingerprint: x, state_dir: "{{ d }}"}, ignore_errors: true}
+    - {name: a silence of nothing, sentinel.heal.silence: {state: absent, decided_by: alice, state_dir: "{{ d }}"}, ignore_errors: true}
+"""
+
+
+def test_an_option_that_would_do_nothing_fails_the_task_naming_it(memory_place: MemoryPlace) -> None:
+    tmp_path, on = memory_place.state_dir, _on(memory_place)
+    (tmp_path / "refused.yml").write_text(REFUSED)
+    said = one_line(run_playbook(str(tmp_path / "refused.yml"), *on["extra"], state_dir=tmp_path, env=on["env"]).output)
+    assert "plan_id: 'abc' applies to kind plans only, not to kind episodes" in said, said
+    assert "host: 'web1' applies to format episodes only, not to format audit" in said, said
+    assert "no such plan; field: plan_id; value: 'nope'" in said, said
+    assert "parameters are mutually exclusive: text|host" in said, said
+    assert "parameters are mutually exclusive: older_than_days|fingerprint" in said, said
+    assert "state is absent but any of the following are missing: host, silence_id" in said, said
+
+
+OLD_FORMS = """
+- hosts: localhost
+  gather_facts: false
+  module_defaults:
+    sentinel.heal.memory: {memory_url: "{{ u }}", state_dir: "{{ d }}"}
+  tasks:
+    - {name: silence, sentinel.heal.memory: {operation: silence, host: web1, duration: 1h, decided_by: alice, note: swap}, register: silenced}
+    - {name: silences, sentinel.heal.memory: {operation: silences}, register: listed}
+    - {name: unsilence, sentinel.heal.memory: {operation: unsilence, host: web1, decided_by: alice}, register: lifted}
+    # options an operation does not read are ignored, as they always were
+    - {name: episodes, sentinel.heal.memory: {operation: episodes, service: nginx, days: 3, plan_id: x}, register: episodes}
+    - {name: audit, sentinel.heal.memory: {operation: export, format: audit, host: web9}, register: audit}
+    - {name: reset, sentinel.heal.memory: {operation: reset_flapping, host: web1, service: nginx, decided_by: alice}, register: reset}
+    - name: report
+      ansible.builtin.copy:
+        dest: "{{ d }}/old.json"
+        content: "{{ {'silenced': silenced.silences | map(attribute='hosts') | list, 'listed': listed.silences | length,
+                     'lifted': [lifted.changed, lifted.silences[0].lifted_by], 'episodes': episodes.episodes | length,
+                     'audit': audit.records | map(attribute='kind') | unique | sort, 'reset': reset.changed} | to_json }}"
+        mode: "0600"
+"""
+
+
+def test_the_deprecated_memory_module_still_works_and_names_the_module_that_replaces_each_operation(memory_place: MemoryPlace) -> None:
+    tmp_path, on = memory_place.state_dir, _on(memory_place)
+    with memory_place.open() as memory:
+        memory.record_attempt(incident_id="new", failure=nginx_failure("not_running"), attempt=_attempt(time.time()))
+    (tmp_path / "old.yml").write_text(OLD_FORMS)
+    run = run_playbook(str(tmp_path / "old.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])
+    assert run.rc == 0, run.output
+    assert json.loads((tmp_path / "old.json").read_text()) == {
+        "silenced": ["web1"], "listed": 1, "lifted": [True, "alice"], "episodes": 1,
+        "audit": ["evidence", "incident_opened", "outcome", "plan"], "reset": True}
+    said = one_line(run.output)
+    for warning in ("operation=silence: use sentinel.heal.silence (state: present)",
+                    "operation=silences: use sentinel.heal.memory_info (kind: silences)",
+                    "operation=unsilence: use sentinel.heal.silence (state: absent)",
+                    "operation=episodes: use sentinel.heal.memory_info (kind: episodes)",
+                    "operation=export: use sentinel.heal.memory_export (format: audit)",
+                    "operation=reset_flapping: use sentinel.heal.flapping_reset"):
+        assert f"[DEPRECATION WARNING]: {warning}. This feature will be removed from collection 'sentinel.heal' version 1.0.0" in said, warning
+    assert "sentinel.heal.memory has been deprecated. Use the module named for what it does" in said, said
+    assert _only_in_its_place(memory_place)

@@ -307,8 +307,10 @@ class Memory:
         )
         return {str(row[0]) for row in rows}
 
-    def forget(self, fingerprint: str) -> int:
-        """Forget every episode (and stored plan) of one failure fingerprint."""
+    def forget(self, fingerprint: str, *, dry_run: bool = False) -> int:
+        """Forget every episode (and stored plan) of one failure fingerprint; with ``dry_run`` only count the episodes."""
+        if dry_run:
+            return int(self._db.execute("SELECT count(*) FROM episodes WHERE fingerprint = ?", (fingerprint,)).fetchone()[0])
         with self._transaction() as db:
             db.execute("DELETE FROM plans WHERE fingerprint = ?", (fingerprint,))
             return db.execute("DELETE FROM episodes WHERE fingerprint = ?", (fingerprint,)).rowcount
@@ -426,10 +428,13 @@ class Memory:
         return Silence(id=int(silence_id), hosts=hosts, service=service, reason=reason, set_by=by, set_at=at, until=until)
 
     def unsilence(self, *, by: str, at: float, silence_id: int | None = None, hosts: str | None = None,
-                  service: str | None = None) -> list[Silence]:
-        """Lift the silences in force with that id, or for those hosts (and service); the ones lifted."""
+                  service: str | None = None, dry_run: bool = False) -> list[Silence]:
+        """Lift the silences in force with that id, or for those hosts (and service); the ones lifted. With ``dry_run``,
+        the ones it would lift, as they are."""
         lifted = [silence for silence in self.silences(at=at) if silence.id == silence_id or (
             silence_id is None and silence.hosts == hosts and (service is None or silence.service == service))]
+        if dry_run:
+            return lifted
         with self._transaction() as db:
             for silence in lifted:
                 db.execute("UPDATE silences SET lifted_at = ?, lifted_by = ? WHERE id = ? AND lifted_at IS NULL", (at, by, silence.id))

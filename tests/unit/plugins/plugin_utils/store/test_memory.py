@@ -243,6 +243,7 @@ def test_prune_keeps_episodes_a_plan_refers_to_and_forget_removes_a_fingerprint(
         memory.record_attempt(incident_id="new", failure=failure, attempt=_attempt("failed", "z", finished_at=new))
         assert memory.prune(before=time.time() - 30 * 86400) == 1
         assert {e["incident_id"] for e in memory.episodes()} == {"old-waiting", "new"}
+        assert memory.forget(failure.fingerprint, dry_run=True) == 2 and len(memory.episodes()) == 2  # counted, kept
         assert memory.forget(failure.fingerprint) == 2
         assert memory.episodes() == [] and memory.plans(status=None) == []
         assert memory.search("nginx") == []  # the full-text index forgot them too
@@ -471,6 +472,8 @@ def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifte
         assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
         assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
         assert [silence.reason for silence in memory.silences(at=120.0)] == ["disk swap", "failover"]
+        assert memory.unsilence(by="carol", at=130.0, hosts="web*", dry_run=True) == [web]  # as it is: nothing lifted
+        assert memory.silenced_because("web1", (), "nginx", at=130.0) == web.describe()
         [lifted] = memory.unsilence(by="carol", at=130.0, hosts="web*")
         assert (lifted.id, lifted.lifted_by) == (web.id, "carol")
         assert memory.silenced_because("web1", (), "nginx", at=131.0) is None

@@ -1,0 +1,32 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of sentinel.heal.approval: denies a plan that waits for a person, so that it never runs
+(plugin_utils/memory_tasks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
+
+ARGUMENT_SPEC = dict(
+    **memory_tasks.MEMORY_SPEC,
+    plan_id=dict(type="str", required=True),
+    # required, though it has one choice: a task that names a plan must never read as its approval
+    decision=dict(type="str", required=True, choices=["denied"]),
+    decided_by=memory_tasks.DECIDED_BY_OPTION,
+    note=dict(type="str", default=""),
+)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        result.update(memory_tasks.perform(memory_tasks.deny, args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
+        return result

@@ -1,0 +1,32 @@
+# Copyright: sentinel.heal contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of sentinel.heal.memory_export: the episodes as JSON, the audit trail as JSON Lines or the history as one
+HTML page, written or returned (plugin_utils/memory_tasks.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
+
+ARGUMENT_SPEC = dict(
+    **memory_tasks.MEMORY_SPEC,
+    format=dict(type="str", default="episodes", choices=["episodes", "audit", "history"]),
+    dest=dict(type="path"),
+    days=dict(type="float"),
+    **memory_tasks.EPISODE_FILTERS,
+)
+REQUIRED_IF = [("format", "history", ["dest"])]
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF)
+        result.update(memory_tasks.perform(memory_tasks.export, args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
+        return result

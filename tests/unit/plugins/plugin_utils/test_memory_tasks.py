@@ -1,0 +1,122 @@
+"""What the memory's modules do (plugin_utils/memory_tasks.py), where a playbook cannot look: each module's documented
+options are its argument spec, every operation of the deprecated sentinel.heal.memory becomes a valid task of the module
+that replaces it, and the checks that tell a person what would happen before it does. The modules themselves run
+through playbooks in tests/integration/test_memory_action.py."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.sentinel.heal.plugins.action import memory as deprecated
+from ansible_collections.sentinel.heal.plugins.doc_fragments.controller import ModuleDocFragment
+from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from helpers import nginx_failure
+
+MODULES = ("memory_info", "memory_export", "memory_prune", "silence", "suspension", "approval", "flapping_reset", "memory")
+PLUGINS = Path(__file__).resolve().parents[4] / "plugins"
+
+
+def _documented_options(name: str) -> dict[str, Any]:
+    """The options of a module as ansible-doc shows them: its own and those of the controller's fragments."""
+    options: dict[str, Any] = {}
+    for text in (importlib.import_module(f"ansible_collections.sentinel.heal.plugins.modules.{name}").DOCUMENTATION,
+                 ModuleDocFragment.DOCUMENTATION, ModuleDocFragment.MEMORY):
+        options.update(yaml.safe_load(text)["options"])
+    return options
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_each_memory_module_documents_exactly_the_options_its_action_takes(name: str) -> None:
+    spec = importlib.import_module(f"ansible_collections.sentinel.heal.plugins.action.{name}").ARGUMENT_SPEC
+    documented = _documented_options(name)
+    assert sorted(documented) == sorted(spec)
+    for option, rules in spec.items():
+        doc = documented[option]
+        assert (doc.get("type", "str"), bool(doc.get("required")), doc.get("default"), sorted(doc.get("choices") or [])) == (
+            rules.get("type", "str"), bool(rules.get("required")), rules.get("default"), sorted(rules.get("choices") or [])), option
+
+
+# A typical task of each deprecated form, with the options it needs.
+OLD_FORMS = {
+    "episodes": {"host": "web1", "outcome": "healed"}, "episode": {"episode_id": 1}, "search": {"text": "bind"},
+    "export": {"dest": "/tmp/x.json"}, "report": {"dest": "/tmp/x.html", "days": 7.0}, "prune": {"older_than_days": 30.0},
+    "forget": {"fingerprint": "f"}, "plans": {"status": "all"}, "plan": {"plan_id": "p"},
+    "deny": {"plan_id": "p", "decided_by": "alice"}, "suspend": {"decided_by": "alice", "note": "failover"},
+    "resume": {"decided_by": "alice"}, "suspension": {}, "reset_flapping": {"host": "web1", "service": "nginx", "decided_by": "alice"},
+    "silence": {"host": "web1", "duration": "2h", "decided_by": "alice", "note": "swap"},
+    "unsilence": {"host": "web1", "decided_by": "alice"}, "silences": {},
+}
+
+
+def _validated(spec: dict[str, Any], args: dict[str, Any], **rules: Any) -> dict[str, Any]:
+    result = ArgumentSpecValidator(spec, **rules).validate(args)
+    assert not result.error_messages, result.error_messages
+    return dict(result.validated_parameters)
+
+
+@pytest.mark.parametrize(("operation", "form"), [*((operation, "episodes") for operation in OLD_FORMS), ("export", "audit")])
+def test_every_deprecated_operation_becomes_a_valid_task_of_the_module_its_warning_names(
+        operation: str, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = _validated(deprecated.ARGUMENT_SPEC, {"operation": operation, "format": form, **OLD_FORMS[operation]},
+                     required_if=deprecated.REQUIRED_IF)
+    warning = memory_tasks.legacy_replacement(old)
+    module = warning.split("use sentinel.heal.")[1].split()[0]
+    assert warning.startswith(f"operation={operation}: use sentinel.heal.{module}")
+    assert (PLUGINS / "modules" / f"{module}.py").is_file()
+    action = importlib.import_module(f"ansible_collections.sentinel.heal.plugins.action.{module}")
+    # what the operation's function receives is what the new module accepts, written as the warning says
+    received: dict[str, Any] = {}
+    monkeypatch.setattr(memory_tasks, "_on_memory", lambda do, args, **_kw: received.update(args=args, do=do) or {})
+    memory_tasks.perform_legacy(old, check_mode=False, task_vars={})
+    given = {name: value for name, value in received["args"].items() if value is not None and value != action.ARGUMENT_SPEC[name].get("default")}
+    constants = (("required_if", "REQUIRED_IF"), ("mutually_exclusive", "MUTUALLY_EXCLUSIVE"), ("required_one_of", "ONE_OF"))
+    rules = {name: getattr(action, constant) for name, constant in constants if hasattr(action, constant)}
+    new = _validated(action.ARGUMENT_SPEC, given, **rules)
+    assert received["args"] == {name: new[name] for name in received["args"]}
+    for key, value in {name: new[name] for name in ("kind", "format", "state", "decision") if name in new}.items():
+        assert f"{key}: {value}" in warning or value == action.ARGUMENT_SPEC[key]["default"], (key, value, warning)
+
+
+def test_the_deprecated_module_checks_every_range_whatever_the_operation_as_it_always_did() -> None:
+    old = _validated(deprecated.ARGUMENT_SPEC, {"operation": "suspend", "decided_by": "a", "note": "n", "limit": 0},
+                     required_if=deprecated.REQUIRED_IF)
+    with pytest.raises(AnsibleActionFail, match=r"^limit: 0 is out of range \(1-100000\)$"):
+        memory_tasks.perform_legacy(old, check_mode=True, task_vars={})
+
+
+def _waiting(memory: Memory) -> str:
+    plan = Plan(source=PlanSource.RUNBOOK, reference="r", rationale="r", steps=(Step(template="true", argv=("true",)),))
+    attempt = Attempt(number=1, plan=plan, outcome="awaiting_approval", verified=False, started_at=time.time(), finished_at=time.time())
+    _episode, plan_id = memory.record_attempt(incident_id="i", failure=nginx_failure(), attempt=attempt,
+                                              pending=PendingPlan(plan_hash="h", policy_file="p.yml", created_at=1.0, expires_at=2.0))
+    assert plan_id is not None
+    return plan_id
+
+
+def test_a_denial_in_check_mode_fails_as_the_denial_would_once_the_plan_is_decided(tmp_path: Path) -> None:
+    args = {"state_dir": str(tmp_path), "memory_url": "", "memory_password": None, "decision": "denied", "decided_by": "alice", "note": ""}
+    with Memory(tmp_path) as memory:
+        args["plan_id"] = _waiting(memory)
+    assert memory_tasks.perform(memory_tasks.deny, args, check_mode=True, task_vars={})["changed"] is True
+    assert memory_tasks.perform(memory_tasks.deny, args, check_mode=False, task_vars={})["plan"]["status"] == "denied"
+    for check_mode in (True, False):
+        with pytest.raises(AnsibleActionFail, match=f"^plan {args['plan_id']} is denied, not pending: it cannot be denied$"):
+            memory_tasks.perform(memory_tasks.deny, args, check_mode=check_mode, task_vars={})
+
+
+def test_a_memory_error_fails_the_task_with_the_password_masked(tmp_path: Path) -> None:
+    args = {"state_dir": str(tmp_path), "memory_url": "postgresql://heal:s3cret-pw@127.0.0.1:1/heal", "memory_password": None,
+            "kind": "suspension"}
+    with pytest.raises(AnsibleActionFail) as failed:
+        memory_tasks.perform(memory_tasks.info, args, check_mode=True, task_vars={})
+    assert "memory_url" in str(failed.value) and "s3cret-pw" not in str(failed.value)
