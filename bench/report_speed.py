@@ -5,7 +5,7 @@ Fills a memory in a temporary directory through Memory.record_attempt with a wee
 hosts: most healed at once, some healed on a second attempt after a failed one, some escalated with a configuration
 error, some waiting for approval; kilobytes of evidence each), then times, in the same process, reading the window
 (Memory.episodes_between: the baseline, what any report of it costs) against reading it and rendering the page
-(sentinel.heal.memory operation=report), and the audit export (operation=export format=audit). Targets: the page in
+(sentinel.heal.memory_export format=history), and the audit export (format=audit). Targets: the page in
 under 2 s and under 2 MB. Part of `make bench`.
 """
 

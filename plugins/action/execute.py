@@ -89,7 +89,7 @@ class ActionModule(ActionBase):
                     raise approvals.ApprovalRefused(
                         f"autonomous remediation is {thrown}: no approved plan runs while it is suspended",
                         field="plan_ids", value=[stored.plan_id for stored in stored_plans],
-                        hint="the plans stay pending: resume (sentinel.heal.memory operation=resume), then approve them again")
+                        hint="the plans stay pending: resume (sentinel.heal.suspension state=absent), then approve them again")
                 # the host's maintenance marker, as it is now: a person may have left one since the plan was stored
                 marker = service_check(self, [stored.failure.spec for stored in stored_plans], task_vars, secrets,
                                        executor_policy=executor_policy(args, policies[stored_plans[0].plan_id]) if stored_plans else "",

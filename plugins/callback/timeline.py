@@ -20,7 +20,7 @@ description:
     each step that ran with its rc, duration and output, the verification and links to the ansible-runner run
     directories; an incident that needs a person says the cause in the service's own words and what to do next.
   - When O(audit_file) is set, appends the audit records of every attempt as it ends (JSON Lines, the records of
-    C(sentinel.heal.memory operation=export format=audit), documented in C(docs/reports.md)) for a log shipper to tail.
+    M(sentinel.heal.memory_export) C(format=audit), documented in C(docs/reports.md)) for a log shipper to tail.
   - Enable it with C(callbacks_enabled = sentinel.heal.timeline) in C(ansible.cfg) or
     C(ANSIBLE_CALLBACKS_ENABLED=sentinel.heal.timeline).
 author:
@@ -82,7 +82,7 @@ class CallbackModule(CallbackBase):
         if audit_file:
             try:
                 append_audit([episode for incident in incidents for episode in incident.get("attempt_log") or []], Path(audit_file).expanduser())
-            except OSError as exc:  # the play goes on; the memory keeps the episodes (operation=export format=audit)
+            except OSError as exc:  # the play goes on; the memory keeps the episodes (sentinel.heal.memory_export format=audit)
                 self._display.warning(f"sentinel.heal.timeline: audit_file {audit_file}: the records of {host} were not appended ({exc})")
 
     def v2_playbook_on_stats(self, stats: Any) -> None:

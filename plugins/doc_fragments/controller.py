@@ -54,7 +54,7 @@ options:
       - The flapping limit - at most this many remediations (attempts that ran a plan, healed or not) of a service on a
         host within O(flap_window), counted in memory, so across jobs. Past it the service ends C(escalated) with the
         reason C(flapping) and its recent episodes, nothing runs (an approved plan neither) until the window has passed
-        or a person resets the count (M(sentinel.heal.memory) C(operation=reset_flapping)).
+        or a person resets the count (M(sentinel.heal.flapping_reset)).
       - C(0) turns the limit off (0-100).
     type: int
     default: 3

@@ -71,7 +71,8 @@ options:
     default: []
 seealso:
   - module: sentinel.heal.heal
-  - module: sentinel.heal.memory
+  - module: sentinel.heal.memory_info
+  - module: sentinel.heal.approval
 """
 
 EXAMPLES = r"""

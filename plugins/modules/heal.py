@@ -44,8 +44,8 @@ description:
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
     understand runs unattended.
-  - The kill switch holds on every path - while healing is suspended (M(sentinel.heal.memory)
-    C(operation=suspend), C(sentinel.heal.suspend)) no remediation starts, one running is cancelled
+  - The kill switch holds on every path - while healing is suspended (M(sentinel.heal.suspension),
+    C(sentinel.heal.suspend)) no remediation starts, one running is cancelled
     before its next step, and the incident ends C(suspended) (the job does not fail). Checks, evidence
     reads and check mode still run.
   - A unit a person masked (systemd hosts) is left alone - no attempt, nothing run - and the incident
@@ -176,9 +176,9 @@ status:
   description:
     - The worst end state of the host's incidents - C(healthy), C(masked) (a person masked the unit; left
       alone), C(observed) (observe mode - the plan it would have run; nothing ran), C(silenced) (a person's
-      silence, M(sentinel.heal.memory) C(operation=silence), maintenance marker or declared window covers it -
+      silence, M(sentinel.heal.silence), maintenance marker or declared window covers it -
       checked, nothing planned or run), C(recovered) (systemd's own C(Restart=) brought it back; nothing ran), C(healed),
-      C(suspended) (the kill switch, M(sentinel.heal.memory) C(operation=suspend), was thrown - the remediation
+      C(suspended) (the kill switch, M(sentinel.heal.suspension), was thrown - the remediation
       did not start, or stopped before its next step), C(deferred) (a cap of the blast radius, O(max_running) or
       O(max_hosts_per_run), or the run's budget O(max_attempts_per_run) was spent - the remediation did not start;
       the next run takes it up; or a new plan's canary, the first host of the run to try it, failed it or had not
@@ -226,7 +226,7 @@ incidents:
     - C(reads) lists the think loop's rounds (C(attempt), C(round), C(source), C(reference)) with each read's C(argv),
       C(why), C(decision), C(rule), C(outcome) (C(ran) or why it did not), C(rc) and C(output) (redacted, capped).
     - C(artifacts) lists the ansible-runner run directories of the incident (its remediation runs), kept
-      under O(state_dir)/runs for audit until C(sentinel.heal.memory) prunes them.
+      under O(state_dir)/runs for audit until M(sentinel.heal.memory_prune) prunes them.
     - C(host), C(incident_id) and C(started_at) name the incident; C(llm) (when an LLM is configured) has its C(model),
       C(calls) and tokens.
     - C(attempt_log) has every attempt in the form of its episode in the memory (C(id) there, or null when it was not

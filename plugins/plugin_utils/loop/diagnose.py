@@ -244,4 +244,4 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
     until = time.strftime("%H:%M:%S", time.localtime(recent[-limit]["started_at"] + window))
     return (f"{service}: flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
             f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}); nothing runs until {until} or until a person "
-            f"resets it (sentinel.heal.memory operation=reset_flapping host={host} service={service})")
+            f"resets it (sentinel.heal.flapping_reset host={host} service={service} decided_by=YOU)")

@@ -85,7 +85,7 @@ class RecoveredNode(_EndNode):
 
 
 class SilencedNode(_EndNode):
-    """A person silenced the host or service (sentinel.heal.memory operation=silence): checked, nothing else."""
+    """A person silenced the host or service (sentinel.heal.silence): checked, nothing else."""
 
     node_name = "silenced"
     status = Status.SILENCED.value

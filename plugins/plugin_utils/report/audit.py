@@ -3,7 +3,7 @@
 Every record has the same top-level fields (docs/audit-schema.json is their schema, docs/reports.md explains them):
 ``schema``, ``kind``, ``at`` (UTC ISO 8601), ``episode_id``, ``incident_id``, ``run_id``, ``attempt``, ``host``,
 ``service``, ``fingerprint``, ``plan_hash``, ``policy_version``, ``approver``, ``artifact_dirs``, and ``detail``, whose
-keys depend on ``kind``. The same records come from the memory (sentinel.heal.memory operation=export format=audit)
+keys depend on ``kind``. The same records come from the memory (sentinel.heal.memory_export format=audit)
 and, live, from the timeline callback (audit_file): both read an episode in the form the memory holds it."""
 
 from __future__ import annotations

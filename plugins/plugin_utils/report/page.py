@@ -58,7 +58,7 @@ def next_step(incident: Mapping[str, object]) -> str:
     """What a person should do about an incident now, in words that name its host, service and plan."""
     status, host, service = str(incident.get("status")), str(incident.get("host")), str(incident.get("service"))
     plan_id = incident.get("plan_id")
-    silence = f"sentinel.heal.memory operation=silence host={host} service={service}"
+    silence = f"sentinel.heal.silence host={host} service={service}"
     if status == "escalated":
         return (f"Fix the cause above on {host} by hand ({service}'s own words say what is wrong); the next heal run verifies it. "
                 f"To keep the loop off {service} meanwhile: {silence} duration=2h decided_by=YOU note=WHY.")
@@ -74,7 +74,7 @@ def next_step(incident: Mapping[str, object]) -> str:
     if status == "denied":
         return f"A person denied the plan: fix {service} on {host} by hand, or let the next run plan again."
     if status == "suspended":
-        return "Healing is suspended (the kill switch): resume it with sentinel.heal.memory operation=resume decided_by=YOU when it is safe."
+        return "Healing is suspended (the kill switch): resume it with sentinel.heal.suspension state=absent decided_by=YOU when it is safe."
     if status in ("deferred", "in_progress_elsewhere"):
         return "Nothing to do: the next run (or the run already on it) takes it up."
     return ""

@@ -319,7 +319,7 @@ def test_a_service_remediated_flap_limit_times_in_the_window_is_escalated_as_fla
     assert outcome.trace.path == ["diagnose", "escalate"]
     assert outcome.state.status == "escalated" and not outcome.state.attempts and executor.runs == []
     assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in outcome.state.reason
-    assert "sentinel.heal.memory operation=reset_flapping host=web1 service=nginx" in outcome.state.reason
+    assert "sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU" in outcome.state.reason
     # off, it is not counted
     assert heal_incident(nginx_failure(), dataclasses.replace(tools, flap_limit=0, verify=lambda spec: HEALTHY)).state.status == "healed"
 
