@@ -64,7 +64,7 @@ RESET = """
   gather_facts: false
   tasks:
     - name: A person looked at it
-      sentinel.heal.memory: {operation: reset_flapping, host: node2, service: nginx, decided_by: alice, state_dir: "{{ autoheal_state_dir }}"}
+      sentinel.heal.flapping_reset: {host: node2, service: nginx, decided_by: alice, state_dir: "{{ autoheal_state_dir }}"}
 """
 
 
