@@ -109,8 +109,8 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
         return None
     good_at = _mtime(os.path.join(directory, MANIFEST))
     before = manifest.get("files") or {}
-    now_files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in
-                                                        configuration_files(spec, manifest.get("packages") or [])) if entry)
+    current = configuration_files(spec, manifest.get("packages") or [])
+    now_files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in current) if entry)
     files = []
     for path in sorted(set(before) | set(now_files)):
         # a file no longer among the service's (its package removed, the cap reached) is removed only if it is gone

@@ -130,8 +130,8 @@ def test_config_error_escalates_without_running_any_remediation(tmp_path: Path) 
     assert not outcome.state.changed
 
 
-CHANGED = {"good_at": 1000.0, "packages": [{"action": "upgrade", "package": "nginx", "before": "1.22.1-9", "after": "1.22.1-9+deb12u1",
-                                          "at": 1500.0}],
+UPGRADE = {"action": "upgrade", "package": "nginx", "before": "1.22.1-9", "after": "1.22.1-9+deb12u1", "at": 1500.0}
+CHANGED = {"good_at": 1000.0, "packages": [UPGRADE],
            "files": [{"path": "/etc/nginx/sites-enabled/default", "change": "modified", "changed_at": 1700.0, "before_failure_s": 240,
                       "diff": "--- /etc/nginx/sites-enabled/default (last known good)\n+++ /etc/nginx/sites-enabled/default\n"
                               "@@ -1,2 +1,2 @@\n server {\n-    listen 80 default_server;\n+    listen 80 defualt_server;\n"}]}
