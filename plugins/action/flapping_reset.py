@@ -5,10 +5,6 @@ its flapping limit (plugin_utils/memory_tasks.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 
 ARGUMENT_SPEC = dict(
@@ -19,12 +15,6 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        result.update(memory_tasks.perform(memory_tasks.reset_flapping, args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
-        return result
+class ActionModule(memory_tasks.MemoryTaskAction):
+    argument_spec = ARGUMENT_SPEC
+    task = staticmethod(memory_tasks.reset_flapping)

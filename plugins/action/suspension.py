@@ -5,10 +5,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 
 ARGUMENT_SPEC = dict(
@@ -20,12 +16,7 @@ ARGUMENT_SPEC = dict(
 REQUIRED_IF = [("state", "present", ["note"])]
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF)
-        result.update(memory_tasks.perform(memory_tasks.suspension, args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
-        return result
+class ActionModule(memory_tasks.MemoryTaskAction):
+    argument_spec = ARGUMENT_SPEC
+    validation = dict(required_if=REQUIRED_IF)
+    task = staticmethod(memory_tasks.suspension)

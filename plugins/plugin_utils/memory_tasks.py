@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import remove_runs
@@ -62,6 +63,23 @@ def perform(operation: Operation, args: Mapping[str, Any], *, check_mode: bool, 
     error of the memory fails the task with the password masked."""
     check_ranges(args)
     return _on_memory(operation, args, check_mode=check_mode, task_vars=task_vars)
+
+
+class MemoryTaskAction(ActionBase):
+    """The action plugin of one of the memory's modules: its arguments validated (``argument_spec`` and the
+    ``validation`` rules of validate_argument_spec), then its ``task`` on the memory they name."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    argument_spec: dict[str, Any] = {}
+    validation: dict[str, Any] = {}
+    task: Operation
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec, **self.validation)
+        result.update(perform(type(self).task, args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
+        return result
 
 
 def check_ranges(args: Mapping[str, Any]) -> None:
