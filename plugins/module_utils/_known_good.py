@@ -104,7 +104,8 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
     was (nothing is guessed then). Each file change has its kind, its time and, for a kept text file, a unified diff
     of the good version against the current one; each package change its action, versions and time."""
     directory = os.path.join(root or KNOWN_GOOD_DIR, name)
-    manifest = _read_manifest(directory)
+    # read only what keep() made: a directory another account owns, or others may write, is no known good
+    manifest = _read_manifest(directory) if all(_private(path) for path in (root or KNOWN_GOOD_DIR, directory)) else None
     if manifest is None:
         return None
     good_at = _mtime(os.path.join(directory, MANIFEST))
@@ -232,6 +233,14 @@ def _service_dir(root, name):
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
             raise KnownGoodError("%s: not a directory only its owner (%d) may read; fix or remove it" % (directory, os.geteuid()))
     return os.path.join(root, name)
+
+
+def _private(directory):
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
 def _store_blob(directory, path, digest):

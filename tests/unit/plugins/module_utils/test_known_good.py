@@ -117,12 +117,19 @@ def test_a_service_never_seen_good_has_nothing_to_compare_and_a_large_file_is_kn
 
 
 def test_a_known_good_directory_others_may_read_is_not_trusted(tmp_path: Path) -> None:
-    spec, _site = _site_spec(tmp_path)
+    spec, site = _site_spec(tmp_path)
     root = tmp_path / "known-good"
     root.mkdir(mode=0o755)
     os.chmod(root, 0o755)
     with pytest.raises(KnownGoodError, match="not a directory only its owner"):
         keep("nginx", spec, _none, root=str(root))
+    # nor is what such a directory holds read as what changed
+    os.chmod(root, 0o700)
+    keep("nginx", spec, _none, root=str(root))
+    site.write_text("edited\n")
+    assert changes_since_good("nginx", spec, time.time(), root=str(root)) is not None
+    os.chmod(root / "nginx", 0o770)
+    assert changes_since_good("nginx", spec, time.time(), root=str(root)) is None
 
 
 def test_package_changes_since_the_last_good_check_are_read_from_dpkgs_log(tmp_path: Path) -> None:
