@@ -50,6 +50,10 @@ class ActionModule(ActionBase):
         for number, verdict in enumerate(verdicts, start=1):
             as_root = " as root" if verdict.become else ""
             lines.append(printable(f"  {number}. argv {json.dumps(list(verdict.argv))}{as_root}   [{verdict.decision.value}: {verdict.reason}]"))
+        for restore in failure.puts_back(plan):
+            lines.append(printable(f"  Puts back the last known good {restore['path']} (kept on the host, sha256 {restore['sha256'][:12]}):"))
+            shown = restore["diff"].splitlines() or ["(no diff to show: the file is not text, or larger than the host shows)"]
+            lines += [printable(f"    {line}") for line in shown]
         lines.append(f"Run exactly these steps on {failure.host}? Type yes to approve, anything else denies: ")
         try:
             answer = display.prompt_until("\n".join(lines))

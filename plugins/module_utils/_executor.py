@@ -32,6 +32,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._errors import Senti
 from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import APPROVERS_FILE, USED_DIR, ApprovalRefused, verify_approval
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KNOWN_GOOD_RESTORES, KnownGoodError, configuration_test, restore
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     MAX_LOG_LINES,
@@ -212,6 +213,8 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     if spec is None:
         raise RequestRefused("%s is not a service this host declares" % request["service"], "undeclared-service", field="service",
                              value=request["service"], hint="declare it in autoheal_services and apply the sentinel.heal.host role")
+    # the host's own setting for services that do not say (sentinel.heal.host's host_restore_known_good)
+    spec = dict(spec, restore_known_good=spec.get("restore_known_good") or services.get("restore_known_good") or "approve")
     manager = detect_service_manager()
     incident = _Incident(spec["name"], spec, evidence_of(spec, manager), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
@@ -231,7 +234,9 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
         response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
     started = time.time()
-    if rule and rule.restores:
+    if rule and rule.restores in KNOWN_GOOD_RESTORES:
+        response.update(_restore_known_good(spec, verdict.argv))
+    elif rule and rule.restores:
         response.update(_repair(rule, verdict.argv, context, policy))
     else:
         response.update(_run(verdict.argv, verdict.become, request.get("timeout", 120)))
@@ -353,6 +358,18 @@ def _repair(rule, argv, context, policy):
     except KeyError as exc:
         return dict(rc=1, stdout="", stderr="no such account or group: %s" % exc)
     return dict(rc=0, stdout=json.dumps(notes, sort_keys=True, default=str), stderr="")
+
+
+def _restore_known_good(spec, argv):
+    """sentinel-heal-restore FILE SHA256, as the judge bound it to the incident's changed file and its kept copy: put
+    back here, the current version kept aside, the service's configuration test run and the restore undone if it
+    fails. The answer's stdout is what was done (JSON): restored, where the current version was kept, the test."""
+    try:
+        done = restore(spec["name"], argv[1], argv[2], test_argv=configuration_test(spec))
+    except (KnownGoodError, _nofollow.NoFollowRefused, OSError) as exc:
+        return dict(rc=1, stdout="", stderr="the last known good version was not put back: %s" % exc)
+    return dict(rc=0 if done["restored"] else 1, stdout=json.dumps(done, sort_keys=True), stderr="" if done["restored"] else
+                "the configuration test failed with the last known good version, so the current one was put back")
 
 
 def record_decision(caller, request, response, log_file=LOG_FILE):

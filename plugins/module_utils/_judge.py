@@ -729,6 +729,18 @@ def _restores_directory(operands: Sequence[str], options: Mapping[str, str], con
         and octal_mode(options.get("-m", "0755")) == entry.mode for _path, itself, entry in entries)
 
 
+def _restores_known_good(setting: str) -> Callable[[Sequence[str], Mapping[str, str], PolicyContext, Policy], bool]:
+    """sentinel-heal-restore FILE SHA256: a file of the incident that changed since the service last worked, and the
+    hash of its last known good copy as the host recorded it, where the service's setting is ``setting``."""
+    def restores(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
+        if len(operands) != 2 or context.restore_known_good != setting:
+            return False
+        copies = {policy.paths.canonical(path) or path: digest for path, digest in context.known_good_copies.items()}
+        path = policy.paths.canonical(operands[0])
+        return path is not None and path == operands[0] and copies.get(path) == operands[1]
+    return restores
+
+
 def octal_mode(text: str) -> int | None:
     return int(text, 8) if _OCTAL_MODE.match(text) else None
 
@@ -737,6 +749,8 @@ RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, P
     "ownership": _restores_ownership,
     "mode": _restores_mode,
     "directory": _restores_directory,
+    "known_good": _restores_known_good("auto"),
+    "known_good_with_a_person": _restores_known_good("approve"),
 }
 
 PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {

@@ -50,6 +50,11 @@ class PolicyContext:
     # files of the service outside its directories: its unit file and drop-ins, pid file, sockets, logs, and the files
     # named for it in the system's shared directories (/etc/default/NAME, ...)
     own_files: tuple[str, ...] = ()
+    # the service's files that changed since its last known good configuration, each with the hash of the copy kept
+    # on the host: the only files, and the only copies, a restore may put back
+    known_good_copies: Mapping[str, str] = field(default_factory=dict)
+    # how a restore runs for this service: with a person's approval, unattended, or never
+    restore_known_good: str = "approve"
 
     @classmethod
     def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = ()) -> PolicyContext:
@@ -89,6 +94,9 @@ class PolicyContext:
             path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
             mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),
             own_files=_own_files_of(failure),
+            known_good_copies={str(change["path"]): str(change["good_sha256"]) for change in (evidence.get("changes") or {}).get("files") or []
+                               if isinstance(change, Mapping) and change.get("good_sha256") and change.get("path")},
+            restore_known_good=str(spec.get("restore_known_good") or "approve"),
         )
 
 

@@ -20,10 +20,13 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import stat
 import tempfile
 import time
 
+from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import read_file, replace_file
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -39,6 +42,10 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_DIFF_CHARS = 4000
 MAX_PACKAGE_CHANGES = 20
 MANIFEST = "manifest.json"
+# the policy's ``restores`` of a last known good file (sentinel-heal-restore FILE SHA256): unattended, or approved
+KNOWN_GOOD_RESTORES = ("known_good", "known_good_with_a_person")
+# the configuration tests of services that have one and need no argument to find their configuration
+CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"]}
 # directories of a package's configuration whose files its main file includes
 _INCLUDED = re.compile(r"(-enabled|\.d)$")
 _DPKG_LINE = re.compile(r"^(\S+ \S+) (install|upgrade|remove|purge) (\S+) (\S+) (\S+)$")
@@ -123,9 +130,59 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
                       before_failure_s=round(failed_at - new["mtime"]) if new else None)
         if kind == "modified":
             change["diff"] = _diff(directory, path, old, redact_values)
+            if old.get("kept"):
+                # what a restore is bound to: the copy of this hash, put back only while it is still that copy
+                change["good_sha256"] = old["sha256"]
         files.append(change)
     return dict(good_at=good_at, files=files,
                 packages=package_changes(manifest.get("packages") or [], good_at, dpkg_log))
+
+
+def configuration_test(spec):
+    """The argv of the service's configuration test: its declared ``config_test`` (split like a shell would, never run
+    by one), or the known one of its service, or none."""
+    if spec.get("config_test"):
+        return shlex.split(spec["config_test"])
+    return CONFIGURATION_TESTS.get(spec.get("service") or spec["name"]) or CONFIGURATION_TESTS.get(spec["name"]) or []
+
+
+def restore(name, path, sha256, test_argv=(), root=None, now=None, timeout=60):
+    """Put back the last known good version of one of the service's files, as a person approved it: the copy kept must
+    still be the one of hash ``sha256`` (the diff they saw). The current version is kept aside first
+    (NAME/aside/TIME/PATH in the known-good directory: a person's edit is never lost), the good one replaces it at once
+    with the file's owner and mode and without following a link, then the service's own configuration test
+    (``test_argv``) runs; when it fails, the current version is put back. Returns ``restored``, ``aside`` and ``test``
+    (argv, rc, output, redacted)."""
+    now = time.time() if now is None else now
+    directory = _service_dir(root or KNOWN_GOOD_DIR, name)
+    entry = ((_read_manifest(directory) or {}).get("files") or {}).get(path)
+    good = _read_text_blob(directory, sha256) if entry and entry.get("sha256") == sha256 and entry.get("kept") else None
+    if good is None:
+        raise KnownGoodError("%s: no last known good copy of %s with hash %s (the copy changed since the plan was approved: "
+                             "look at what changed again)" % (name, path, sha256[:12]))
+    current = read_file(path, MAX_FILE_BYTES)
+    aside = os.path.join(directory, "aside", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), path.lstrip("/"))
+    os.makedirs(os.path.dirname(aside), mode=0o700, exist_ok=True)
+    _write_bytes(aside, current)
+    replace_file(path, good)
+    test = None
+    if test_argv:
+        rc, output = run(list(test_argv), timeout)
+        test = dict(argv=list(test_argv), rc=rc, output=redact(output))
+        if rc != 0:
+            replace_file(path, current)
+            return dict(restored=False, aside=aside, test=test)
+    return dict(restored=True, aside=aside, test=test)
+
+
+def _read_text_blob(directory, sha256):
+    """The kept copy of that hash, checked against it (a copy changed on disk is no copy)."""
+    try:
+        with open(os.path.join(directory, "blobs", sha256), "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 def package_changes(packages, since, dpkg_log=DPKG_LOG):

@@ -97,6 +97,46 @@ def remove_file(path):
     return True
 
 
+def read_file(path, limit):
+    """The bytes of the regular file ``path`` (at most ``limit``; more is refused), opened without following a link."""
+    with _pinned_parent(path) as (parent_fd, name), _refusing(path, path, "read"):
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise NoFollowRefused(path, path, "is not a regular file: refused")
+            data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise NoFollowRefused(path, path, "is larger than %d bytes: refused" % limit)
+    return data
+
+
+def replace_file(path, data):
+    """``path``, a regular file, replaced by ``data`` with its owner, group and mode, at once: written beside it in
+    the directory opened on the way (never through a link) and renamed over it, so that a reader sees the old file
+    or the new one, never a part. Returns the old file's owner, group and mode."""
+    with _pinned_parent(path) as (parent_fd, name):
+        with _refusing(path, path, "read"):
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode):
+            raise NoFollowRefused(path, path, LINK_REFUSED if stat.S_ISLNK(info.st_mode) else "is not a regular file: refused")
+        temporary = ".%s.sentinel-heal-%d" % (name, os.getpid())
+        with _refusing(path, path, "replaced"):
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent_fd)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    os.fchown(handle.fileno(), info.st_uid, info.st_gid)
+                    os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.rename(temporary, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=parent_fd)
+                raise
+    return dict(uid=info.st_uid, gid=info.st_gid, mode=stat.S_IMODE(info.st_mode))
+
+
 @contextlib.contextmanager
 def _pinned_parent(path, created=None):
     """(a descriptor of the directory that holds ``path``'s last component, that component's name): reached from / one

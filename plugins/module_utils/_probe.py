@@ -60,6 +60,11 @@ SERVICE_OPTIONS = dict(
     configs=dict(type="list", elements="str", default=[]),
     # keep its last known good configuration on the host, and say what changed since when it fails
     known_good=dict(type="bool", default=True),
+    # how a restore of its last known good configuration runs: after a person approved it, unattended, or never
+    # (unset: the heal's, or on the host the host role's, setting)
+    restore_known_good=dict(type="str", choices=["approve", "auto", "off"]),
+    # its configuration test (argv, no shell), run after a restore: a failing test undoes the restore
+    config_test=dict(type="str"),
     # how far sentinel.heal acts on this service (the controller reads it; the host does not)
     mode=dict(type="str", choices=["observe", "review", "autonomous"]),
 )

@@ -105,6 +105,21 @@ options:
     type: str
     choices: [observe, review, autonomous]
     default: autonomous
+  restore_known_good:
+    description:
+      - For services that do not say (their own C(restore_known_good)), how the loop may put back the last known good
+        version of a configuration file that changed since the service last worked, when its failure is a
+        configuration error that file explains (the role's C(autoheal_restore_known_good), per host or group).
+      - C(approve) - the plan waits for a person, who sees the diff of what will be put back.
+      - C(auto) - it runs unattended, as the policy's C(restore-last-known-good) rule allows.
+      - C(off) - never; the escalation says what changed.
+      - The current version is kept aside on the host (its path is in the escalation and the report), the good one put
+        back at once, and the service's configuration test run; a failing test undoes the restore. With the executor on
+        the host (C(step_privilege=executor)), the host checks the file and the copy again, under the host role's
+        C(host_restore_known_good).
+    type: str
+    choices: [approve, auto, "off"]
+    default: approve
   max_attempts:
     description: Attempts per failed service before it is escalated (1-10).
     type: int

@@ -159,6 +159,22 @@ options:
             changed since when it fails. V(false) keeps nothing and reads nothing of it.
         type: bool
         default: true
+      restore_known_good:
+        description:
+          - How M(sentinel.heal.heal) may put back the last known good version of a configuration file that changed
+            since the service last worked, when its failure is a configuration error that file explains - V(approve)
+            (a person sees the diff of what is put back and approves it), V(auto) (unattended) or V(off) (never:
+            the escalation says what changed). The current version is kept aside on the host, never lost.
+          - Unset, the heal's O(sentinel.heal.heal#module:restore_known_good) on the controller and the
+            C(host_restore_known_good) of the M(sentinel.heal.host) role on the host.
+        type: str
+        choices: [approve, auto, "off"]
+      config_test:
+        description:
+          - The service's configuration test, run after a restore of its last known good configuration (a command
+            and its arguments, split as a shell would but never run by one); a failing test undoes the restore.
+          - Unset, C(nginx -t) for nginx, C(apache2ctl configtest) for apache2, C(sshd -t) for ssh, none otherwise.
+        type: str
       mode:
         description:
           - How far M(sentinel.heal.heal) acts on this service, over the host's O(sentinel.heal.heal#module:mode) -

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, Verdict
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import running_unit
@@ -150,6 +151,23 @@ class Failure:
         said += [_package_change(change, collected_at) for change in (changes.get("packages") or [])[-MAX_CHANGES_SAID:]]
         return "what changed since it last worked: " + "; ".join(said) if said else None
 
+    def known_good_copy(self, named: str | None) -> Mapping[str, Any] | None:
+        """The changed file a restore of the last known good configuration would put back, when a change explains the
+        configuration error: the file the error names (``named``, by its path or its name: nginx names the link in
+        sites-enabled, the host the file it leads to) if it changed and the host kept its good copy, else, when the
+        error names no file, the only such file; None otherwise (a change elsewhere does not explain the error)."""
+        kept = [change for change in (self.evidence.get("changes") or {}).get("files") or []
+                if isinstance(change, Mapping) and change.get("change") == "modified" and change.get("good_sha256")]
+        if named:
+            named = re.sub(r":[0-9]+$", "", named)  # FILE:LINE
+            return next((change for change in kept if change["path"] == named), None) or next(
+                (change for change in kept if posixpath.basename(str(change["path"])) == posixpath.basename(named)), None)
+        return kept[0] if len(kept) == 1 else None
+
+    def puts_back(self, plan: Plan) -> list[dict[str, str]]:
+        """What the plan's restores of the last known good configuration put back (:func:`restores_of`)."""
+        return restores_of([step.argv for step in plan.steps], self.evidence)
+
     @property
     def normalized_error(self) -> str:
         return normalize_error_text(self.summary)
@@ -161,6 +179,8 @@ class Failure:
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+# the step that puts back a last known good file (the executor on the host does it: policies/default.yml)
+RESTORE_PROGRAM = "sentinel-heal-restore"
 # files and package changes named in one sentence, and the changed lines quoted of each file
 MAX_CHANGES_SAID = 3
 MAX_DIFF_LINES_SAID = 4
@@ -172,6 +192,32 @@ def _file_change(change: Mapping[str, Any]) -> str:
     lines = [line.rstrip() for line in str(change.get("diff") or "").splitlines()
              if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()][:MAX_DIFF_LINES_SAID]
     return f"{change['path']} {change['change']}{when}" + (f": {' '.join(repr(line) for line in lines)}" if lines else "")
+
+
+def restores_of(argvs: Iterable[Sequence[str]], evidence: Mapping[str, Any]) -> list[dict[str, str]]:
+    """What the restores of the last known good configuration among ``argvs`` put back, as a person approves it: each
+    file, the copy's hash and the diff from the file as it is now to that copy (the host's diff of the failure's
+    ``evidence``, redacted and capped there, read the other way)."""
+    changes = {str(change.get("path")): change for change in (evidence.get("changes") or {}).get("files") or [] if isinstance(change, Mapping)}
+    return [{"path": argv[1], "sha256": argv[2], "diff": _reversed_diff(str((changes.get(argv[1]) or {}).get("diff") or ""))}
+            for argv in argvs if len(argv) == 3 and argv[0] == RESTORE_PROGRAM]
+
+
+def _reversed_diff(diff: str) -> str:
+    """A unified diff read the other way (what was removed is added), headers and hunk ranges included."""
+    lines, removed_header = [], None
+    for line in diff.splitlines():
+        if line.startswith("--- ") and removed_header is None:
+            removed_header = line[4:]
+        elif line.startswith("+++ ") and removed_header is not None:
+            lines += ["--- " + line[4:], "+++ " + removed_header]
+        elif line.startswith("@@"):
+            lines.append(re.sub(r"^@@ -(\S+) \+(\S+) @@", r"@@ -\2 +\1 @@", line))
+        elif line[:1] in "+-":
+            lines.append(("-" if line[0] == "+" else "+") + line[1:])
+        else:
+            lines.append(line)
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def _package_change(change: Mapping[str, Any], failed_at: float) -> str:

@@ -243,8 +243,8 @@ def test_the_heal_jobs_set_stats_feed_the_approve_job() -> None:
     assert "autoheal_pending_plans | default([]) | map(attribute='plan_id')" in approve[0]["vars"]["autoheal_approve_ids"]
     from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import pending_plan
 
-    plan = pending_plan("node1", {"plan_id": "p1", "service": "nginx", "reason": "r", "verdicts": []})
-    assert {"plan_id", "host", "service", "steps", "reason"} <= set(plan)
+    plan = pending_plan("node1", {"plan_id": "p1", "service": "nginx", "reason": "r", "verdicts": [], "puts_back": []})
+    assert {"plan_id", "host", "service", "steps", "reason", "puts_back"} <= set(plan)
 
 
 def test_a_project_of_ones_own_imports_the_collections_playbooks(tmp_path: Path, awx_collections: Path) -> None:

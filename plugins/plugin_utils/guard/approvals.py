@@ -70,6 +70,8 @@ class StoredPlan:
             "service": self.service,
             "status": self.status,
             "steps": [{"argv": list(step.argv), "command": shlex.join(step.argv)} for step in self.plan.steps],
+            # what a restore of the last known good configuration puts back, as a diff from the file as it is now
+            "puts_back": self.failure.puts_back(self.plan),
             "rationale": self.plan.rationale,
             "source": f"{self.plan.source.value} {self.plan.reference}",
             "failure": self.failure.summary,

@@ -66,6 +66,7 @@ HEAL_SPEC: dict[str, Any] = dict(
     think_rounds=dict(type="int", default=MAX_ROUNDS),
     maintenance_windows=dict(type="list", elements="dict", default=[]),
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
+    restore_known_good=dict(type="str", default="approve", choices=["approve", "auto", "off"]),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),

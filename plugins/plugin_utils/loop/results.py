@@ -39,6 +39,7 @@ def pending_plan(host: str, incident: dict[str, Any]) -> dict[str, Any]:
         "steps": [{"argv": v["argv"], "command": shlex.join(v["argv"]), "decision": v["decision"], "reason": v["reason"]}
                   for v in incident["verdicts"]],
         "reason": incident["reason"],
+        "puts_back": incident["puts_back"],
     }
 
 

@@ -221,7 +221,18 @@ class HealSession:
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]
-        return [Failure.from_check(self.task.host, raw, facts) for raw in raw_failures]
+        # the executor on the host puts a last known good file back: without it, no restore is planned
+        setting = args.get("restore_known_good") or "approve" if args.get("step_privilege") == "executor" else "off"
+        return [Failure.from_check(self.task.host, _restore_setting(raw, setting, force=setting == "off"), facts) for raw in raw_failures]
+
+
+def _restore_setting(raw: Mapping[str, Any], setting: str, *, force: bool) -> Mapping[str, Any]:
+    """A failure whose service does not say how a restore of its last known good configuration runs (or, ``force``,
+    whatever it says): as the heal says."""
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping) or (spec.get("restore_known_good") and not force):
+        return raw
+    return dict(raw, spec=dict(spec, restore_known_good=setting))
 
 
 def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> str | None:

@@ -167,6 +167,7 @@ class IncidentOutcome:
             "plan_id": state.plan_id,
             "plan": last.plan.to_dict() if last and last.plan else None,
             "verdicts": [v.to_dict() for v in last.verdicts] if last else [],
+            "puts_back": state.failure.puts_back(last.plan) if last and last.plan else [],
             "decision": last.decision.value if last and last.verdicts else None,
             "results": [r.to_dict() for r in last.results] if last else [],
             "artifacts": [path for attempt in state.attempts for path in attempt.artifacts],

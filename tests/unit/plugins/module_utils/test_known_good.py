@@ -20,6 +20,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
     configuration_files,
     keep,
     package_changes,
+    restore,
 )
 
 SITE = "server {\n    listen 80 default_server;\n    root /var/www/html;\n}\n"
@@ -171,3 +172,35 @@ def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_read
     off = dict(service, name="off", known_good=False)
     [checked] = _probe.check_services({"services": [off], "log_lines": 5}, keep_known_good=True)["services"]
     assert "known_good" not in checked and not (tmp_path / "known-good" / "off").exists()
+
+
+def test_a_restore_keeps_the_edit_aside_byte_for_byte_puts_the_good_copy_back_and_undoes_itself_when_the_test_fails(
+        tmp_path: Path) -> None:
+    spec, site = _site_spec(tmp_path)
+    os.chmod(site, 0o640)
+    root = str(tmp_path / "known-good")
+    [good] = keep("nginx", spec, _none, root=root)["files"]
+    edit = SITE.replace("default_server", "defualt_server") + "# alice, 03:12\n"
+    site.write_text(edit)
+    done = restore("nginx", str(site), good["sha256"], ["grep", "-q", "default_server", str(site)], root=root, now=1_795_000_000.0)
+    assert done["restored"] and done["test"]["rc"] == 0 and site.read_text() == SITE and stat.S_IMODE(site.stat().st_mode) == 0o640
+    assert done["aside"] == f"{root}/nginx/aside/20261118T110640Z{site}" and Path(done["aside"]).read_text() == edit
+    # a configuration test that fails puts the current version back: nothing is left half-restored
+    site.write_text(edit)
+    undone = restore("nginx", str(site), good["sha256"], ["false"], root=root, now=1_795_000_100.0)
+    assert not undone["restored"] and undone["test"]["rc"] == 1 and site.read_text() == edit
+    assert Path(undone["aside"]).read_text() == edit
+
+
+def test_a_restore_of_a_copy_other_than_the_one_approved_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    spec, site = _site_spec(tmp_path)
+    root = str(tmp_path / "known-good")
+    [good] = keep("nginx", spec, _none, root=root)["files"]
+    site.write_text("edited\n")
+    with pytest.raises(KnownGoodError, match=r"no last known good copy of .* with hash 000000000000"):
+        restore("nginx", str(site), "0" * 64, root=root)
+    # the copy on disk no longer matches its hash: it is no copy
+    (tmp_path / "known-good" / "nginx" / "blobs" / good["sha256"]).write_text("tampered\n")
+    with pytest.raises(KnownGoodError):
+        restore("nginx", str(site), good["sha256"], root=root)
+    assert site.read_text() == "edited\n"

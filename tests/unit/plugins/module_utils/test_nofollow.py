@@ -21,7 +21,9 @@ from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import (
     change_mode,
     change_owner,
     make_directory,
+    read_file,
     remove_file,
+    replace_file,
 )
 
 NOBODY = 65534
@@ -76,9 +78,12 @@ STEPS: dict[str, Callable[[str], Any]] = {
     "chmod": lambda path: change_mode(path, 0o777),
     "install -d": lambda path: make_directory(path, NOBODY, NOBODY, 0o777),
     "rm -f": remove_file,
+    "replace": lambda path: replace_file(path, b"planted"),
+    "read": lambda path: read_file(path, 1024),
 }
 # what each step is aimed at below the planted link: what the link's target holds, or (install -d) a new directory
-AIMED_AT = {"chown -h": "shadow", "chown -R": "conf.d", "chmod": "conf.d", "install -d": "new", "rm -f": "shadow"}
+AIMED_AT = {"chown -h": "shadow", "chown -R": "conf.d", "chmod": "conf.d", "install -d": "new", "rm -f": "shadow", "replace": "shadow",
+            "read": "shadow"}
 
 
 @needs_root
@@ -377,3 +382,22 @@ def test_a_link_swapped_in_while_steps_run_never_redirects_them(service: Path, o
     assert _snapshot(outside) == before
     assert set(seen) <= {"done", LINK_REFUSED, REPLACED_REFUSED}, seen
     assert seen.get("done", 0) >= 50 and seen.get(LINK_REFUSED, 0) >= 50, seen
+
+
+@needs_root
+def test_a_file_is_replaced_at_once_with_its_owner_and_mode_and_a_link_in_its_place_is_refused(service: Path, outside: Path) -> None:
+    target = service / "data" / "dump.rdb"
+    os.chmod(target, 0o640)
+    assert read_file(str(target), 1024) == b"service data"
+    assert replace_file(str(target), b"good data") == {"uid": NOBODY, "gid": NOBODY, "mode": 0o640}
+    assert target.read_bytes() == b"good data" and _owner(target) == (NOBODY, NOBODY) and _mode(target) == 0o640
+    assert sorted(path.name for path in target.parent.iterdir()) == ["dump.rdb"]  # nothing left beside it
+    with pytest.raises(NoFollowRefused, match="larger than 4 bytes"):
+        read_file(str(target), 4)
+    target.unlink()
+    target.symlink_to(outside / "shadow")
+    before = _snapshot(outside)
+    for step in (lambda: replace_file(str(target), b"planted"), lambda: read_file(str(target), 1024)):
+        with pytest.raises(NoFollowRefused):
+            step()
+    assert _snapshot(outside) == before
