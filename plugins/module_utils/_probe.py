@@ -241,8 +241,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     result = dict(name=name, healthy=healthy, checks=checks, spec=dict(spec))
     if healthy:
         return result
-    evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout)
-    evidence["changes"] = changes_since_good(name, spec, time.time(), redact_values) if spec.get("known_good", True) else None
+    evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
     if reads and failure_class not in ("masked", "auto_restart"):
@@ -353,12 +352,13 @@ def _command(command, indicator, timeout):
 
 
 def evidence_of(spec, manager, log_lines=1):
-    """The evidence of a declared service as it is now, failing or not (the executor's context at a step)."""
+    """The evidence of a declared service as it is now, failing or not (the executor's context at a step: what changed
+    since its last known good configuration included, which a restore is bound to)."""
     init_service = spec.get("service") or spec["name"]
     return _evidence(spec, init_service, spec.get("process") or init_service, None, manager, log_lines, spec.get("timeout") or 5.0)
 
 
-def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout):
+def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values=()):
     if status is None:
         status = _status(init_service, manager, timeout)
     unit = _systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None
@@ -389,6 +389,8 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
                        program=program),
+        # what changed since its last known good configuration (None when it was never seen good, or keeps none)
+        changes=changes_since_good(spec["name"], spec, time.time(), redact_values) if spec.get("known_good", True) else None,
         collected_at=time.time(),
     )
 

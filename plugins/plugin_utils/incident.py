@@ -204,19 +204,26 @@ def restores_of(argvs: Iterable[Sequence[str]], evidence: Mapping[str, Any]) -> 
 
 
 def _reversed_diff(diff: str) -> str:
-    """A unified diff read the other way (what was removed is added), headers and hunk ranges included."""
-    lines, removed_header = [], None
+    """A unified diff read the other way (what was removed is added), headers and hunk ranges included; in each run of
+    changed lines the removed ones come first, as diff writes them."""
+    lines: list[str] = []
+    changed: list[str] = []
+    removed_header = None
     for line in diff.splitlines():
+        if line[:1] in "+-" and not line.startswith(("--- ", "+++ ")):
+            changed.append(("-" if line[0] == "+" else "+") + line[1:])
+            continue
+        lines += sorted(changed, key=lambda swapped: swapped[0] == "+")
+        changed = []
         if line.startswith("--- ") and removed_header is None:
             removed_header = line[4:]
         elif line.startswith("+++ ") and removed_header is not None:
             lines += ["--- " + line[4:], "+++ " + removed_header]
         elif line.startswith("@@"):
             lines.append(re.sub(r"^@@ -(\S+) \+(\S+) @@", r"@@ -\2 +\1 @@", line))
-        elif line[:1] in "+-":
-            lines.append(("-" if line[0] == "+" else "+") + line[1:])
         else:
             lines.append(line)
+    lines += sorted(changed, key=lambda swapped: swapped[0] == "+")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

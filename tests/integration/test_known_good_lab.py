@@ -1,20 +1,27 @@
 """What changed since it last worked, on the lab: a healthy sweep keeps nginx's configuration on the host (root only,
-names and hashes to the controller); a typo made after it is named first in the escalation, as a diff computed on the
-host, and kept in the audit record; a service never seen good is escalated without a guess of what changed."""
+names and hashes to the controller); a typo made after it is, by default, put back only once a person approved the diff
+of what is put back (approve.yml), the typo kept aside byte for byte where the run's record says; with
+``restore_known_good: auto`` it is put back unattended; with ``off`` the escalation leads with the diff computed on the
+host. A service never seen good is escalated without a guess of what changed."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, acted, episodes, one_line, run_playbook, sh
+from conftest import Faults, RollOut, acted, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
+APPROVE = "playbooks/approve.yml"
 KEPT = "/var/lib/sentinel-heal/known-good/nginx"
+SITE = "/etc/nginx/sites-available/default"
+RESTORE = f"sentinel-heal-restore {SITE}"
 
 
-def test_a_typo_made_after_a_healthy_check_is_named_first_in_the_escalation_with_its_diff(lab: Any, faults: Faults, tmp_path: Path) -> None:
+def test_with_restores_off_a_typo_made_after_a_healthy_check_is_named_first_in_the_escalation_with_its_diff(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
     healthy = run_playbook(HEAL, "--limit", "node2", "-v", state_dir=tmp_path)
     assert healthy.rc == 0 and "every declared service is healthy" in one_line(healthy.output), healthy.output
     # kept on the host, root only; the controller was told the files by name and hash, never their content
@@ -23,7 +30,7 @@ def test_a_typo_made_after_a_healthy_check_is_named_first_in_the_escalation_with
     assert "/etc/nginx/sites-available/default" in manifest["files"] and "/etc/nginx/nginx.conf" in manifest["files"]
 
     faults.inject("node2", "nginx-config-error")
-    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path)
+    run = run_playbook(HEAL, "--limit", "node2", "-e", "autoheal_restore_known_good=off", state_dir=tmp_path)
     output = one_line(run.output)
     assert run.rc == 2, run.output
     assert "node2: nginx escalated: what changed since it last worked: /etc/nginx/sites-available/default modified" in output, output
@@ -31,7 +38,44 @@ def test_a_typo_made_after_a_healthy_check_is_named_first_in_the_escalation_with
     [episode] = episodes(tmp_path)
     [change] = episode["evidence"]["changes"]["files"]
     assert change["path"] == "/etc/nginx/sites-available/default" and "+\tserver_nmae _;" in change["diff"]
-    assert acted(tmp_path, "node2") == []  # named, never acted on: the restore is a person's
+    assert acted(tmp_path, "node2") == []  # named, never acted on: restores are off
+
+
+def test_a_typo_made_after_a_healthy_check_waits_with_the_diff_is_put_back_once_approved_and_kept_aside_byte_for_byte(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    assert run_playbook(HEAL, "--limit", "node2", state_dir=state).rc == 0
+    faults.inject("node2", "nginx-config-error")
+    edited = sh(lab, "node2", "base64", "-w0", SITE)
+    waiting = run_playbook(HEAL, "--limit", "node2", state_dir=state)
+    said = one_line(waiting.output)
+    assert waiting.rc == 0 and "nginx awaits approval of plan" in said and RESTORE in said, waiting.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
+    assert acted(state, "node2") == [] and sh(lab, "node2", "base64", "-w0", SITE) == edited
+    # what a person sees before approving: the diff of what is put back, from the file as it is now
+    listing = run_playbook(APPROVE, state_dir=state)
+    assert listing.rc == 0 and "puts_back" in listing.output, listing.output
+    assert re.search(r"\n *-\s+server_nmae _;\n *\+\s+server_name _;\n", listing.output), listing.output
+
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    assert approved.rc == 0 and f"nginx healed in 1 attempt with: {RESTORE}" in one_line(approved.output), approved.output
+    assert sh(lab, "node2", "systemctl", "is-active", "nginx").strip() == "active"
+    assert sh(lab, "node2", "cmp", SITE, "/var/backups/lab-nginx-default") == ""
+    # the person's edit is not lost: byte for byte where the episode's record of the step says
+    [restored] = [step for step in episodes(state)[-1]["results"]["steps"] if step["argv"][0] == "sentinel-heal-restore"]
+    done = json.loads(restored["stdout"])
+    assert done["restored"] and done["aside"].startswith(f"{KEPT}/aside/") and done["test"]["rc"] == 0, done
+    assert sh(lab, "node2", "base64", "-w0", done["aside"]) == edited
+
+
+def test_with_restores_auto_the_typo_is_put_back_unattended(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    roll_out("-e", "autoheal_restore_known_good=auto", hosts="node2")
+    state = tmp_path / "state"
+    assert run_playbook(HEAL, "--limit", "node2", state_dir=state).rc == 0
+    faults.inject("node2", "nginx-config-error")
+    run = run_playbook(HEAL, "--limit", "node2", "-e", "autoheal_restore_known_good=auto", state_dir=state)
+    assert run.rc == 0 and f"nginx healed in 1 attempt with: {RESTORE}" in one_line(run.output), run.output
+    assert sh(lab, "node2", "cmp", SITE, "/var/backups/lab-nginx-default") == ""
 
 
 def test_a_service_never_seen_good_is_escalated_without_a_guess_of_what_changed(lab: Any, faults: Faults, tmp_path: Path) -> None:

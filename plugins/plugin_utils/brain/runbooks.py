@@ -43,7 +43,7 @@ the owner, group and mode the package gave it, and {missing_path} (that path) on
 {package_dir} {package_dir_owner} {package_dir_group} {package_dir_mode} for the package directory a
 permission error names; in ``escalate`` also {reading} (the decisive error line and where it was read)
 and {config_error} (the invalid configuration's lines, file, line and parameter). {known_good_file} and
-{known_good_sha256}: when the configuration error is explained by a file that changed since the service last
+{known_good_hash}: when the configuration error is explained by a file that changed since the service last
 worked (the one the error names, or the only one changed) and the host kept its last known good copy, that file
 and the copy's hash (none when the service's restore_known_good is off). A placeholder without
 a value makes a step not applicable (the runbook is passed over), and so does a missing value of the
@@ -83,7 +83,7 @@ _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
 READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
                                        "package_dir", "package_dir_owner", "package_dir_group", "package_dir_mode"})
 STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "stale_socket", "stale_lock", "port",
-                               "port_owner_pid", "port_owner_process", "known_good_file", "known_good_sha256"}) | READING_STEP_PLACEHOLDERS
+                               "port_owner_pid", "port_owner_process", "known_good_file", "known_good_hash"}) | READING_STEP_PLACEHOLDERS
 # what `service NAME VERB` and `systemctl VERB UNIT` both do
 SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
 # A value filled into an argument must stay one plain argument.
@@ -234,7 +234,7 @@ def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dic
     # with restores off for the service (restore_known_good), no runbook can plan one
     restorable = failure.known_good_copy(invalid.path) if invalid is not None and failure.spec.get("restore_known_good") != "off" else None
     if restorable is not None:
-        values.update(known_good_file=str(restorable["path"]), known_good_sha256=str(restorable["good_sha256"]))
+        values.update(known_good_file=str(restorable["path"]), known_good_hash=str(restorable["good_sha256"]))
     owners = failure.evidence.get("port_owners") or []
     if owners:
         values["port_owner_pid"] = str(owners[0]["pid"])

@@ -143,6 +143,43 @@ def test_a_config_error_escalates_with_nginx_own_words_instead_of_restarting(lib
     assert plan.escalation is not None and 'unexpected "}" in /etc/nginx/sites-enabled/default:25' in plan.escalation
 
 
+SITE = "/etc/nginx/sites-available/default"
+GOOD = "a" * 64
+
+
+def _changed(failure: Failure, *files: tuple[str, str | None], setting: str = "approve") -> Failure:
+    """The failure with what changed since its last known good check (a kept copy's hash, or None when none was kept)."""
+    changes = {"good_at": 1.0, "packages": [], "files": [
+        {"path": path, "change": "modified", "diff": f"--- {path} (last known good)\n+++ {path}\n@@ -1 +1 @@\n-good\n+bad\n",
+         **({"good_sha256": digest} if digest else {})} for path, digest in files]}
+    return dataclasses.replace(failure, evidence={**failure.evidence, "changes": changes}, spec={**failure.spec, "restore_known_good": setting})
+
+
+def test_a_config_error_the_changed_file_explains_is_restored_from_its_last_known_good_copy(library: RunbookLibrary) -> None:
+    # nginx names the link in sites-enabled; the host names the file it leads to
+    plan = _plan(Planner(library, None), _changed(nginx_failure("not_running"), (SITE, GOOD)), {"nginx -t": CONFIG_ERROR})
+    assert plan.reference == "restore-known-good" and [step.argv for step in plan.steps] == [
+        ("sentinel-heal-restore", SITE, GOOD), ("service", "nginx", "restart")]
+
+
+@pytest.mark.parametrize("files, setting", [
+    ([("/etc/nginx/conf.d/other.conf", GOOD)], "approve"),  # a change elsewhere does not explain the error
+    ([(SITE, None)], "approve"),  # no copy was kept (over the size limit)
+    ([(SITE, GOOD)], "off"),  # the service's restores are off
+])
+def test_no_restore_is_planned_where_the_change_does_not_explain_the_error_or_nothing_can_be_put_back(
+        library: RunbookLibrary, files: list[tuple[str, str | None]], setting: str) -> None:
+    plan = _plan(Planner(library, None), _changed(nginx_failure("not_running"), *files, setting=setting), {"nginx -t": CONFIG_ERROR})
+    assert plan.reference == "nginx-config-error" and plan.steps == () and plan.escalation
+
+
+def test_a_restore_puts_back_the_diff_a_person_sees_read_from_the_file_as_it_is_now(library: RunbookLibrary) -> None:
+    failure = _changed(nginx_failure("not_running"), (SITE, GOOD))
+    plan = _plan(Planner(library, None), failure, {"nginx -t": CONFIG_ERROR})
+    [shown] = failure.puts_back(plan)
+    assert shown == {"path": SITE, "sha256": GOOD, "diff": f"--- {SITE}\n+++ {SITE} (last known good)\n@@ -1 +1 @@\n-bad\n+good\n"}
+
+
 def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, library: RunbookLibrary) -> None:
     failure = nginx_failure(pid=100)
     with Memory(tmp_path) as memory:

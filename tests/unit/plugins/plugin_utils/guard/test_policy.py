@@ -429,3 +429,20 @@ def test_only_the_sockets_and_locks_service_check_saw_left_over_may_be_removed(
     for argv in (["rm", "-rf", POSTGRES_SOCKET], ["rm", "-f", POSTGRES_SOCKET, "/run/postgresql/other.sock"], ["rm", "-f", "/run/postgresql"],
                  ["rm", "-f", "/var/lib/postgresql/15/main/postmaster.pid"], ["mv", POSTGRES_SOCKET, "/tmp/x"]):
         assert evaluate_argv(argv, context, policy).decision is not Decision.ALLOW, argv
+
+
+@pytest.mark.parametrize("argv, setting, decision, rule", [
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/default", "a" * 64], "approve", "approve", "restore-last-known-good-with-a-person"),
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/default", "a" * 64], "auto", "allow", "restore-last-known-good"),
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/default", "a" * 64], "off", "block", "restore-not-the-incidents"),
+    # another copy than the one the host kept, a file that did not change, the same file spelled another way
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/default", "b" * 64], "auto", "block", "restore-not-the-incidents"),
+    (["sentinel-heal-restore", "/etc/shadow", "a" * 64], "auto", "block", None),
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/../sites-available/default", "a" * 64], "auto", "block", "restore-not-the-incidents"),
+    (["sentinel-heal-restore", "/etc/nginx/sites-available/default"], "auto", "block", "restore-not-the-incidents"),
+])
+def test_a_restore_is_bound_to_the_incidents_changed_file_and_its_kept_copy(argv: list[str], setting: str, decision: str, rule: str | None) -> None:
+    context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting,
+                            known_good_copies={"/etc/nginx/sites-available/default": "a" * 64})
+    [verdict], _decision = evaluate_plan([argv], context, load_policy())
+    assert verdict.decision.value == decision and (rule is None or verdict.rule == rule), verdict
