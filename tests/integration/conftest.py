@@ -142,8 +142,16 @@ class Faults:
             self.lab.undo(host, fault)
 
 
+# where each host keeps the last known good configuration of its services (plugins/module_utils/_known_good.py)
+KNOWN_GOOD_DIR = "/var/lib/sentinel-heal/known-good"
+
+
 @pytest.fixture
 def faults(lab: Any) -> Iterator[Faults]:
+    # each test starts with no last known good on the hosts, as it starts with a memory of its own: a copy an earlier
+    # test's healthy check kept would turn its configuration fault into a restore
+    for name in lab.HOSTS:
+        lab.run_in(name, ["rm", "-rf", KNOWN_GOOD_DIR], timeout=30)
     injected = Faults(lab)
     yield injected
     injected.undo_all()

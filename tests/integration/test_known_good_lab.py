@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conftest import Faults, RollOut, acted, episodes, one_line, run_playbook, sh
+from conftest import KNOWN_GOOD_DIR, Faults, RollOut, acted, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
-KEPT = "/var/lib/sentinel-heal/known-good/nginx"
+KEPT = f"{KNOWN_GOOD_DIR}/nginx"
 SITE = "/etc/nginx/sites-available/default"
 RESTORE = f"sentinel-heal-restore {SITE}"
 
