@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import KNOWN_GOOD_DIR, Faults, RollOut, acted, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
@@ -86,3 +87,31 @@ def test_a_service_never_seen_good_is_escalated_without_a_guess_of_what_changed(
     assert run.rc == 2 and "node2: nginx escalated" in output and "what changed" not in output, run.output
     [episode] = episodes(tmp_path)
     assert episode["evidence"]["changes"] is None
+
+
+@pytest.mark.parametrize("fault, host, service, changed, broken, answers", [
+    # an unknown directive appended to redis.conf (a conffile of redis-server): systemd restarts it until its start limit
+    ("redis-restart-loop", "node1", "redis", "/etc/redis/redis.conf", "lab-unknown-directive yes", (["redis-cli", "ping"], "PONG")),
+    # a setting PostgreSQL refuses, in the cluster's postgresql.conf (declared in the lab's configs)
+    ("postgres-bad-parameter", "node2", "postgresql", "/etc/postgresql/15/main/postgresql.conf", "shared_buffers = 'lots'",
+     (["pg_isready", "-h", "127.0.0.1"], "accepting connections")),
+])
+def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_once_approved(
+        lab: Any, faults: Faults, tmp_path: Path, fault: str, host: str, service: str, changed: str, broken: str,
+        answers: tuple[list[str], str]) -> None:
+    state = tmp_path / "state"
+    assert run_playbook(HEAL, "--limit", host, state_dir=state).rc == 0
+    faults.inject(host, fault)
+    edited = sh(lab, host, "base64", "-w0", changed)
+    waiting = run_playbook(HEAL, "--limit", host, state_dir=state)
+    said = one_line(waiting.output)
+    assert waiting.rc == 0 and f"{service} awaits approval of plan" in said and f"sentinel-heal-restore {changed}" in said, waiting.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    assert approved.rc == 0 and f"{service} healed in 1 attempt with: sentinel-heal-restore {changed}" in one_line(approved.output), \
+        approved.output
+    command, answer = answers
+    assert answer in sh(lab, host, *command)
+    assert broken not in sh(lab, host, "cat", changed)
+    [restored] = [step for step in episodes(state)[-1]["results"]["steps"] if step["argv"][0] == "sentinel-heal-restore"]
+    assert sh(lab, host, "base64", "-w0", json.loads(restored["stdout"])["aside"]) == edited

@@ -160,6 +160,11 @@ def test_a_config_error_the_changed_file_explains_is_restored_from_its_last_know
     plan = _plan(Planner(library, None), _changed(nginx_failure("not_running"), (SITE, GOOD)), {"nginx -t": CONFIG_ERROR})
     assert plan.reference == "restore-known-good" and [step.argv for step in plan.steps] == [
         ("sentinel-heal-restore", SITE, GOOD), ("service", "nginx", "restart")]
+    # on systemd, a unit its start limit stopped is reset first
+    plan = _plan(Planner(library, None), _on_systemd(_changed(nginx_failure("not_running"), (SITE, GOOD)), "nginx.service"),
+                 {"nginx -t": CONFIG_ERROR})
+    assert [step.argv for step in plan.steps] == [("sentinel-heal-restore", SITE, GOOD), ("systemctl", "reset-failed", "nginx"),
+                                                  ("systemctl", "restart", "nginx")]
 
 
 @pytest.mark.parametrize("files, setting", [
