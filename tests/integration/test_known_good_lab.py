@@ -89,19 +89,25 @@ def test_a_service_never_seen_good_is_escalated_without_a_guess_of_what_changed(
     assert episode["evidence"]["changes"] is None
 
 
-@pytest.mark.parametrize("fault, host, service, changed, broken, answers", [
+CANARY = "canary-7f3a9c2e51"
+
+
+@pytest.mark.parametrize("fault, host, service, changed, broken, secret, answers", [
     # an unknown directive appended to redis.conf (a conffile of redis-server): systemd restarts it until its start limit
-    ("redis-restart-loop", "node1", "redis", "/etc/redis/redis.conf", "lab-unknown-directive yes", (["redis-cli", "ping"], "PONG")),
+    ("redis-restart-loop", "node1", "redis", "/etc/redis/redis.conf", "lab-unknown-directive yes", f"requirepass {CANARY}",
+     (["redis-cli", "ping"], "PONG")),
     # a setting PostgreSQL refuses, in the cluster's postgresql.conf (declared in the lab's configs)
     ("postgres-bad-parameter", "node2", "postgresql", "/etc/postgresql/15/main/postgresql.conf", "shared_buffers = 'lots'",
-     (["pg_isready", "-h", "127.0.0.1"], "accepting connections")),
-])
-def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_once_approved(
-        lab: Any, faults: Faults, tmp_path: Path, fault: str, host: str, service: str, changed: str, broken: str,
+     f"# the replica's password = {CANARY}", (["pg_isready", "-h", "127.0.0.1"], "accepting connections")),
+], ids=["redis", "postgresql"])  # ids of their own: the secret must not ride along in the test's name (PYTEST_CURRENT_TEST)
+def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_once_approved_and_its_secret_stays_on_the_host(
+        lab: Any, faults: Faults, tmp_path: Path, fault: str, host: str, service: str, changed: str, broken: str, secret: str,
         answers: tuple[list[str], str]) -> None:
     state = tmp_path / "state"
     assert run_playbook(HEAL, "--limit", host, state_dir=state).rc == 0
     faults.inject(host, fault)
+    # the same edit wrote a secret: the diffs the controller is shown are redacted on the host
+    lab.run_in(host, ["sh", "-c", f"echo \"$0\" >> {changed}", secret], timeout=30)
     edited = sh(lab, host, "base64", "-w0", changed)
     waiting = run_playbook(HEAL, "--limit", host, state_dir=state)
     said = one_line(waiting.output)
@@ -115,3 +121,7 @@ def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_
     assert broken not in sh(lab, host, "cat", changed)
     [restored] = [step for step in episodes(state)[-1]["results"]["steps"] if step["argv"][0] == "sentinel-heal-restore"]
     assert sh(lab, host, "base64", "-w0", json.loads(restored["stdout"])["aside"]) == edited
+    # the secret is in the edit kept aside on the host, and nowhere the controller keeps or shows anything
+    assert "********" in waiting.output
+    assert all(CANARY not in text for text in (waiting.output, approved.output))
+    assert [path for path in state.rglob("*") if path.is_file() and CANARY.encode() in path.read_bytes()] == []
