@@ -80,27 +80,33 @@ def configuration_files(spec, packages, info_dir=DPKG_INFO, etc="/etc"):
     return sorted(set(os.path.realpath(path) for path in found))[:MAX_FILES]
 
 
-def keep(name, spec, packages_of, root=None, now=None):
+def keep(name, spec, packages_of, root=None, now=None, timeout=30):
     """Called while every check of the service passes: its configuration as it is now becomes the last known good one.
+    A service keeps running on the configuration it started with, so a changed configuration counts as good only when
+    the service's configuration test passes on it (a broken edit not yet loaded is no good copy: the last one stays).
     A file is copied once per content; the manifest is rewritten only when something changed, and its time says when
     the service was last seen good. Returns what the controller is told (no contents)."""
     now = time.time() if now is None else now
     directory = _service_dir(root or KNOWN_GOOD_DIR, name)
     manifest = _read_manifest(directory)
     packages = _packages(manifest, spec, packages_of)
-    files = {}
-    for path in configuration_files(spec, packages):
-        entry = _fingerprint(path)
-        if entry is None:
-            continue
-        if entry["size"] <= MAX_FILE_BYTES:
-            entry["kept"] = _store_blob(directory, path, entry["sha256"])
-        files[path] = entry
-    fresh = dict(packages=packages, dpkg_status=_mtime(DPKG_STATUS), files=files)
-    changed = manifest is None or any(manifest.get(key) != value for key, value in fresh.items())
+    files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in configuration_files(spec, packages)) if entry)
+    before = (manifest or {}).get("files") or {}
+    changed = manifest is None or manifest.get("packages") != packages or manifest.get("dpkg_status") != _mtime(DPKG_STATUS) or \
+        dict((path, entry["sha256"]) for path, entry in before.items()) != dict((path, entry["sha256"]) for path, entry in files.items())
     if changed:
-        _write_json(os.path.join(directory, MANIFEST), dict(fresh, taken_at=now))
+        test = configuration_test(spec)
+        rc, output = run(test, timeout) if test else (0, "")
+        if rc != 0:
+            return dict(at=now, changed=False, files=[], refused="its configuration test (%s) fails on the configuration as it is now: "
+                        "it is not kept as good (%s)" % (" ".join(test), redact(output.strip().splitlines()[-1] if output.strip() else "no output")))
+        for path, entry in files.items():
+            if entry["size"] <= MAX_FILE_BYTES:
+                entry["kept"] = _store_blob(directory, path, entry["sha256"])
+        _write_json(os.path.join(directory, MANIFEST), dict(packages=packages, dpkg_status=_mtime(DPKG_STATUS), files=files, taken_at=now))
         _drop_unreferenced(directory, files)
+    else:
+        files = before
     os.utime(os.path.join(directory, MANIFEST), (now, now))
     return dict(at=now, changed=changed, files=[dict(path=path, size=entry["size"], sha256=entry["sha256"], kept=entry.get("kept", False))
                                                 for path, entry in sorted(files.items())])

@@ -62,9 +62,28 @@ def test_a_services_configuration_is_its_packages_conffiles_what_their_directory
 
 
 def _site_spec(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A service whose configuration is one site, and whose configuration test (as nginx -t would) finds its listen."""
     site = tmp_path / "site.conf"
     site.write_text(SITE)
-    return {"name": "nginx", "configs": [str(tmp_path / "*.conf")]}, site
+    return {"name": "nginx", "configs": [str(tmp_path / "*.conf")], "config_test": f"grep -Eq 'listen [0-9]+ default_server;' {site}"}, site
+
+
+def test_a_broken_edit_the_running_service_has_not_loaded_is_not_kept_as_good(tmp_path: Path) -> None:
+    """The service still runs on the configuration it started with, so every check passes after a broken edit: the edit
+    fails the configuration test and is not taken as good; the last good copy stays, and the edit is what changed."""
+    spec, site = _site_spec(tmp_path)
+    root = str(tmp_path / "known-good")
+    [good] = keep("nginx", spec, _none, root=root, now=1000.0)["files"]
+    site.write_text(SITE.replace("listen 80", "listen 8o"))
+    refused = keep("nginx", spec, _none, root=root, now=2000.0)
+    assert not refused["changed"] and refused["files"] == [] and "configuration test (grep -Eq" in refused["refused"], refused
+    manifest = json.loads((tmp_path / "known-good" / "nginx" / "manifest.json").read_text())
+    assert manifest["files"][str(site)]["sha256"] == good["sha256"]
+    [change] = changes_since_good("nginx", spec, 3000.0, root=root)["files"]
+    assert change["good_sha256"] == good["sha256"] and "+    listen 8o default_server;" in change["diff"]
+    # a change the test passes is the new good
+    site.write_text(SITE.replace("/var/www/html", "/srv/www"))
+    assert keep("nginx", spec, _none, root=root, now=4000.0)["changed"]
 
 
 def test_a_healthy_services_files_are_kept_once_root_only_and_the_controller_is_told_names_sizes_and_hashes(tmp_path: Path) -> None:
@@ -110,6 +129,7 @@ def test_a_service_never_seen_good_has_nothing_to_compare_and_a_large_file_is_kn
     root = str(tmp_path / "known-good")
     assert changes_since_good("nginx", spec, time.time(), root=root) is None
     site.write_text("x" * (MAX_FILE_BYTES + 1))
+    spec["config_test"] = "true"
     [told] = keep("nginx", spec, _none, root=root)["files"]
     assert not told["kept"] and not list((tmp_path / "known-good" / "nginx" / "blobs").iterdir())
     site.write_text("y" * (MAX_FILE_BYTES + 1))
