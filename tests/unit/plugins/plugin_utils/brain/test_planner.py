@@ -18,7 +18,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
     render_text,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -183,6 +183,26 @@ def test_a_restore_puts_back_the_diff_a_person_sees_read_from_the_file_as_it_is_
     plan = _plan(Planner(library, None), failure, {"nginx -t": CONFIG_ERROR})
     [shown] = failure.puts_back(plan)
     assert shown == {"path": SITE, "sha256": GOOD, "diff": f"--- {SITE}\n+++ {SITE} (last known good)\n@@ -1 +1 @@\n-bad\n+good\n"}
+
+
+@pytest.mark.parametrize("setting, decision", [("approve", "approve"), ("auto", "allow")])
+def test_a_remembered_restore_is_replayed_for_the_new_copy_and_only_under_the_services_restore_setting(
+        tmp_path: Path, library: RunbookLibrary, setting: str, decision: str) -> None:
+    """A verified restore is remembered like any heal; replayed, it puts back the copy the host kept this time, and the
+    guard decides as the service's setting says now: approve waits for a person again, off plans no restore at all."""
+    failure = _changed(nginx_failure("not_running"), (SITE, GOOD), setting="auto")
+    with Memory(tmp_path) as memory:
+        planner = Planner(library, memory)
+        first = _plan(planner, failure, {"nginx -t": CONFIG_ERROR})
+        attempt = Attempt(number=1, plan=first, outcome="healed", verified=True, started_at=time.time(), finished_at=time.time())
+        memory.record_attempt(incident_id="x", failure=failure, attempt=attempt)
+        again = _changed(nginx_failure("not_running"), (SITE, "b" * 64), setting=setting)
+        plan = _plan(planner, again, {"nginx -t": CONFIG_ERROR})
+        assert plan.source is PlanSource.MEMORY and plan.steps[0].argv == ("sentinel-heal-restore", SITE, "b" * 64)
+        verdicts, _decision = evaluate_plan([step.argv for step in plan.steps], PolicyContext.from_failure(again), POLICY)
+        assert verdicts[0].decision.value == decision
+        off = _plan(planner, _changed(nginx_failure("not_running"), (SITE, "b" * 64), setting="off"), {"nginx -t": CONFIG_ERROR})
+        assert off.reference == "nginx-config-error" and off.steps == ()
 
 
 def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, library: RunbookLibrary) -> None:
