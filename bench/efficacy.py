@@ -10,7 +10,12 @@ counts the think loop's rounds and the reads that ran.
 
 Then the unforeseen faults (no runbook's check names their cause; only a read of the unit does), each with the think
 loop on (2 rounds) and off (0): offline, with a scripted model that reads and plans from what it read (no runbooks),
-and with the real model (no runbooks). Run as root: `make bench-efficacy`; it brings the lab fleet up and down itself.
+and with the real model (no runbooks).
+
+Then the change faults: a broken edit of a configuration made after a healthy check, healed by putting back its last
+known good version once a scripted approver approved the plan that waits (approve.yml); and what keeping those copies
+costs a healthy sweep, as the ratio of sweeps with and without it in the same run. Run as root: `make bench-efficacy`;
+it brings the lab fleet up and down itself.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration"), str(ROOT / "tests"), str(ROOT / ".collections")]
 
 import fleet  # noqa: E402
-from conftest import SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
+import yaml  # noqa: E402
+from conftest import KNOWN_GOOD_DIR, SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
 from llm_server import Answer, ScriptedLLM, reads_then_plans  # noqa: E402
 
 ANY = "*"  # an argument that varies from run to run (a squatter's pid)
@@ -46,6 +52,8 @@ class Fault:
     expected: str  # healed, escalated, recovered, awaiting_approval
     may_run: frozenset[tuple[str, ...]] = frozenset()  # what a correct remediation of it may run (ANY matches one argument)
     cause: str = ""  # the service's own words an escalation of it must carry to count as one
+    seen_good: bool = False  # a healthy sweep of its host runs first, which keeps its last known good configuration
+    approved: bool = False  # a scripted approver approves the plan that waits (approve.yml), and the outcome is that run's
 
 
 # Whether each service answers, asked on its host after the run: a heal counts only when it does (and the run said so,
@@ -117,6 +125,18 @@ FAULTS = (
                      ("systemctl", "reset-failed", "postgresql@15-main"), ("systemctl", "start", "postgresql@15-main")})),
 )
 PG_UNIT = "postgresql@15-main"
+# A broken edit made after a healthy check: its last known good version is put back once a person approved the diff.
+CHANGES = (
+    Fault("nginx-config-error", "node2", "nginx", "healed",
+          frozenset({("sentinel-heal-restore", "/etc/nginx/sites-available/default", ANY), RESET_NGINX, ("systemctl", "restart", "nginx")}),
+          seen_good=True, approved=True),
+    Fault("redis-restart-loop", "node1", "redis", "healed",
+          frozenset({("sentinel-heal-restore", "/etc/redis/redis.conf", ANY), ("systemctl", "reset-failed", "redis-server"),
+                     ("systemctl", "restart", "redis-server")}), seen_good=True, approved=True),
+    Fault("postgres-bad-parameter", "node2", "postgresql", "healed",
+          frozenset({("sentinel-heal-restore", "/etc/postgresql/15/main/postgresql.conf", ANY), ("systemctl", "reset-failed", PG_UNIT),
+                     ("systemctl", "restart", PG_UNIT)}), seen_good=True, approved=True),
+)
 # The faults no check names the cause of: only the unit's definition (and what it names) does.
 UNFORESEEN = (
     Fault("redis-prestart-dir-owner", "node1", "redis", "healed",
@@ -162,10 +182,17 @@ def _fits(argv: tuple[str, ...], allowed: tuple[str, ...]) -> bool:
 
 def heal(fault: Fault, planner: str, extra_vars: dict[str, Any]) -> Result:
     state = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-"))
+    # what an earlier fault's healthy checks kept would turn a configuration fault into a restore: only a change fault's own
+    fleet.run_in(fault.host, ["rm", "-rf", KNOWN_GOOD_DIR], timeout=30)
+    if fault.seen_good:
+        run_playbook("playbooks/heal.yml", "--limit", fault.host, "-e", json.dumps(extra_vars), state_dir=state)
     fleet.inject(fault.host, fault.name)
     try:
         started = time.perf_counter()
         run = run_playbook("playbooks/heal.yml", "--limit", fault.host, "-e", json.dumps(extra_vars), state_dir=state)
+        waiting = re.findall(r"awaits approval of plan ([0-9a-f]{32})", one_line(run.output))
+        if fault.approved and waiting:
+            run = run_playbook("playbooks/approve.yml", "-e", f"plan_id={waiting[0]}", "-e", "approver=scripted-approver", state_dir=state)
         seconds = time.perf_counter() - started
         probe, answer = ANSWERS[fault.service]
         answers = answer in fleet.run_in(fault.host, list(probe), timeout=30).stdout
@@ -256,6 +283,28 @@ def measure_unforeseen(faults: tuple[Fault, ...] = UNFORESEEN, *, real_model: bo
     return results
 
 
+def keeping_cost(sweeps: int = 5, host: str = "node1") -> str:
+    """What keeping the last known good configuration costs a healthy sweep of a host: the median of ``sweeps`` sweeps
+    with it against as many without it (every service's known_good false), alternated, in the same run."""
+    services = yaml.safe_load((ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text(encoding="utf-8"))["autoheal_services"]
+    without = {"autoheal_services": [dict(service, known_good=False) for service in services]}
+    state = Path(tempfile.mkdtemp(prefix="sentinel-efficacy-sweep-"))
+    took: dict[bool, list[float]] = {True: [], False: []}
+    try:
+        for _sweep in range(sweeps):
+            for keeping in (True, False):
+                started = time.perf_counter()
+                run = run_playbook("playbooks/heal.yml", "--limit", host, *([] if keeping else ["-e", json.dumps(without)]), state_dir=state)
+                took[keeping].append(time.perf_counter() - started)
+                if run.rc != 0:
+                    raise SystemExit(f"a healthy sweep of {host} failed:\n{run.output}")
+    finally:
+        shutil.rmtree(state)
+    kept, plain = (sorted(took[keeping])[sweeps // 2] for keeping in (True, False))
+    return (f"a healthy sweep of {host} keeping the last known good: {kept:.2f} s against {plain:.2f} s without, {kept / plain:.2f}x "
+            "(goal: within 1.1x)")
+
+
 def heal_rates(results: list[Result]) -> list[str]:
     """Per planner: how many unforeseen faults it healed with the loop on and off."""
     lines = []
@@ -312,9 +361,12 @@ def main() -> None:
         real_model = only or os.environ.get("EFFICACY_REAL_MODEL") == "1"
         results = measure(real_model=real_model, only_real_model=only)
         unforeseen = measure_unforeseen(real_model=real_model, only_real_model=only)
+        changes = measure(CHANGES, real_model=real_model, only_real_model=only)
+        cost = keeping_cost()
     finally:
         fleet.down()
-    print("\n".join(["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen)]))
+    print("\n".join(["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen), "",
+                      *summary(changes), "", cost]))
 
 
 def row(result: Result) -> str:
