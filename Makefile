@@ -110,10 +110,14 @@ demo: setup
 ## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
 test: setup lint sanity unit platform integration molecule
 
-lint:
+# antsibull-docs reads the collection where Ansible finds it (ansible_collections/sentinel/heal): the guides of
+# docs/docsite/ (their markup, code blocks and references) and every plugin's and role's documentation.
+lint: | $(COLLECTION_LINK)
 	ruff check plugins tests bench extensions
 	mypy
 	ansible-lint
+	antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs --validate-collection-refs=dependent \
+	  --disallow-unknown-collection-refs $(COLLECTION_LINK)
 
 sanity: $(HOME)/.ansible/test/cache/get_pip_24_2.py
 	rm -rf $(SANITY_BASE) && mkdir -p $(SANITY_ROOT)

@@ -20,7 +20,8 @@ description:
     each step that ran with its rc, duration and output, the verification and links to the ansible-runner run
     directories; an incident that needs a person says the cause in the service's own words and what to do next.
   - When O(audit_file) is set, appends the audit records of every attempt as it ends (JSON Lines, the records of
-    M(sentinel.heal.memory_export) C(format=audit), documented in C(docs/reports.md)) for a log shipper to tail.
+    M(sentinel.heal.memory_export) C(format=audit), documented in
+    R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))) for a log shipper to tail.
   - Enable it with C(callbacks_enabled = sentinel.heal.timeline) in C(ansible.cfg) or
     C(ANSIBLE_CALLBACKS_ENABLED=sentinel.heal.timeline).
 author:

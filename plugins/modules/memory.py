@@ -32,8 +32,9 @@ description:
     O(service), O(outcome), O(fingerprint)), C(episode) shows one whole, C(search) ranks them by how
     alike their error reads to O(text) (full-text search - SQLite FTS5, or PostgreSQL's own), C(export) writes them as JSON to O(dest) (or
     returns them; with O(format=audit), the audit trail of the last O(days) as JSON Lines, one record per decision and action,
-    whose fields C(docs/reports.md) documents), C(prune) forgets those older than O(older_than_days) (not those a stored plan
-    refers to) and deletes the ansible-runner run directories under O(state_dir)/runs older than that
+    whose fields R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))
+    documents), C(prune) forgets those older than O(older_than_days) (not those a stored plan refers to) and deletes
+    the ansible-runner run directories under O(state_dir)/runs older than that
     which no remaining episode points to (in check mode it counts them and removes nothing), C(forget)
     forgets every episode and plan of one failure O(fingerprint).
   - History - C(report) writes to O(dest) one self-contained HTML page (inline CSS and SVG charts, no script) of what

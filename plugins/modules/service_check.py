@@ -165,10 +165,10 @@ options:
         description:
           - How M(sentinel.heal.heal) may put back the last known good version of a configuration file that changed
             since the service last worked, when its failure is a configuration error that file explains - V(approve)
-            (a person sees the diff of what is put back and approves it), V(auto) (unattended) or V(off) (never:
+            (a person sees the diff of what is put back and approves it), V(auto) (unattended) or V(off) (never, and
             the escalation says what changed). The current version is kept aside on the host, never lost.
-          - Unset, the heal's O(sentinel.heal.heal#module:restore_known_good) on the controller and the
-            C(host_restore_known_good) of the M(sentinel.heal.host) role on the host.
+          - Unset, the heal's O(sentinel.heal.heal#module:restore_known_good) on the controller and the host role's
+            O(sentinel.heal.host#role:main:host_restore_known_good) on the host.
         type: str
         choices: [approve, auto, "off"]
       config_test:

@@ -1,6 +1,6 @@
 """Memory for a cluster on the lab fleet: real heal and approve jobs from two controllers' state dirs into one
 PostgreSQL database (the test session's server), a state dir on a real network filesystem (sshfs from a lab host)
-refused, and docs/cluster-memory.md followed as written."""
+refused, and the guide cluster_memory.rst (docs/docsite/rst/) followed as written."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import psycopg
 import pytest
 import yaml
 from conftest import ROOT, Faults, PlaybookRun, RollOut, one_line, run_playbook, sh
+from guides import code_block
 from postgres_server import PostgresServer, new_server
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
@@ -30,7 +31,6 @@ SUSPEND = "playbooks/suspend.yml"
 LAB_KEY = ROOT / "tests" / "lab" / ".state" / "ssh" / "id_ed25519"
 # nginx's configuration test runs; any remediation waits for a person
 STRICT_POLICY = "version: 1\nrules:\n  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n"
-FENCE = re.compile(r"^```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
 FILE_HEADER = re.compile(r"#\s*(?P<path>~/\S+)\n")
 
 
@@ -133,13 +133,9 @@ def test_a_state_dir_on_sshfs_is_refused_and_the_memory_on_postgresql_heals_from
     assert list(state.glob("runs/node1/*")) and not (state / MEMORY_FILE).exists()
 
 
-def _blocks(page: str) -> list[tuple[str, str]]:
-    return [(m["lang"], m["body"]) for m in FENCE.finditer((ROOT / "docs" / page).read_text())]
-
-
 def test_the_cluster_memory_page_runs_as_written(lab: Any, faults: Faults, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = new_server()
-    server.up(create=False)  # a bare server: the page's first block makes the role and the database
+    server.up(create=False)  # a bare server: the guide's first block makes the role and the database
     try:
         _follow_the_page(lab, faults, server, tmp_path, monkeypatch)
     finally:
@@ -147,7 +143,8 @@ def test_the_cluster_memory_page_runs_as_written(lab: Any, faults: Faults, tmp_p
 
 
 def _follow_the_page(lab: Any, faults: Faults, server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    create, memory_file, check, run, auth_error, credential_type, refusal = _blocks("cluster-memory.md")
+    create, memory_file, check, run, auth_error, credential_type, refusal = (
+        code_block("cluster_memory", name) for name in ("create", "memory_file", "check", "run", "auth_error", "credential_type", "refusal"))
     home = tmp_path / "home"
     (home / "ops").mkdir(parents=True)
     inventory = home / "ops" / "inventory"
@@ -166,42 +163,42 @@ def _follow_the_page(lab: Any, faults: Faults, server: PostgresServer, tmp_path:
         assert proc.returncode == 0, f"{script}\nrc={proc.returncode}\n{proc.stdout}{proc.stderr}"
         return proc.stdout + proc.stderr
 
-    assert [lang for lang, _body in (create, check, run)] == ["sh"] * 3
-    shell(create[1], PGHOST=str(server.directory), PGPORT=str(server.port))  # the superuser's, over the server's socket
+    assert [block.language for block in (create, check, run)] == ["bash"] * 3
+    shell(create.body, PGHOST=str(server.directory), PGPORT=str(server.port))  # the superuser's, over the server's socket
 
-    header = FILE_HEADER.match(memory_file[1])
+    header = FILE_HEADER.match(memory_file.body)
     assert header is not None and header["path"] == "~/ops/inventory/group_vars/all/memory.yml"
     written = home / header["path"].removeprefix("~/")
     written.parent.mkdir(parents=True, exist_ok=True)
-    written.write_text(here(memory_file[1]))
+    written.write_text(here(memory_file.body))
     url = yaml.safe_load(written.read_text())["autoheal_memory_url"]
 
-    checked = shell(check[1])
+    checked = shell(check.body)
     assert "accepting connections" in checked and "(1 row)" in checked, checked
 
     faults.inject("node1", "nginx-killed")
-    ran = " ".join(shell(run[1], PGPASSWORD="change-me").split())
+    ran = " ".join(shell(run.body, PGPASSWORD="change-me").split())
     assert "node1: nginx healed in 1 attempt" in ran and "no plan waits for approval" in ran, ran
     assert "'outcome': 'healed'" in ran or '"outcome": "healed"' in ran, ran
     assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
     assert not (home / ".local" / "state" / "sentinel-heal" / MEMORY_FILE).exists()  # the memory is the database's
     assert _rows(url, "change-me", "SELECT host, outcome FROM episodes") == [("node1", "healed")]
 
-    # what the page quotes is what the memory says
-    assert auth_error[0] == "text"
+    # what the guide quotes is what the memory says
+    assert auth_error.language == "text"
     with pytest.raises(MemoryStoreError) as refused:
         Memory(home, url=url, password="wrong")
-    for part in here(auth_error[1]).strip().split("..."):
+    for part in here(auth_error.body).strip().split("..."):
         assert part.strip(" ;") in str(refused.value), part
-    assert credential_type[0] == "yaml"
-    awx = yaml.safe_load(credential_type[1])
+    assert credential_type.language == "yaml"
+    awx = yaml.safe_load(credential_type.body)
     assert awx["inputs"]["fields"][0]["secret"] is True and awx["injectors"] == {"env": {"PGPASSWORD": "{{ password }}"}}
-    assert refusal[0] == "text" and "fuse.sshfs: sentinel@10.77.0.11:/tmp/shared on /mnt/shared" in refusal[1]
+    assert refusal.language == "text" and "fuse.sshfs: sentinel@10.77.0.11:/tmp/shared on /mnt/shared" in refusal.body
     mounted = tmp_path / "shared"
     mounted.mkdir()
     mountinfo = tmp_path / "mountinfo"
     mountinfo.write_text(f"1 0 0:1 / / rw - ext4 /dev/root rw\n2 1 0:2 / {mounted} rw - fuse.sshfs sentinel@10.77.0.11:/tmp/shared rw\n")
-    monkeypatch.setattr(filesystems, "MOUNTINFO", mountinfo)  # the lab's real sshfs is tested above; here, the page's words
+    monkeypatch.setattr(filesystems, "MOUNTINFO", mountinfo)  # the lab's real sshfs is tested above; here, the guide's words
     with pytest.raises(MemoryStoreError) as on_sshfs:
         Memory(mounted / "sentinel-heal")
-    assert str(on_sshfs.value).replace(str(mounted), "/mnt/shared") == refusal[1].strip()
+    assert str(on_sshfs.value).replace(str(mounted), "/mnt/shared") == refusal.body.strip()

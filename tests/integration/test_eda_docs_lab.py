@@ -1,9 +1,9 @@
-"""docs/eda.md, run as written on the lab fleet: a person's home with the collection installed from its tarball (as
-docs/command-line.md installs it), ansible-rulebook and Java installed as the page says, the watchdog and the alert
-rulebook started as the page starts them (in the background, stopped with Ctrl-C), the page's alerts posted with its
-curl commands.
+"""The guide eda.rst (docs/docsite/rst/), run as written on the lab fleet: a person's home with the collection installed
+from its tarball (as command_line.rst installs it), ansible-rulebook and Java installed as the guide says, the watchdog
+and the alert rulebook started as the guide starts them (in the background, stopped with Ctrl-C), the guide's alerts
+posted with its curl commands.
 
-The virtualenv of the page is this checkout's (linked as ~/.venvs/sentinel-heal): docs/command-line.md's test makes
+The virtualenv of the guide is this checkout's (linked as ~/.venvs/sentinel-heal): command_line.rst's test makes
 one from nothing already.
 """
 
@@ -18,13 +18,14 @@ from typing import Any
 
 import yaml
 from conftest import ROOT, Faults, episodes
+from guides import CodeBlock, code_block
 from rulebook import Rulebook, answers
-from test_user_path_lab import CARRIED, Block, Reader, blocks, lab_inventory
+from test_user_path_lab import CARRIED, Reader, lab_inventory
 
 NGINX = "http://10.77.0.11/"
 
 
-def in_background(reader: Reader, block: Block, log: Path, ready: str) -> Rulebook:
+def in_background(reader: Reader, block: CodeBlock, log: Path, ready: str) -> Rulebook:
     """A block that runs until Ctrl-C (a rulebook in the foreground), started as a person's shell would."""
     return Rulebook(["bash", "-euo", "pipefail", "-c", CARRIED + block.body], reader.env, log, ready, cwd=reader.home)
 
@@ -40,14 +41,15 @@ def test_the_page_heals_on_events_as_written(tmp_path: Path, lab: Any, faults: F
     reader = Reader(tmp_path / "home")
     (reader.home / ".venvs").mkdir()
     (reader.home / ".venvs" / "sentinel-heal").symlink_to(ROOT / ".venv")
-    # the pages's first seven blocks; those after them show other monitors' mappings (checked by the unit tests and
-    # test_eda_mapping.py)
-    # the watchdog's mapping example (the third block) needs a service the lab does not declare: test_eda_lab runs it
-    install, watchdog, _mapping, alerts, curl, alertmanager, prometheus, activation = blocks("eda.md")[:8]
-    # the collection, as docs/command-line.md builds and installs it (from this checkout)
-    reader.follow(Block("sh", f"ansible-galaxy collection build {ROOT} --output-path ~/src/dist --force\n"
-                              "ansible-galaxy collection install ~/src/dist/sentinel-heal-*.tar.gz -p ~/.ansible/collections --force\n"))
-    reader.follow(blocks("command-line.md")[1])   # ~/ops/ansible.cfg
+    # the guide's blocks up to the AWX activation; those after them show other monitors' mappings (checked by the unit
+    # tests and test_eda_mapping.py), and the watchdog's mapping example needs a service the lab does not declare:
+    # test_eda_lab runs it
+    install, watchdog, alerts, curl, alertmanager, prometheus, activation = (
+        code_block("eda", name) for name in ("install", "watchdog", "alerts", "curl", "alertmanager", "prometheus", "activation"))
+    # the collection, as command_line.rst builds and installs it (from this checkout)
+    reader.follow(CodeBlock("bash", f"ansible-galaxy collection build {ROOT} --output-path ~/src/dist --force\n"
+                                    "ansible-galaxy collection install ~/src/dist/sentinel-heal-*.tar.gz -p ~/.ansible/collections --force\n"))
+    reader.follow(code_block("command_line", "ansible_cfg"))   # ~/ops/ansible.cfg
     lab_inventory(reader.home / "ops")
 
     installed = reader.follow(install)
@@ -74,7 +76,7 @@ def test_the_page_heals_on_events_as_written(tmp_path: Path, lab: Any, faults: F
     state = reader.home / ".local" / "state" / "sentinel-heal"
     assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state)] == [("node1", "nginx", "healed")] * 2
 
-    # the files the page shows: Alertmanager's receiver points at the rulebook's port; the AWX rulebook is one
+    # the files the guide shows: Alertmanager's receiver points at the rulebook's port; the AWX rulebook is one
     receiver = yaml.safe_load(alertmanager.body)["receivers"][0]["webhook_configs"][0]
     assert receiver["url"].endswith(":5000/alerts")
     assert yaml.safe_load(prometheus.body)["groups"][0]["rules"][0]["labels"]["service"] == "nginx"

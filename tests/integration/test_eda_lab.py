@@ -6,7 +6,7 @@ rulebooks and event sources, healing real services on the lab's hosts.
 - a burst of 20 identical alerts, and the same alert again while the heal runs, make one heal;
 - a hostile alert (hosts and services outside the inventory, patterns, shell text) runs nothing;
 - nginx killed under the watchdog is healed with no other input, and the watchdog stops cleanly;
-- the watchdog's mapping (docs/eda.md's example) heals nginx when a check-only service through it fails;
+- the watchdog's mapping (the example of the guide eda.rst) heals nginx when a check-only service through it fails;
 - heal.yml with autoheal_target_services checks only those services, and refuses one the host does not declare.
 """
 
@@ -21,7 +21,8 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from conftest import ROOT, Faults, RollOut, episodes, one_line, run_playbook
+from conftest import Faults, RollOut, episodes, one_line, run_playbook
+from guides import code_block
 from rulebook import Rulebook, alertmanager_payload, answers, eda_inventory, post_json
 
 pytestmark = pytest.mark.lab
@@ -147,7 +148,7 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
 
 def test_the_watchdogs_mapping_heals_the_service_it_names_for_a_failing_check(
         lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path, state_dir: Path) -> None:
-    """docs/eda.md's example as written: a check-only service `app` (nginx's page) declared on node1, and the mapping
+    """The example of the guide eda.rst as written: a check-only service `app` (nginx's page) declared on node1, and the mapping
     that heals nginx when `app` fails."""
     inventory = eda_inventory(tmp_path / "inventory", state_dir)
     declared = yaml.safe_load((inventory / "group_vars" / "lab.yml").read_text())["autoheal_services"]
@@ -155,7 +156,7 @@ def test_the_watchdogs_mapping_heals_the_service_it_names_for_a_failing_check(
     (inventory / "host_vars").mkdir()
     (inventory / "host_vars" / "node1.yml").write_text(yaml.safe_dump({"autoheal_services": [*declared, app]}))
     roll_out("-e", json.dumps({"autoheal_services": [*declared, app]}), hosts="node1")  # a service of the test's own: node1's executor learns it
-    [mapping] = re.findall(r'^export SENTINEL_HEAL_SERVICE_QUERY="([^"]+)"$', (ROOT / "docs" / "eda.md").read_text(), re.MULTILINE)
+    [mapping] = re.findall(r'^export SENTINEL_HEAL_SERVICE_QUERY="([^"]+)"$', code_block("eda", "mapping").body, re.MULTILINE)
     rulebook = Rulebook.of("watchdog", inventory, tmp_path / "rulebook.log", ready="watching",
                            variables={"SENTINEL_HEAL_INTERVAL": "2", "SENTINEL_HEAL_SERVICE_QUERY": mapping})
     with rulebook:

@@ -1,5 +1,5 @@
 """Alerts from four monitors through the real ansible-rulebook (and its Java rules engine): Alertmanager with the
-webhook source's defaults, Grafana, Zabbix and Uptime Kuma with the JMESPath mappings docs/eda.md gives, each the
+webhook source's defaults, Grafana, Zabbix and Uptime Kuma with the JMESPath mappings the guide eda.rst gives, each the
 body the monitor documents (tests/unit/plugins/plugin_utils/eda/payloads). Each names exactly one inventory host and
 service, or nothing; no lab host is touched (the rule prints the event)."""
 

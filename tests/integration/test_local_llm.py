@@ -159,7 +159,7 @@ def test_a_real_model_plans_within_its_limits_and_the_guard_judges_what_it_propo
 def test_llama_cpp_refuses_openais_json_schema_and_is_asked_again_without_it(idle_llm: LocalLLM) -> None:
     plan, use, elapsed, statuses = plan_with(idle_llm, "openai", nginx_stale_pidfile())
     assert elapsed < TIMEOUT + TIMEOUT_SLACK
-    assert statuses[:1] == [500], statuses  # as the README's table says
+    assert statuses[:1] == [500], statuses  # as the table of docs/docsite/rst/llm.rst says
     assert statuses[1:] in ([], [200]), statuses  # [] while the second request is still being answered
     assert use.fallback is None or "answered HTTP" not in use.fallback
     print(f"openai's json_schema: {statuses}, {elapsed:.1f} s; {use.fallback or [step.command for step in plan.steps] or plan.escalation}")

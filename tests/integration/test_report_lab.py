@@ -1,4 +1,4 @@
-"""The reports on the lab fleet, following docs/reports.md as written: a run with a healed host (nginx killed on node1), an
+"""The reports on the lab fleet, following the guide reports.rst (docs/docsite/rst/) as written: a run with a healed host (nginx killed on node1), an
 escalated one (a typo in nginx's configuration on node3) and one whose plan waits for a person (redis's log filesystem
 full on node2); its run report opened in headless Chromium and read through the DOM; the audit trail, appended live
 by the callback and exported from the memory, checked against docs/audit-schema.json; a secret given to the run
@@ -20,8 +20,8 @@ from typing import Any
 import jsonschema
 import pytest
 from conftest import ROOT, Faults, sh
+from guides import code_block
 
-FENCE = re.compile(r"^```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
 NGINX_SAID = 'unknown directive "server_nmae"'
 
 
@@ -84,9 +84,8 @@ def test_the_reports_page_runs_as_written_and_its_report_opens_in_chromium(lab: 
     env.update(HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"), ANSIBLE_HOST_KEY_CHECKING="False")
 
-    run, history, export = [body for lang, body in ((m["lang"], m["body"]) for m in FENCE.finditer((ROOT / "docs" / "reports.md").read_text()))
-                            if lang == "sh"]
-    said = " ".join(_shell(run, env, home, rc=2).split())  # an escalation fails its host, as the page says
+    run, history, export = (code_block("reports", name).body for name in ("run", "history", "export"))
+    said = " ".join(_shell(run, env, home, rc=2).split())  # an escalation fails its host, as the guide says
     assert "node1 nginx: healed after 1 attempt(s)" in said and "node3 nginx: escalated" in said, said
     assert "node2 redis: awaiting_approval" in said, said
     reports = home / "reports"
@@ -119,7 +118,7 @@ def test_the_reports_page_runs_as_written_and_its_report_opens_in_chromium(lab: 
     assert "upstream login ******** refused" in html  # the line made it, the secret did not
     assert secret not in html and secret not in " ".join(e["text"] for e in dom.elements)
 
-    # the history and the audit trail of the same run, as the page runs them
+    # the history and the audit trail of the same run, as the guide runs them
     _shell(history, env, home)
     _shell(export, env, home)
     page = (reports / "history.html").read_text()

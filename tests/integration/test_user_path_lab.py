@@ -1,9 +1,10 @@
-"""The user's path, as docs/command-line.md and docs/role.md write it, run as written on the lab fleet.
+"""The user's path, as the guides command_line.rst and role.rst (docs/docsite/rst/) write it, run as written on the lab
+fleet.
 
 A new HOME, a fresh virtualenv, the collection built from a clone and installed from its tarball, a project
 directory of the user's own outside the checkout, with none of the checkout's ansible.cfg, environment or
-.collections link: what a person who follows the pages gets. The pages' `sh` blocks run as written (only the clone
-URL points at this checkout); a block whose first line is `# ~/PATH` is a file the page shows, written there.
+.collections link: what a person who follows the guides gets. The guides' `bash` blocks run as written (only the clone
+URL points at this checkout); a block whose first line is `# ~/PATH` is a file the guide shows, written there.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conftest import ROOT, Faults, sh
+from guides import CodeBlock, code_block
 
 CLONE_URL = "https://github.com/sentinel-heal/sentinel.heal.git"
-FENCE = re.compile(r"^```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
 FILE_HEADER = re.compile(r"#\s*(?P<path>~/\S+)\n")
 # What a reader's shell carries from one block to the next: the virtualenv once made, the project once entered.
 CARRIED = ("[ -f ~/.venvs/sentinel-heal/bin/activate ] && . ~/.venvs/sentinel-heal/bin/activate\n"
@@ -30,23 +30,14 @@ CARRIED = ("[ -f ~/.venvs/sentinel-heal/bin/activate ] && . ~/.venvs/sentinel-he
 NOT_SHIPPED = ("tests/lab/", "tests/integration/", "bench/", "inventories/lab/", "__pycache__", ".pyc", "ansible.cfg", "Makefile")
 
 
-@dataclass
-class Block:
-    lang: str
-    body: str
-
-    @property
-    def file(self) -> str | None:
-        header = FILE_HEADER.match(self.body)
-        return header["path"] if header else None
-
-
-def blocks(page: str) -> list[Block]:
-    return [Block(m["lang"], m["body"]) for m in FENCE.finditer((ROOT / "docs" / page).read_text())]
+def shown_file(block: CodeBlock) -> str | None:
+    """The file a block shows (its first line `# ~/PATH`), or None for commands."""
+    header = FILE_HEADER.match(block.body)
+    return header["path"] if header else None
 
 
 class Reader:
-    """A person at a shell with a home of their own, following the pages."""
+    """A person at a shell with a home of their own, following the guides."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
@@ -57,13 +48,14 @@ class Reader:
         self.env = dict(keep, HOME=str(home), PATH=f"{Path(sys.base_prefix) / 'bin'}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
                         PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"), PIP_DISABLE_PIP_VERSION_CHECK="1", ANSIBLE_NOCOLOR="1")
 
-    def follow(self, block: Block, timeout: int = 600) -> str:
-        if block.file is not None:
-            path = self.home / block.file.removeprefix("~/")
+    def follow(self, block: CodeBlock, timeout: int = 600) -> str:
+        file = shown_file(block)
+        if file is not None:
+            path = self.home / file.removeprefix("~/")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(block.body)
             return ""
-        assert block.lang == "sh", f"a block the test does not know how to follow: {block.lang}"
+        assert block.language == "bash", f"a block the test does not know how to follow: {block.language}"
         script = CARRIED + block.body.replace(CLONE_URL, str(ROOT))
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=self.env, cwd=self.home, capture_output=True,
                               text=True, timeout=timeout, check=False)
@@ -85,7 +77,8 @@ def lab_inventory(project: Path) -> None:
 def test_a_user_installs_from_the_tarball_and_heals_the_lab_from_a_directory_of_their_own(tmp_path: Path, lab: Any,
                                                                                           faults: Faults) -> None:
     reader = Reader(tmp_path / "home")
-    install, settings, services, dry_and_real, waiting_knowledge_memory = blocks("command-line.md")
+    install, settings, services, dry_and_real, waiting_knowledge_memory = (
+        code_block("command_line", name) for name in ("install", "ansible_cfg", "services", "run", "approve_knowledge_memory"))
 
     installed = reader.follow(install)
     tarballs = list((reader.home / "src" / "dist").glob("sentinel-heal-*.tar.gz"))
@@ -93,7 +86,8 @@ def test_a_user_installs_from_the_tarball_and_heals_the_lab_from_a_directory_of_
     with tarfile.open(tarballs[0]) as tarball:
         shipped = tarball.getnames()
     assert not [name for name in shipped if any(part in name for part in NOT_SHIPPED)]
-    assert {"MANIFEST.json", "requirements.txt", "requirements-model.txt", "docs/command-line.md"} <= set(shipped)
+    assert {"MANIFEST.json", "requirements.txt", "requirements-model.txt", "docs/docsite/rst/command_line.rst",
+            "docs/docsite/extra-docs.yml", "docs/docsite/links.yml"} <= set(shipped)
     print(f"collection tarball: {tarballs[0].stat().st_size} bytes, {len(shipped)} entries")
     assert (reader.home / ".ansible" / "collections" / "ansible_collections" / "sentinel" / "heal" / "MANIFEST.json").is_file()
 
@@ -106,17 +100,17 @@ def test_a_user_installs_from_the_tarball_and_heals_the_lab_from_a_directory_of_
     dry, real = ran.split("PLAY RECAP", 1)[0], ran
     assert "node1: nginx would be planned (check mode)" in " ".join(dry.split()), ran
     assert "node1: nginx healed in 1 attempt" in " ".join(real.split()), ran
-    assert "SENTINEL.HEAL TIMELINE" in ran  # the callback the page's ansible.cfg enables
+    assert "SENTINEL.HEAL TIMELINE" in ran  # the callback the guide's ansible.cfg enables
     assert "200" in sh(lab, "node1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
     assert (reader.home / ".local" / "state" / "sentinel-heal" / "memory.sqlite3").is_file()
 
     answered = " ".join(reader.follow(waiting_knowledge_memory).split())
     assert "no plan waits for approval" in answered, answered
-    assert "port-conflict" in answered, answered  # the knowledge base answered, with the offline model the page installed
+    assert "port-conflict" in answered, answered  # the knowledge base answered, with the offline model the guide installed
     assert "'outcome': 'healed'" in answered or '"outcome": "healed"' in answered, answered
     assert "WARNING" not in answered, answered
 
-    site, role_commands = blocks("role.md")
+    site, role_commands = code_block("role", "site"), code_block("role", "commands")
     reader.follow(site)
     used = " ".join(reader.follow(role_commands).split())
     assert re.search(r"node1 : ok=\d+ changed=0 unreachable=0 failed=0", used), used

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from guides import code_block
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -248,15 +249,15 @@ def test_the_heal_jobs_set_stats_feed_the_approve_job() -> None:
 
 
 def test_a_project_of_ones_own_imports_the_collections_playbooks(tmp_path: Path, awx_collections: Path) -> None:
-    """The two project files docs/awx.md gives, syntax-checked against the collection's own playbooks."""
-    text = (ROOT / "docs" / "awx.md").read_text(encoding="utf-8")
-    blocks = [block.split("```", 1)[0] for block in text.split("```yaml\n")[1:]]
-    files = {block.splitlines()[0].removeprefix("  ").removeprefix("# "): block for block in blocks if "import_playbook" in block}
+    """The two project files the guide awx.rst gives, syntax-checked against the collection's own playbooks."""
+    blocks = [code_block("awx", name).body for name in ("project_heal", "project_approve")]
+    files = {block.splitlines()[0].removeprefix("# "): block for block in blocks}
     assert set(files) == {"playbooks/heal.yml", "playbooks/approve.yml"}
     for name, block in files.items():
+        assert "import_playbook" in block, block
         path = tmp_path / name
         path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(line.removeprefix("  ") for line in block.splitlines()) + "\n", encoding="utf-8")
+        path.write_text(block, encoding="utf-8")
         (imported,) = [play["ansible.builtin.import_playbook"] for play in yaml.safe_load(path.read_text(encoding="utf-8"))]
         assert imported == f"sentinel.heal.{Path(name).stem}"
         subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", name], check=True, capture_output=True, text=True,

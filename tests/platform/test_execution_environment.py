@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from guides import code_blocks
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,18 +204,18 @@ def test_introspection_reads_the_collections_requirements(tmp_path: Path, instal
         assert missing.stdout.strip() == "", f"not installed here: {missing.stdout}"
 
 
-def shell_commands(markdown: str) -> list[str]:
-    """The commands of a page's ```sh blocks, continuation lines joined, comments dropped."""
+def shell_commands(guide: str) -> list[str]:
+    """The commands of a guide's bash blocks, continuation lines joined, comments dropped."""
     commands = []
-    for block in markdown.split("```sh\n")[1:]:
-        text = block.split("```", 1)[0].replace("\\\n", " ")
+    for block in code_blocks(guide, "bash"):
+        text = block.body.replace("\\\n", " ")
         commands += [line.split("  #", 1)[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     return commands
 
 
 def test_the_documented_commands_run_in_a_clone(tmp_path: Path) -> None:
-    """docs/execution-environment.md's commands, in a copy of the checkout, except those that need a container engine."""
-    commands = shell_commands((ROOT / "docs" / "execution-environment.md").read_text(encoding="utf-8"))
+    """The commands of the guide execution_environment.rst, in a copy of the checkout, except those that need a container engine."""
+    commands = shell_commands("execution_environment")
     engine = [command for command in commands if command.split()[0] in ("podman", "ansible-navigator")]
     runnable = [command for command in commands if command not in engine]
     assert len(engine) == 2 and [command.split()[:2] for command in runnable] == [

@@ -47,7 +47,7 @@ def source_options(source: str, spec: Mapping[str, Any], args: Mapping[str, Any]
     result = ArgumentSpecValidator(dict(spec)).validate(dict(args))
     if result.error_messages:
         raise ConfigError(f"{source}: invalid arguments in the rulebook: {'; '.join(result.error_messages)}", field=source,
-                          value=sorted(args), hint=f"see ansible-doc-style DOCUMENTATION in {source}.py, or docs/eda.md")
+                          value=sorted(args), hint=f"see ansible-doc-style DOCUMENTATION in {source}.py, or docs/docsite/rst/eda.rst")
     options: dict[str, Any] = result.validated_parameters
     if "interval" in options and options["interval"] < MIN_INTERVAL_S:
         raise ConfigError(f"{source}: interval is shorter than a round can be", field="interval", value=options["interval"],

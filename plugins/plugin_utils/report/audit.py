@@ -1,6 +1,6 @@
 """The audit trail: JSON Lines, one record per decision and action of every episode, with stable fields a SIEM indexes.
 
-Every record has the same top-level fields (docs/audit-schema.json is their schema, docs/reports.md explains them):
+Every record has the same top-level fields (docs/audit-schema.json is their schema, docs/docsite/rst/reports.rst explains them):
 ``schema``, ``kind``, ``at`` (UTC ISO 8601), ``episode_id``, ``incident_id``, ``run_id``, ``attempt``, ``host``,
 ``service``, ``fingerprint``, ``plan_hash``, ``policy_version``, ``approver``, ``artifact_dirs``, and ``detail``, whose
 keys depend on ``kind``. The same records come from the memory (sentinel.heal.memory_export format=audit)

@@ -74,7 +74,7 @@ options:
       - A JMESPath expression over one alert that gives its host, for example C(labels.host) or C(monitor.hostname).
       - The result must name an inventory host exactly (or its C(ansible_host) address); anything else is ignored.
       - With O(service_query), it replaces O(host_labels) and O(service_labels) (Alertmanager's mapping is
-        C(labels.host || labels.instance) and C(labels.service)). See docs/eda.md for Zabbix, Grafana and Uptime Kuma.
+        C(labels.host || labels.instance) and C(labels.service)). See docs/docsite/rst/eda.rst for Zabbix, Grafana and Uptime Kuma.
     type: str
   service_query:
     description:

@@ -1,24 +1,20 @@
-"""docs/runbooks.md: every example loads, and matches and plans as the page says."""
+"""The guide runbooks.rst (docs/docsite/rst/): every example loads, and matches and plans as the guide says."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
+from guides import code_blocks, guide_path
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Finding, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, parse_runbook
 from helpers import nginx_failure
 
-PAGE = Path(__file__).resolve().parents[5] / "docs" / "runbooks.md"
 SQUATTER = {"pid": 4242, "process": "python3", "cmdline": "python3 -m http.server 80"}
 
 
 @pytest.fixture(scope="module")
 def examples() -> dict[str, Runbook]:
-    blocks = re.findall(r"^```markdown\n(.*?)^```$", PAGE.read_text(encoding="utf-8"), re.M | re.S)
-    loaded = [parse_runbook(block, f"{PAGE}#{index}") for index, block in enumerate(blocks)]
+    loaded = [parse_runbook(block.body, f"{guide_path('runbooks')}:{block.line}") for block in code_blocks("runbooks", "markdown")]
     return {runbook.id: runbook for runbook in loaded}
 
 

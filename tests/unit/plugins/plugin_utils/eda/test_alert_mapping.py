@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guides import code_block
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import AlertMapping, read_alerts
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 PAYLOADS = Path(__file__).parent / "payloads"
-DOCS = Path(__file__).resolve().parents[5] / "docs" / "eda.md"
 INVENTORY = """
 web:
   hosts:
@@ -27,7 +27,7 @@ db:
   hosts:
     db1: {autoheal_services: [{name: postgresql}]}
 """
-# alerts_query, host_query, service_query: as docs/eda.md gives them
+# alerts_query, host_query, service_query: as the guide eda.rst gives them
 MONITORS = {
     "grafana": ("alerts[?status == 'firing']", "labels.host", "labels.service"),
     "zabbix": ("[@][?value == '1']", "host", "service"),
@@ -66,9 +66,9 @@ def test_each_monitors_alert_names_its_host_and_service(monitor: str, healed: li
 
 
 def test_the_mapping_is_documented_for_each_monitor() -> None:
-    page = DOCS.read_text(encoding="utf-8")
-    for alerts, host, service in MONITORS.values():
-        assert f"alerts_query: \"{alerts}\"" in page and f"host_query: \"{host}\"" in page and f"service_query: \"{service}\"" in page
+    for monitor, (alerts, host, service) in MONITORS.items():
+        source = code_block("eda", monitor).body
+        assert f"alerts_query: \"{alerts}\"" in source and f"host_query: \"{host}\"" in source and f"service_query: \"{service}\"" in source
 
 
 def test_what_is_not_an_alert_by_the_monitors_own_words_heals_nothing(fleet: Fleet) -> None:

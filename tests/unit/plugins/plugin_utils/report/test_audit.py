@@ -1,15 +1,15 @@
-"""The audit trail: JSON Lines whose fields stay what docs/audit-schema.json and docs/reports.md say (a golden file), from
+"""The audit trail: JSON Lines whose fields stay what docs/audit-schema.json and the guide reports.rst say (a golden file), from
 the memory on both backends and, the same records, from a run's results as the callback appends them."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+from guides import code_blocks
 from memory_places import MemoryPlace
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -124,5 +124,5 @@ def test_the_callbacks_live_records_are_those_the_memory_exports_for_the_same_ru
 
 
 def test_the_line_docs_reports_md_shows_is_a_valid_record() -> None:
-    [example] = re.findall(r"^```json\n(.*?)^```$", (ROOT / "docs" / "reports.md").read_text(), re.M | re.S)
-    jsonschema.validate(json.loads(example), SCHEMA)
+    [example] = code_blocks("reports", "json")
+    jsonschema.validate(json.loads(example.body), SCHEMA)
