@@ -365,8 +365,8 @@ def main() -> None:
         cost = keeping_cost()
     finally:
         fleet.down()
-    print("\n".join(["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen), "",
-                      *summary(changes), "", cost]))
+    lines = ["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen), "", *summary(changes), "", cost]
+    print("\n".join(lines))
 
 
 def row(result: Result) -> str:
