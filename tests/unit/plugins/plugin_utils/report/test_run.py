@@ -121,3 +121,20 @@ def test_a_remediation_an_earlier_job_left_interrupted_is_on_top_with_its_run(tm
     assert [attrs["data-host"] for tag, attrs in parsed.tags if tag == "tr" and attrs.get("data-host")] == ["web9", "web1"]
     assert "web9 redis: interrupted" in page and "(episode 7; started: service redis-server start)" in page
     assert ("a", {"class": "artifacts", "href": "file:///state/runs/web9/run-7"}) in parsed.tags
+
+
+def test_a_restore_that_waits_shows_the_diff_of_what_it_puts_back(tmp_path: Path) -> None:
+    site = "/etc/nginx/sites-available/default"
+    changes = {"good_at": 1.0, "packages": [], "files": [
+        {"path": site, "change": "modified", "good_sha256": "c" * 64,
+         "diff": f"--- {site} (last known good)\n+++ {site}\n@@ -24 +24 @@\n-\tserver_name _;\n+\tserver_nmae _;\n"}]}
+    failure = nginx_failure("not_running", host="web1")
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": changes}, spec={**failure.spec, "restore_known_good": "approve"})
+    waiting = heal_incident(failure, _tools(tmp_path, ScriptedExecutor({"nginx -t": SAID}), []))
+    result = host_result("web1", [waiting], check_mode=False)
+    assert result["pending_plans"][0]["puts_back"][0]["path"] == site
+    page = _Page()
+    page.feed(run_report_html({"web1": result}, title="run"))
+    text = "".join(page.text)
+    assert f"puts back the last known good {site} (sha256 {'c' * 12})" in text
+    assert f"--- {site}\n+++ {site} (last known good)\n@@ -24 +24 @@\n-\tserver_nmae _;\n+\tserver_name _;\n" in text
