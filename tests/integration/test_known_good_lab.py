@@ -141,7 +141,7 @@ def test_a_start_that_fails_after_a_package_upgrade_waits_with_the_version_apt_k
     [episode] = episodes(state)
     [upgrade] = [change for change in episode["evidence"]["changes"]["packages"] if change["package"] == "nginx-common"]
     assert (upgrade["action"], upgrade["before"], upgrade["after"], upgrade["cached"]) == ("upgrade", version, f"{version}+lab1", cached)
-    assert [verdict["rule"] for verdict in episode["verdicts"]][0] == "downgrade-to-the-cached-version"
+    assert episode["verdicts"][0]["rule"] == "downgrade-to-the-cached-version"
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
     approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
     assert approved.rc == 0 and f"nginx healed in 1 attempt with: dpkg -i {cached}" in one_line(approved.output), approved.output
