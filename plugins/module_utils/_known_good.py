@@ -208,7 +208,8 @@ def package_changes(packages, since, dpkg_log=DPKG_LOG, archives=APT_ARCHIVES):
                     at = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
                 except ValueError:
                     continue
-                if at > since:
+                # dpkg writes whole seconds: a change in the second of the last good check may have come after it
+                if at + 1 > since:
                     change = dict(action=match.group(2), package=match.group(3).split(":")[0], at=at,
                                   before=_version(match.group(4)), after=_version(match.group(5)))
                     cached = _cached_package(match.group(3), change["before"], archives) if change["action"] != "install" else None

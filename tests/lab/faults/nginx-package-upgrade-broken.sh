@@ -17,10 +17,11 @@ rebuild() {
     dpkg-query -W -f='Package: ${Package}\nVersion: ${Version}\nArchitecture: ${Architecture}\nMaintainer: ${Maintainer}\nDepends: ${Depends}\nBreaks: ${Breaks}\nReplaces: ${Replaces}\nDescription: ${Description}\n' "$pkg" \
         | grep -v '^[A-Za-z-]*: $' > "$dir/DEBIAN/control"
     dpkg -L "$pkg" | while read -r path; do
-        if [ -f "$path" ] || [ -L "$path" ]; then
-            cp -a --parents "$path" "$dir"
-        elif [ -d "$path" ]; then
+        # a directory (even one the system links, such as /lib on a merged /usr) as a directory of the package
+        if [ -d "$path" ]; then
             mkdir -p "$dir$path"
+        elif [ -f "$path" ] || [ -L "$path" ]; then
+            cp -a --parents "$path" "$dir"
         fi
     done
     dpkg-query -W -f='${Conffiles}\n' "$pkg" | awk 'NF >= 2 && $NF != "obsolete" {print $1}' > "$dir/DEBIAN/conffiles"

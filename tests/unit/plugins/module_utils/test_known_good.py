@@ -166,6 +166,9 @@ def test_package_changes_since_the_last_good_check_are_read_from_dpkgs_log(tmp_p
     assert [(c["action"], c["package"], c["before"], c["after"]) for c in changes] == [
         ("upgrade", "nginx", "1.22.1-9", "1.22.1-9+deb12u1"), ("remove", "nginx-common", "1.22.1-9+deb12u1", None)]
     assert package_changes(["nginx"], since, str(tmp_path / "no-log")) == []
+    # dpkg writes whole seconds: an upgrade in the second of the last good check, after it, is not lost
+    log.write_text("2026-11-20 00:00:00 upgrade nginx:amd64 1.22.1-9 1.22.1-9+deb12u1\n")
+    assert [c["after"] for c in package_changes(["nginx"], since + 0.5, str(log))] == ["1.22.1-9+deb12u1"]
 
 
 def test_an_upgrade_whose_previous_version_apt_still_keeps_names_that_package_file(tmp_path: Path) -> None:
