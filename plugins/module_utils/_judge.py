@@ -772,6 +772,7 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "rotated_log": _path_placeholder(lambda path, context, policy: _service_log_file(path, context, policy) and bool(_ROTATED_LOG.search(path))),
     "runtime_dir": _path_placeholder(_runtime_dir),
     "package_path": _path_placeholder(lambda path, context, policy: policy.package_path(path, context) is not None),
+    "cached_package": _path_placeholder(lambda path, context, policy: path in {policy.paths.canonical(p) for p in context.cached_packages}),
     "readable_file": _path_placeholder(_readable),
     "incident_file": _path_placeholder(_incident_file),
     "unit": lambda arg, letters, context, policy: _own_unit(arg, context),

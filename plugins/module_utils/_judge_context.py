@@ -55,6 +55,9 @@ class PolicyContext:
     known_good_copies: Mapping[str, str] = field(default_factory=dict)
     # how a restore runs for this service: with a person's approval, unattended, or never
     restore_known_good: str = "approve"
+    # apt's files of the versions the service's packages had before an upgrade or removal since its last known good
+    # configuration: the only packages a downgrade may install
+    cached_packages: frozenset[str] = frozenset()
 
     @classmethod
     def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = ()) -> PolicyContext:
@@ -97,6 +100,8 @@ class PolicyContext:
             known_good_copies={str(change["path"]): str(change["good_sha256"]) for change in (evidence.get("changes") or {}).get("files") or []
                                if isinstance(change, Mapping) and change.get("good_sha256") and change.get("path")},
             restore_known_good=str(spec.get("restore_known_good") or "approve"),
+            cached_packages=frozenset(str(change["cached"]) for change in (evidence.get("changes") or {}).get("packages") or []
+                                      if isinstance(change, Mapping) and change.get("cached")),
         )
 
 

@@ -34,6 +34,8 @@ KNOWN_GOOD_DIR = "/var/lib/sentinel-heal/known-good"
 DPKG_INFO = "/var/lib/dpkg/info"
 DPKG_STATUS = "/var/lib/dpkg/status"
 DPKG_LOG = "/var/log/dpkg.log"
+# where apt leaves the packages it downloaded: a version it installed before may still be there
+APT_ARCHIVES = "/var/cache/apt/archives"
 # where a person's own unit file and drop-ins live, below /etc (the packaged unit changes with its package)
 LOCAL_UNITS = "systemd/system"
 MAX_FILES = 64
@@ -191,9 +193,10 @@ def _read_text_blob(directory, sha256):
     return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
-def package_changes(packages, since, dpkg_log=DPKG_LOG):
+def package_changes(packages, since, dpkg_log=DPKG_LOG, archives=APT_ARCHIVES):
     """Installs, upgrades and removals of ``packages`` in dpkg's log after ``since``, oldest first (at most
-    MAX_PACKAGE_CHANGES, the latest kept)."""
+    MAX_PACKAGE_CHANGES, the latest kept). An upgrade or removal whose previous version apt still keeps in its archive
+    names that package file (``cached``): what a downgrade would install."""
     wanted, found = set(packages), []
     try:
         with open(dpkg_log, errors="replace") as log:
@@ -205,12 +208,31 @@ def package_changes(packages, since, dpkg_log=DPKG_LOG):
                     at = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S"))
                 except ValueError:
                     continue
-                if at > since:
-                    found.append(dict(action=match.group(2), package=match.group(3).split(":")[0], at=at,
-                                      before=_version(match.group(4)), after=_version(match.group(5))))
+                # dpkg writes whole seconds: a change in the second of the last good check may have come after it
+                if at + 1 > since:
+                    change = dict(action=match.group(2), package=match.group(3).split(":")[0], at=at,
+                                  before=_version(match.group(4)), after=_version(match.group(5)))
+                    cached = _cached_package(match.group(3), change["before"], archives) if change["action"] != "install" else None
+                    if cached:
+                        change["cached"] = cached
+                    found.append(change)
     except OSError:
         return []
     return found[-MAX_PACKAGE_CHANGES:]
+
+
+def _cached_package(name_and_arch, version, archives):
+    """apt's file of that version of the package (NAME_VERSION_ARCH.deb, the epoch's colon written %3a), when it is a
+    regular file only root may change, else None."""
+    if not version:
+        return None
+    name, _colon, arch = name_and_arch.partition(":")
+    path = os.path.join(archives, "%s_%s_%s.deb" % (name, version.replace(":", "%3a"), arch or "all"))
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return path if stat.S_ISREG(st.st_mode) and st.st_uid == 0 and not st.st_mode & 0o022 else None
 
 
 def _version(text):

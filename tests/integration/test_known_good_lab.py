@@ -2,7 +2,8 @@
 names and hashes to the controller); a typo made after it is, by default, put back only once a person approved the diff
 of what is put back (approve.yml), the typo kept aside byte for byte where the run's record says; with
 ``restore_known_good: auto`` it is put back unattended; with ``off`` the escalation leads with the diff computed on the
-host. A service never seen good is escalated without a guess of what changed."""
+host. A service never seen good is escalated without a guess of what changed. A start that fails after a package
+upgrade waits for a person with the version apt kept, and heals once approved."""
 
 from __future__ import annotations
 
@@ -125,3 +126,24 @@ def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_
     assert "********" in waiting.output
     assert all(CANARY not in text for text in (waiting.output, approved.output))
     assert [path for path in state.rglob("*") if path.is_file() and CANARY.encode() in path.read_bytes()] == []
+
+
+def test_a_start_that_fails_after_a_package_upgrade_waits_with_the_version_apt_kept_and_heals_once_approved(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    version = sh(lab, "node2", "dpkg-query", "-W", "-f=${Version}", "nginx-common").strip()
+    assert run_playbook(HEAL, "--limit", "node2", state_dir=state).rc == 0
+    faults.inject("node2", "nginx-package-upgrade-broken")
+    cached = f"/var/cache/apt/archives/nginx-common_{version}_all.deb"
+    waiting = run_playbook(HEAL, "--limit", "node2", state_dir=state)
+    said = one_line(waiting.output)
+    assert waiting.rc == 0 and "nginx awaits approval of plan" in said and f"dpkg -i {cached}" in said, waiting.output
+    [episode] = episodes(state)
+    [upgrade] = [change for change in episode["evidence"]["changes"]["packages"] if change["package"] == "nginx-common"]
+    assert (upgrade["action"], upgrade["before"], upgrade["after"], upgrade["cached"]) == ("upgrade", version, f"{version}+lab1", cached)
+    assert episode["verdicts"][0]["rule"] == "downgrade-to-the-cached-version"
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    assert approved.rc == 0 and f"nginx healed in 1 attempt with: dpkg -i {cached}" in one_line(approved.output), approved.output
+    assert sh(lab, "node2", "dpkg-query", "-W", "-f=${Version}", "nginx-common").strip() == version
+    assert "200" in sh(lab, "node2", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")

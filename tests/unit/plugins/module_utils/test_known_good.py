@@ -166,6 +166,26 @@ def test_package_changes_since_the_last_good_check_are_read_from_dpkgs_log(tmp_p
     assert [(c["action"], c["package"], c["before"], c["after"]) for c in changes] == [
         ("upgrade", "nginx", "1.22.1-9", "1.22.1-9+deb12u1"), ("remove", "nginx-common", "1.22.1-9+deb12u1", None)]
     assert package_changes(["nginx"], since, str(tmp_path / "no-log")) == []
+    # dpkg writes whole seconds: an upgrade in the second of the last good check, after it, is not lost
+    log.write_text("2026-11-20 00:00:00 upgrade nginx:amd64 1.22.1-9 1.22.1-9+deb12u1\n")
+    assert [c["after"] for c in package_changes(["nginx"], since + 0.5, str(log))] == ["1.22.1-9+deb12u1"]
+
+
+def test_an_upgrade_whose_previous_version_apt_still_keeps_names_that_package_file(tmp_path: Path) -> None:
+    log, archives = tmp_path / "dpkg.log", tmp_path / "archives"
+    archives.mkdir()
+    log.write_text("2026-11-27 09:00:01 upgrade nginx:amd64 1:1.22.1-9 1:1.22.1-9+deb12u1\n"
+                   "2026-11-27 09:00:02 upgrade nginx-common:all 1.22.1-9 1.22.1-9+deb12u1\n"
+                   "2026-11-27 09:00:03 install libnginx-mod-http-geoip:amd64 <none> 1.22.1-9\n")
+    cached = archives / "nginx_1%3a1.22.1-9_amd64.deb"
+    cached.write_bytes(b"!<arch>\n")
+    (archives / "nginx-common_1.22.1-9_all.deb").write_bytes(b"!<arch>\n")
+    os.chmod(archives / "nginx-common_1.22.1-9_all.deb", 0o666)  # others may change it: not what a downgrade installs
+    changes = package_changes(["nginx", "nginx-common", "libnginx-mod-http-geoip"], 0.0, str(log), str(archives))
+    if os.geteuid() == 0:
+        assert [c.get("cached") for c in changes] == [str(cached), None, None]
+    else:
+        assert [c.get("cached") for c in changes] == [None, None, None]  # only a file root owns
 
 
 def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_reads_what_changed_when_it_fails(

@@ -145,6 +145,7 @@ def test_a_config_error_escalates_with_nginx_own_words_instead_of_restarting(lib
 
 SITE = "/etc/nginx/sites-available/default"
 GOOD = "a" * 64
+CONFIG_OK_OUTPUTS = {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"}
 
 
 def _changed(failure: Failure, *files: tuple[str, str | None], setting: str = "approve") -> Failure:
@@ -203,6 +204,24 @@ def test_a_remembered_restore_is_replayed_for_the_new_copy_and_only_under_the_se
         assert verdicts[0].decision.value == decision
         off = _plan(planner, _changed(nginx_failure("not_running"), (SITE, "b" * 64), setting="off"), {"nginx -t": CONFIG_ERROR})
         assert off.reference == "nginx-config-error" and off.steps == ()
+
+
+def test_a_start_that_fails_after_a_package_change_whose_previous_version_apt_keeps_is_offered_a_downgrade_for_a_person(
+        library: RunbookLibrary) -> None:
+    cached = "/var/cache/apt/archives/nginx-common_1.22.1-9_all.deb"
+    changes = {"good_at": 1.0, "files": [], "packages": [
+        {"action": "upgrade", "package": "nginx-common", "at": 2.0, "before": "1.22.1-9", "after": "1.22.1-9+lab1", "cached": cached}]}
+    failure = _on_systemd(nginx_failure("not_running"), "nginx.service", Result="exit-code")
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": changes})
+    planner = Planner(library, None)
+    offer = _plan(planner, failure, CONFIG_OK_OUTPUTS)
+    assert offer.reference == "downgrade-cached-package" and [step.argv for step in offer.steps] == [
+        ("dpkg", "-i", cached), ("systemctl", "restart", "nginx")]
+    verdicts, _decision = evaluate_plan([step.argv for step in offer.steps], PolicyContext.from_failure(failure), POLICY)
+    assert (verdicts[0].decision.value, verdicts[0].rule) == ("approve", "downgrade-to-the-cached-version")
+    # killed after the change, it is started again: no downgrade
+    killed = dataclasses.replace(failure, evidence={**failure.evidence, "unit": {"Id": "nginx.service", "Result": "signal"}})
+    assert _plan(planner, killed, CONFIG_OK_OUTPUTS).reference != "downgrade-cached-package"
 
 
 def test_a_verified_fix_from_memory_comes_first_and_says_so(tmp_path: Path, library: RunbookLibrary) -> None:
