@@ -30,9 +30,9 @@ import time
 from ansible_collections.sentinel.heal.plugins.module_utils import _nofollow
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import APPROVERS_FILE, USED_DIR, ApprovalRefused, verify_approval
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, judge_steps, split_options
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import KNOWN_GOOD_SETTINGS, Decision, judge_steps, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KNOWN_GOOD_RESTORES, KnownGoodError, configuration_test, restore
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test, restore_step
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     MAX_LOG_LINES,
@@ -234,7 +234,7 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
         response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
     started = time.time()
-    if rule and rule.restores in KNOWN_GOOD_RESTORES:
+    if rule and rule.restores in KNOWN_GOOD_SETTINGS:
         response.update(_restore_known_good(spec, verdict.argv))
     elif rule and rule.restores:
         response.update(_repair(rule, verdict.argv, context, policy))
@@ -363,13 +363,8 @@ def _repair(rule, argv, context, policy):
 def _restore_known_good(spec, argv):
     """sentinel-heal-restore FILE SHA256, as the judge bound it to the incident's changed file and its kept copy: put
     back here, the current version kept aside, the service's configuration test run and the restore undone if it
-    fails. The answer's stdout is what was done (JSON): restored, where the current version was kept, the test."""
-    try:
-        done = restore(spec["name"], argv[1], argv[2], test_argv=configuration_test(spec))
-    except (KnownGoodError, _nofollow.NoFollowRefused, OSError) as exc:
-        return dict(rc=1, stdout="", stderr="the last known good version was not put back: %s" % exc)
-    return dict(rc=0 if done["restored"] else 1, stdout=json.dumps(done, sort_keys=True), stderr="" if done["restored"] else
-                "the configuration test failed with the last known good version, so the current one was put back")
+    fails (:func:`restore_step`)."""
+    return restore_step(spec["name"], argv[1], argv[2], test_argv=configuration_test(spec))
 
 
 def record_decision(caller, request, response, log_file=LOG_FILE):

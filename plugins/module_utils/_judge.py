@@ -741,6 +741,11 @@ def _restores_known_good(setting: str) -> Callable[[Sequence[str], Mapping[str, 
     return restores
 
 
+# the policy's ``restores`` of a last known good file (sentinel-heal-restore FILE SHA256), by the restore setting each
+# binds: unattended, or approved by a person
+KNOWN_GOOD_SETTINGS = {"known_good": "auto", "known_good_with_a_person": "approve"}
+
+
 def octal_mode(text: str) -> int | None:
     return int(text, 8) if _OCTAL_MODE.match(text) else None
 
@@ -749,8 +754,7 @@ RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, P
     "ownership": _restores_ownership,
     "mode": _restores_mode,
     "directory": _restores_directory,
-    "known_good": _restores_known_good("auto"),
-    "known_good_with_a_person": _restores_known_good("approve"),
+    **{restores: _restores_known_good(setting) for restores, setting in KNOWN_GOOD_SETTINGS.items()},
 }
 
 PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {

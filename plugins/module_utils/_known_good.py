@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
-from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import read_file, replace_file
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, read_file, replace_file
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -44,8 +44,6 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_DIFF_CHARS = 4000
 MAX_PACKAGE_CHANGES = 20
 MANIFEST = "manifest.json"
-# the policy's ``restores`` of a last known good file (sentinel-heal-restore FILE SHA256): unattended, or approved
-KNOWN_GOOD_RESTORES = ("known_good", "known_good_with_a_person")
 # the configuration tests of services that have one and need no argument to find their configuration
 CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"]}
 # directories of a package's configuration whose files its main file includes
@@ -163,11 +161,7 @@ def restore(name, path, sha256, test_argv=(), root=None, now=None, timeout=60):
     (argv, rc, output, redacted)."""
     now = time.time() if now is None else now
     directory = _service_dir(root or KNOWN_GOOD_DIR, name)
-    entry = ((_read_manifest(directory) or {}).get("files") or {}).get(path)
-    good = _read_text_blob(directory, sha256) if entry and entry.get("sha256") == sha256 and entry.get("kept") else None
-    if good is None:
-        raise KnownGoodError("%s: no last known good copy of %s with hash %s (the copy changed since the plan was approved: "
-                             "look at what changed again)" % (name, path, sha256[:12]))
+    good = good_copy(name, path, sha256, root)
     current = read_file(path, MAX_FILE_BYTES)
     aside = os.path.join(directory, "aside", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), path.lstrip("/"))
     os.makedirs(os.path.dirname(aside), mode=0o700, exist_ok=True)
@@ -181,6 +175,28 @@ def restore(name, path, sha256, test_argv=(), root=None, now=None, timeout=60):
             replace_file(path, current)
             return dict(restored=False, aside=aside, test=test)
     return dict(restored=True, aside=aside, test=test)
+
+
+def good_copy(name, path, sha256, root=None):
+    """The kept last known good version of ``path`` whose hash is ``sha256``; KnownGoodError when there is none."""
+    directory = _service_dir(root or KNOWN_GOOD_DIR, name)
+    entry = ((_read_manifest(directory) or {}).get("files") or {}).get(path)
+    good = _read_text_blob(directory, sha256) if entry and entry.get("sha256") == sha256 and entry.get("kept") else None
+    if good is None:
+        raise KnownGoodError("%s: no last known good copy of %s with hash %s (the copy changed since the plan was approved: "
+                             "look at what changed again)" % (name, path, sha256[:12]))
+    return good
+
+
+def restore_step(name, path, sha256, test_argv=()):
+    """The step ``sentinel-heal-restore PATH SHA256`` of a service's plan, done (:func:`restore`), as a command's
+    result: rc 0 when the good version is back, stdout what was done (JSON), stderr why not."""
+    try:
+        done = restore(name, path, sha256, test_argv=test_argv)
+    except (KnownGoodError, NoFollowRefused, OSError) as exc:
+        return dict(rc=1, stdout="", stderr="the last known good version was not put back: %s" % exc)
+    return dict(rc=0 if done["restored"] else 1, stdout=json.dumps(done, sort_keys=True), stderr="" if done["restored"] else
+                "the configuration test failed with the last known good version, so the current one was put back")
 
 
 def _read_text_blob(directory, sha256):

@@ -116,7 +116,8 @@ options:
       - The current version is kept aside on the host (its path is in the escalation and the report), the good one put
         back at once, and the service's configuration test run; a failing test undoes the restore. With the executor on
         the host (C(step_privilege=executor)), the host checks the file and the copy again, under the host role's
-        C(host_restore_known_good).
+        C(host_restore_known_good); with C(step_privilege=become), M(sentinel.heal.known_good_restore) does it as root;
+        with C(step_privilege=sudo), no restore is planned (a sudo rule cannot bind one to the incident's file).
     type: str
     choices: [approve, auto, "off"]
     default: approve

@@ -128,6 +128,49 @@ def test_a_broken_edit_of_redis_or_postgresql_after_a_healthy_check_is_put_back_
     assert [path for path in state.rglob("*") if path.is_file() and CANARY.encode() in path.read_bytes()] == []
 
 
+@pytest.mark.parametrize("fault, host, service, changed, answers", [
+    ("redis-restart-loop", "node1", "redis", "/etc/redis/redis.conf", (["redis-cli", "ping"], "PONG")),
+    ("postgres-bad-parameter", "node2", "postgresql", "/etc/postgresql/15/main/postgresql.conf",
+     (["pg_isready", "-h", "127.0.0.1"], "accepting connections")),
+], ids=["redis", "postgresql"])
+def test_a_broken_edit_of_redis_or_postgresql_is_named_with_restores_off_and_put_back_unattended_with_auto(
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path, fault: str, host: str, service: str, changed: str,
+        answers: tuple[list[str], str]) -> None:
+    roll_out("-e", "autoheal_restore_known_good=auto", hosts=host)
+    state = tmp_path / "state"
+    assert run_playbook(HEAL, "--limit", host, state_dir=state).rc == 0
+    faults.inject(host, fault)
+    named = run_playbook(HEAL, "--limit", host, "-e", "autoheal_restore_known_good=off", state_dir=state)
+    said = one_line(named.output)
+    assert named.rc == 2 and f"{host}: {service} escalated: what changed since it last worked: {changed} modified" in said, named.output
+    assert acted(state, host) == []
+    healed = run_playbook(HEAL, "--limit", host, "-e", "autoheal_restore_known_good=auto", state_dir=state)
+    assert healed.rc == 0 and f"{service} healed in 1 attempt with: sentinel-heal-restore {changed}" in one_line(healed.output), \
+        healed.output
+    command, answer = answers
+    assert answer in sh(lab, host, *command)
+
+
+def test_without_the_executor_on_the_host_the_restore_runs_as_root_through_the_module_once_approved(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
+    """node3 keeps the direct path (Ansible's become, no executor): the same restore, done by known_good_restore."""
+    state = tmp_path / "state"
+    assert run_playbook(HEAL, "--limit", "node3", state_dir=state).rc == 0
+    faults.inject("node3", "nginx-config-error")
+    edited = sh(lab, "node3", "base64", "-w0", SITE)
+    waiting = run_playbook(HEAL, "--limit", "node3", state_dir=state)
+    said = one_line(waiting.output)
+    assert waiting.rc == 0 and "nginx awaits approval of plan" in said and RESTORE in said, waiting.output
+    [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    assert approved.rc == 0 and f"nginx healed in 1 attempt with: {RESTORE}" in one_line(approved.output), approved.output
+    assert sh(lab, "node3", "cmp", SITE, "/var/backups/lab-nginx-default") == ""
+    [restored] = [step for step in episodes(state)[-1]["results"]["steps"] if step["argv"][0] == "sentinel-heal-restore"]
+    done = json.loads(restored["stdout"])
+    assert done["restored"] and done["test"]["argv"] == ["nginx", "-t"] and done["test"]["rc"] == 0, done
+    assert sh(lab, "node3", "base64", "-w0", done["aside"]) == edited
+
+
 def test_a_start_that_fails_after_a_package_upgrade_waits_with_the_version_apt_kept_and_heals_once_approved(
         lab: Any, faults: Faults, tmp_path: Path) -> None:
     state = tmp_path / "state"

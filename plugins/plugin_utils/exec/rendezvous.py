@@ -175,8 +175,8 @@ def _hear(conn: socket.socket) -> tuple[socket.socket, Target, list[RunStep], fl
         conn.close()
         return None
     target = Target(name=asked["host"], host_vars=asked["host_vars"], secret_vars=asked["secret_vars"])
-    steps = [RunStep(argv=tuple(step["argv"]), become=bool(step["become"]), may_fail=bool(step["may_fail"]), on_host=_on_host(step["on_host"]))
-             for step in asked["steps"]]
+    steps = [RunStep(argv=tuple(step["argv"]), become=bool(step["become"]), may_fail=bool(step["may_fail"]), on_host=_on_host(step["on_host"]),
+                     restore_test=tuple(step["restore_test"])) for step in asked["steps"]]
     return conn, target, steps, asked.get("timeout")
 
 

@@ -31,7 +31,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXE
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, StepResult
 
 # Environment variables whose value is a secret never reach the run (ansible-runner writes the
 # whole environment of a run into its artifacts).
@@ -72,6 +72,8 @@ class RunStep:
     may_fail: bool = False
     # with the executor on the host (privilege "executor"), what it is sent
     on_host: HostRequest | None = None
+    # a restore of a last known good file without the executor (privilege "become"): the service's configuration test
+    restore_test: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -443,6 +445,9 @@ def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: st
     for number, step in enumerate(steps, start=1):
         request, limit = None, int(step_timeout)
         words: tuple[str, ...]
+        if privilege == "become" and step.argv[0] == RESTORE_PROGRAM:
+            lines += _restore_task(number, step, step_timeout)
+            continue
         if privilege == "executor":
             # the executor runs the step as root only where the host's policy says so, and stops it at the timeout itself
             request, limit = _host_request(host, step, step_timeout), limit + TIMEOUT_KILL_AFTER_S
@@ -466,6 +471,25 @@ def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: st
             f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
         ]
     return "\n".join(lines) + "\n"
+
+
+def _restore_task(number: int, step: RunStep, step_timeout: int) -> list[str]:
+    """``sentinel-heal-restore PATH SHA256`` on a host without the executor: the module that does what the executor
+    would, as root (Ansible's become), with the service's configuration test."""
+    if step.on_host is None or len(step.argv) != 3:
+        raise ExecutorError("a restore of a last known good file names its service, the file and the copy's hash", field="steps",
+                            value=list(step.argv), hint="the loop runs the restore-known-good runbook's step as the guard judged it")
+    return [
+        f"- name: step {number}",
+        "  sentinel.heal.known_good_restore:",
+        f"    service: !unsafe {json.dumps(step.on_host.service)}",
+        f"    path: !unsafe {json.dumps(step.argv[1])}",
+        f"    sha256: !unsafe {json.dumps(step.argv[2])}",
+        f"    config_test: !unsafe [{', '.join(json.dumps(arg) for arg in step.restore_test)}]",
+        "  become: true",
+        f"  ignore_errors: {str(step.may_fail).lower()}",
+        f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",
+    ]
 
 
 def _host_request(host: str, step: RunStep, step_timeout: int) -> str:

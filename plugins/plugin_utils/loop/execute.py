@@ -8,11 +8,12 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunReport, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, Decision, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
 
@@ -46,9 +47,11 @@ class ExecuteNode(ToolNode):
             approval = self.tools.approval_signer.sign(self.tools.target.name, state.failure.service, judged,
                                                        nonce=state.approved_plan_id or f"{state.incident_id}-{state.attempt.number}",
                                                        now=self.tools.clock())
+        restore_test = tuple(configuration_test(state.failure.spec))
         steps = [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
-                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval))
+                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval),
+                    restore_test=restore_test if verdict.argv[0] == RESTORE_PROGRAM else ())
             for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
         ]
         now = self.tools.clock()

@@ -221,8 +221,9 @@ class HealSession:
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]
-        # the executor on the host puts a last known good file back: without it, no restore is planned
-        setting = args.get("restore_known_good") or "approve" if args.get("step_privilege") == "executor" else "off"
+        # the executor on the host puts a last known good file back, or the module known_good_restore as root (become):
+        # a sudo rule cannot bind a restore to the incident's file and copy, so with sudo none is planned
+        setting = args.get("restore_known_good") or "approve" if args.get("step_privilege", "become") != "sudo" else "off"
         return [Failure.from_check(self.task.host, _restore_setting(raw, setting, force=setting == "off"), facts) for raw in raw_failures]
 
 

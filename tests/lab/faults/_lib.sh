@@ -97,6 +97,16 @@ restart_into_its_limit() {
     wait_until stopped_by_its_limit "$1" "$since"
 }
 
+# After a change to UNIT's unit or package (systemd hosts): systemd reloads, and a restart of UNIT must fail; when it
+# succeeds, say it started DESPITE what the fault did, and fail.
+reload_and_fail_to_restart() {
+    systemctl daemon-reload
+    if systemctl restart "$1" 2>/dev/null; then
+        echo "$1 started $2" >&2
+        exit 1
+    fi
+}
+
 # Faults that only systemd has (FAULT: the script's name): on any other host, say so and stop (exit 2), changing nothing.
 require_systemd() {
     if [ ! -d /run/systemd/system ]; then

@@ -16,11 +16,7 @@ ExecStartPre=/usr/sbin/nginx -t -q -c /etc/nginx/site-prod.conf -g 'daemon on; m
 ExecStart=
 ExecStart=/usr/sbin/nginx -c /etc/nginx/site-prod.conf -g 'daemon on; master_process on;'
 UNIT
-    systemctl daemon-reload
-    if systemctl restart nginx 2>/dev/null; then
-        echo "nginx started without /etc/nginx/site-prod.conf" >&2
-        exit 1
-    fi
+    reload_and_fail_to_restart nginx "without /etc/nginx/site-prod.conf"
     echo "added $dropin (-c /etc/nginx/site-prod.conf, which does not exist); nginx is stopped and will not start"
     ;;
 undo)

@@ -48,11 +48,7 @@ break)
     echo "$cached" > "$marker"
     DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold "$build/upgrade.deb" >/dev/null 2>&1 || true
     rm -rf "$build"
-    systemctl daemon-reload
-    if systemctl restart nginx 2>/dev/null; then
-        echo "nginx started after the broken upgrade" >&2
-        exit 1
-    fi
+    reload_and_fail_to_restart nginx "after the broken upgrade"
     echo "upgraded $pkg $version -> ${version}+lab1 (its unit runs nginx -Z); $cached is the version before; nginx will not start"
     ;;
 undo)
