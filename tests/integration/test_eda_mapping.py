@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 from conftest import ROOT
-from rulebook import Rulebook, alertmanager_payload, post_json
+from rulebook import Rulebook, alertmanager_payload, post_body, post_json
 
 PAYLOADS = ROOT / "tests" / "unit" / "plugins" / "plugin_utils" / "eda" / "payloads"
 sys.path.insert(0, str(PAYLOADS.parent))
@@ -53,11 +53,15 @@ def test_four_monitors_payloads_name_exactly_one_host_and_service_through_ansibl
             rulebook.wait_for(f"'host': '{host}', 'service': '{service}', 'source': '{source}'", timeout=30)
         assert answer_of(post_json(f"http://127.0.0.1:{ports['grafana']}/grafana", {"alerts": [
             {"status": "firing", "labels": {"host": "web*", "service": "nginx"}}]})) == ([], ["host 'web*' is not an inventory host"])
+        # what no source can read is refused, and the log says from where and why
+        assert post_body(f"http://127.0.0.1:{ports['alertmanager']}/alertmanager", b"\xff not json")[0] == 400
+        rulebook.wait_for(r"refused a body from 127\.0\.0\.1: it is not JSON \(", timeout=10)
     printed = [line for line in rulebook.output().splitlines() if "'sentinel':" in line]
     assert len(printed) == len(bodies), rulebook.output()[-4000:]  # one event each, nothing for what was ignored
 
 
 def answer_of(response: tuple[int, Any]) -> tuple[list[Any], list[str]]:
+    """What the source answered: accepted (202), or ignored (200, and it says so)."""
     status, answer = response
-    assert status == 202, answer
+    assert (status, answer["status"]) == ((202, "accepted") if answer["accepted"] else (200, "ignored")), answer
     return answer["accepted"], answer["ignored"]

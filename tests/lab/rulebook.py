@@ -108,7 +108,12 @@ class Rulebook:
 
 
 def post_json(url: str, payload: Any, timeout: float = 10.0) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST")
+    return post_body(url, json.dumps(payload).encode(), timeout)
+
+
+def post_body(url: str, body: bytes, timeout: float = 10.0) -> tuple[int, Any]:
+    """POST a body as JSON's content type (whatever it holds); the status and the JSON answer."""
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
@@ -127,9 +132,21 @@ def answers(url: str, timeout: float = 2.0) -> bool:
 
 def alertmanager_payload(host: str, service: str, alertname: str = "ServiceDown", **labels: str) -> dict[str, Any]:
     """A webhook body as Alertmanager (webhook_configs) sends it, one firing alert."""
-    alert_labels = {"alertname": alertname, "host": host, "service": service, "severity": "critical", **labels}
+    return alertmanager_body({"alertname": alertname, "host": host, "service": service, "severity": "critical", **labels},
+                             summary=f"{service} is down on {host}")
+
+
+def systemd_unit_alert(instance: str, unit: str) -> dict[str, Any]:
+    """Alertmanager's body for an alert on node_exporter's systemd collector, which names the unit, not the service:
+    ``node_systemd_unit_state{name="UNIT", state="failed"} == 1`` on the target ``instance`` (HOST:9100)."""
+    return alertmanager_body({"alertname": "SystemdUnitFailed", "instance": instance, "job": "node", "name": unit, "state": "failed",
+                              "type": "notify", "severity": "critical"}, summary=f"{unit} failed on {instance}")
+
+
+def alertmanager_body(labels: dict[str, str], summary: str) -> dict[str, Any]:
+    alertname = labels["alertname"]
     return {"version": "4", "groupKey": "{}:{alertname=" + json.dumps(alertname) + "}", "status": "firing", "receiver": "sentinel-heal",
-            "groupLabels": {"alertname": alertname}, "commonLabels": alert_labels, "commonAnnotations": {},
+            "groupLabels": {"alertname": alertname}, "commonLabels": labels, "commonAnnotations": {},
             "externalURL": "http://alertmanager:9093", "truncatedAlerts": 0,
-            "alerts": [{"status": "firing", "labels": alert_labels, "annotations": {"summary": f"{service} is down on {host}"},
+            "alerts": [{"status": "firing", "labels": labels, "annotations": {"summary": summary},
                         "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "", "fingerprint": "0"}]}

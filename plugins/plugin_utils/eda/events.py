@@ -20,7 +20,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Config
 
 # the labels an Alertmanager alert names its host with, the first present wins (node_exporter's target is `instance`)
 HOST_LABELS = ("host", "instance")
-SERVICE_LABELS = ("service",)
+# ``name``: node_exporter's systemd collector names the unit so (``node_systemd_unit_state{name="nginx.service"}``)
+SERVICE_LABELS = ("service", "name")
 QUOTED_LIMIT = 80
 PROMETHEUS_NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]{0,79}$")
 
@@ -135,16 +136,18 @@ def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...], 
 
 def heal_request(fleet: Fleet, host: Any, service: Any, *, source: str, reason: str,
                  facts: Mapping[str, Any] | None = None) -> tuple[HealRequest | None, str]:
-    """The request to heal ``service`` on ``host`` when they name an inventory host and a service it declares, exactly;
-    otherwise None and why (never a wider target: no pattern, no other host)."""
+    """The request to heal ``service`` on ``host`` when they name an inventory host and a service it declares, exactly
+    (the service by its declared name or its unit's: ``redis-server.service`` is the declared ``redis`` whose
+    ``service`` is redis-server); otherwise None and why (never a wider target: no pattern, no other host)."""
     if not isinstance(host, str) or not isinstance(service, str):
         return None, f"names no host and service (host {quoted(host)}, service {quoted(service)})"
     inventory_host = fleet.host_named(host)
     if inventory_host is None:
         return None, f"host {quoted(host)} is not an inventory host"
-    if not fleet.declares(inventory_host, service):
-        return None, f"service {quoted(service)} is not declared in autoheal_services of {inventory_host}"
-    return HealRequest(host=inventory_host, service=service, source=source, reason=reason, facts=facts or {}), ""
+    declared = fleet.service_named(inventory_host, service)
+    if declared is None:
+        return None, f"service {quoted(service)} is not declared in autoheal_services of {inventory_host} (by its name or its unit's)"
+    return HealRequest(host=inventory_host, service=declared, source=source, reason=reason, facts=facts or {}), ""
 
 
 def quoted(value: Any) -> str:

@@ -9,7 +9,7 @@ no pattern or group name that Ansible would widen to many hosts, ever reaches a 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ansible.errors import AnsibleError
@@ -31,10 +31,13 @@ LITERAL_SERVICE = re.compile(r"^[A-Za-z0-9@._+-]{1,128}$")
 
 @dataclass(frozen=True)
 class Fleet:
-    """Each host's declared service names, and the inventory host each address (``ansible_host``) belongs to."""
+    """Each host's declared service names, the inventory host each address (``ansible_host``) belongs to, and by host
+    the declared service each unit name stands for (the service's ``service``, with or without ``.service``, as
+    monitors name units: node_exporter's systemd collector labels ``name="redis-server.service"``)."""
 
     services: Mapping[str, tuple[str, ...]]
     addresses: Mapping[str, str]
+    units: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def host_named(self, name: str) -> str | None:
         """The inventory host an event's host field names (its inventory name or its address, with or without a port,
@@ -48,7 +51,16 @@ class Fleet:
         return self.addresses.get(address)
 
     def declares(self, host: str, service: str) -> bool:
-        return bool(LITERAL_SERVICE.match(service)) and service in self.services.get(host, ())
+        return self.service_named(host, service) == service
+
+    def service_named(self, host: str, name: str) -> str | None:
+        """The declared service of ``host`` that ``name`` names: by its declared name, or by its unit's; None when it
+        names none literally (or a unit two declared services share)."""
+        if not LITERAL_SERVICE.match(name):
+            return None
+        if name in self.services.get(host, ()):
+            return name
+        return self.units.get(host, {}).get(name)
 
 
 def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
@@ -63,6 +75,7 @@ def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
                           hint=f"check the pattern against `ansible-inventory -i {inventory} --graph`")
     services: dict[str, tuple[str, ...]] = {}
     addresses: dict[str, str] = {}
+    units: dict[str, dict[str, str]] = {}
     for host in hosts:
         host_vars = variables.get_vars(host=host, include_hostvars=False)
         templar = Templar(loader=loader, variables=host_vars)
@@ -73,9 +86,10 @@ def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
             raise ConfigError(f"the inventory's variables of {host.name} cannot be templated: {exc}", field="inventory",
                               value=inventory, hint="fix the variable the message names") from exc
         services[host.name] = _service_names(host.name, declared)
+        units[host.name] = _unit_names(declared)
         if isinstance(address, str) and address != host.name:
             addresses[address] = host.name
-    return Fleet(services=services, addresses=addresses)
+    return Fleet(services=services, addresses=addresses, units=units)
 
 
 def _service_names(host: str, declared: Any) -> tuple[str, ...]:
@@ -83,3 +97,14 @@ def _service_names(host: str, declared: Any) -> tuple[str, ...]:
         raise ConfigError(f"autoheal_services of {host} is not a list of services with a name", field="autoheal_services", value=declared,
                           hint="declare the services in the form of service_check's services option")
     return tuple(spec["name"] for spec in declared)
+
+
+def _unit_names(declared: list[Mapping[str, Any]]) -> dict[str, str]:
+    """Each unit name of the declared services (``service`` or the name, with and without ``.service``) and the service
+    it stands for; a unit name two services share stands for neither."""
+    named: dict[str, set[str]] = {}
+    for spec in declared:
+        unit = str(spec.get("service") or spec["name"])
+        for alias in {unit, f"{unit}.service", f"{spec['name']}.service"}:
+            named.setdefault(alias, set()).add(spec["name"])
+    return {alias: next(iter(names)) for alias, names in named.items() if len(names) == 1}

@@ -32,7 +32,7 @@ ALERT_WEBHOOK_OPTIONS = dict(
     port=dict(type="int", default=5000),
     token=dict(type="str", no_log=True),
     host_labels=dict(type="list", elements="str", default=["host", "instance"]),
-    service_labels=dict(type="list", elements="str", default=["service"]),
+    service_labels=dict(type="list", elements="str", default=["service", "name"]),
     alerts_query=dict(type="str"),
     host_query=dict(type="str"),
     service_query=dict(type="str"),

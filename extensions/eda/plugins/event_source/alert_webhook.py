@@ -23,14 +23,17 @@ description:
     C(labels)), or a plain object C({"host": "web1", "service": "nginx"}), or a list of such objects.
   - Each firing alert, or object, that names an inventory host (its inventory name, or its C(ansible_host) address,
     with or without a port as Prometheus' C(instance) label has it) and a service that host declares in
-    C(autoheal_services), becomes one event; the same host and service twice in one body, one event.
+    C(autoheal_services) (by its name, or by its unit's, with or without C(.service) - C(redis-server.service) for the
+    service C(redis) whose C(service) is C(redis-server)), becomes one event for the declared service; the same host
+    and service twice in one body, one event.
   - Everything else (a host outside the inventory, a group name or a pattern, an undeclared service, a resolved alert)
     is logged and ignored - never widened to more hosts. Labels and annotations stay out of the event, so text from
     outside never reaches a rulebook's variables or a playbook.
   - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager), C(webhook), or C(mapped) through O(host_query)), C(reason)) and
     C(meta.hosts), the one host, so that a C(run_playbook) action is limited to it.
-  - Answers 202 with the accepted requests and why the rest were ignored, 400 for a body that is not JSON, 401 without
-    the O(token).
+  - Answers 202 with C(status) C(accepted), the accepted requests and why the rest were ignored; 200 with C(status)
+    C(ignored) and why, when the body heals nothing; 400 for a body that is not JSON (logged with the sender's address
+    and the reason), 401 without the O(token).
   - The inventory is read once, at start; restart the rulebook after changing it.
 options:
   inventory:
@@ -59,10 +62,12 @@ options:
     elements: str
     default: [host, instance]
   service_labels:
-    description: The labels of an Alertmanager alert that name its service, the first present wins.
+    description:
+      - The labels of an Alertmanager alert that name its service, the first present wins.
+      - C(name) is the unit's label in node_exporter's systemd collector (C(node_systemd_unit_state)).
     type: list
     elements: str
-    default: [service]
+    default: [service, name]
   alerts_query:
     description:
       - For another monitor's webhook - a JMESPath expression over the body that gives its alerts (a list, or one
@@ -128,9 +133,11 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
             return web.json_response({"error": "a bearer token is required"}, status=401)
         try:
             payload = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError):
-            return web.json_response({"error": "the body is not JSON"}, status=400)
-        return web.json_response(await _enqueue(queue, payload, fleet, options, mapping), status=202)
+        except (ValueError, UnicodeDecodeError) as exc:
+            logger.warning("refused a body from %s: it is not JSON (%s)", request.remote, exc)
+            return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
+        answer = await _enqueue(queue, payload, fleet, options, mapping)
+        return web.json_response(answer, status=202 if answer["status"] == "accepted" else 200)
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/{path:.*}", receive)
@@ -151,4 +158,5 @@ async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, option
         logger.warning("ignored an alert: %s", why)
     for request in requests:
         await queue.put(request.event())
-    return {"accepted": [{"host": request.host, "service": request.service} for request in requests], "ignored": ignored}
+    return {"status": "accepted" if requests else "ignored",
+            "accepted": [{"host": request.host, "service": request.service} for request in requests], "ignored": ignored}

@@ -60,7 +60,7 @@ def test_each_monitors_alert_names_its_host_and_service(monitor: str, healed: li
     requests, ignored = mapped(monitor, payload(monitor), fleet)
     assert requests == healed
     if monitor == "grafana":  # the resolved alert is not one of the alerts; the firing one about sshd is refused
-        assert ignored == ["service 'sshd' is not declared in autoheal_services of web2"]
+        assert ignored == ["service 'sshd' is not declared in autoheal_services of web2 (by its name or its unit's)"]
     else:
         assert ignored == []
 
@@ -98,7 +98,8 @@ def test_the_host_may_be_its_address_and_the_service_must_be_declared(fleet: Fle
     body["monitor"]["hostname"] = "10.0.0.2"
     assert mapped("uptime_kuma", body, fleet) == ([("web2", "nginx", "mapped")], [])
     body["monitor"]["tags"][0]["value"] = "postgresql"
-    assert mapped("uptime_kuma", body, fleet) == ([], ["service 'postgresql' is not declared in autoheal_services of web2"])
+    assert mapped("uptime_kuma", body, fleet) == (
+        [], ["service 'postgresql' is not declared in autoheal_services of web2 (by its name or its unit's)"])
 
 
 @pytest.mark.parametrize(("queries", "field", "said"), [

@@ -19,10 +19,12 @@ web:
     web1: {ansible_host: 10.0.0.1}
     web2: {ansible_host: "{{ '10.0.0.' ~ 2 }}"}
   vars:
-    autoheal_services: [{name: nginx, ports: [80]}, {name: redis}]
+    autoheal_services: [{name: nginx, ports: [80]}, {name: redis, service: redis-server}]
 db:
   hosts:
     db1: {autoheal_services: [{name: postgresql}]}
+    # two declarations of one unit (a check through the same init script): its unit names neither
+    db2: {autoheal_services: [{name: pg-primary, service: postgresql}, {name: pg-replica, service: postgresql}]}
 """
 
 
@@ -39,8 +41,27 @@ def alertmanager(*labels: dict[str, str], status: str = "firing") -> dict[str, o
 
 
 def test_the_fleet_is_the_inventory_with_its_templated_declarations(fleet: Fleet) -> None:
-    assert fleet.services == {"web1": ("nginx", "redis"), "web2": ("nginx", "redis"), "db1": ("postgresql",)}
+    assert fleet.services == {"web1": ("nginx", "redis"), "web2": ("nginx", "redis"), "db1": ("postgresql",),
+                              "db2": ("pg-primary", "pg-replica")}
     assert fleet.addresses == {"10.0.0.1": "web1", "10.0.0.2": "web2"}
+
+
+@pytest.mark.parametrize(("labels", "service"), [
+    # node_exporter's systemd collector: node_systemd_unit_state{name="redis-server.service", state="failed"}
+    ({"alertname": "SystemdUnitFailed", "instance": "10.0.0.1:9100", "name": "redis-server.service", "state": "failed"}, "redis"),
+    ({"host": "web1", "service": "redis-server"}, "redis"),
+    ({"host": "web1", "service": "nginx.service"}, "nginx"),
+    ({"host": "web1", "service": "redis.service"}, "redis"),
+])
+def test_an_alert_naming_a_service_by_its_unit_heals_the_declared_service(fleet: Fleet, labels: dict[str, str], service: str) -> None:
+    requests, ignored = read_alerts(alertmanager(labels), fleet)
+    assert ([(request.host, request.service) for request in requests], ignored) == ([("web1", service)], [])
+
+
+def test_a_unit_two_declared_services_share_names_neither(fleet: Fleet) -> None:
+    assert read_alerts(alertmanager({"host": "db2", "service": "postgresql.service"}), fleet) == (
+        [], ["service 'postgresql.service' is not declared in autoheal_services of db2 (by its name or its unit's)"])
+    assert [request.service for request in read_alerts(alertmanager({"host": "db2", "service": "pg-replica"}), fleet)[0]] == ["pg-replica"]
 
 
 def test_an_alertmanager_alert_heals_exactly_its_host_and_service(fleet: Fleet) -> None:
@@ -63,8 +84,9 @@ def test_a_plain_webhook_and_duplicates_in_one_body(fleet: Fleet) -> None:
     ({"host": "web1,db1", "service": "nginx"}, "host 'web1,db1' is not an inventory host"),
     ({"host": "web1:!db1", "service": "nginx"}, "host 'web1:!db1' is not an inventory host"),
     ({"host": "evil.example.com", "service": "nginx"}, "host 'evil.example.com' is not an inventory host"),
-    ({"host": "db1", "service": "nginx"}, "service 'nginx' is not declared in autoheal_services of db1"),
-    ({"host": "web1", "service": "nginx; reboot"}, "service 'nginx; reboot' is not declared in autoheal_services of web1"),
+    ({"host": "db1", "service": "nginx"}, "service 'nginx' is not declared in autoheal_services of db1 (by its name or its unit's)"),
+    ({"host": "web1", "service": "nginx; reboot"},
+     "service 'nginx; reboot' is not declared in autoheal_services of web1 (by its name or its unit's)"),
     ({"host": "web1"}, "names no host and service (host 'web1', service None)"),
 ])
 def test_what_the_inventory_does_not_hold_is_ignored_never_widened(fleet: Fleet, labels: dict[str, str], why: str) -> None:

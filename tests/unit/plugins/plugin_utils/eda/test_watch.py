@@ -69,7 +69,7 @@ def test_the_mapping_names_what_to_heal_for_a_failing_service_and_only_inventory
 @pytest.mark.parametrize(("host_query", "service_query", "why"), [
     ("'db9'", None, "host 'db9' is not an inventory host"),
     ("'web*'", None, "host 'web*' is not an inventory host"),  # never a pattern
-    (None, "'postgresql'", "service 'postgresql' is not declared in autoheal_services of web1"),
+    (None, "'postgresql'", "service 'postgresql' is not declared in autoheal_services of web1 (by its name or its unit's)"),
     (None, "evidence", "names no host and service (host 'web1', service {'pidfile': None})"),
     ("missing.field", None, "names no host and service (host None, service 'nginx')"),
 ])
