@@ -16,7 +16,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import printab
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message
 
 display = Display()
 
@@ -32,11 +32,10 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec)
         task = TaskContext(action=self, connection=self._connection, templar=self._templar, task_vars=task_vars or {},
                            check_mode=self._task.check_mode, diff=self._task.diff, ask_operator=self._ask_operator, show=display.display)
-        session = self.session(args, task)
         try:
-            result.update(session.run())
+            result.update(self.session(args, task).run())
         except SentinelError as exc:
-            raise AnsibleActionFail(session.message(exc)) from exc
+            raise AnsibleActionFail(error_message(args, exc)) from exc
         return result
 
     def _ask_operator(self, failure: Failure, plan: Plan, verdicts: Sequence[Verdict]) -> tuple[str, str] | None:

@@ -21,7 +21,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
 UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
-    "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite",
+    "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite", "After",
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
     "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory",
 )

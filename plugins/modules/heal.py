@@ -121,6 +121,15 @@ options:
     type: str
     choices: [approve, auto, "off"]
     default: approve
+  target_services:
+    description:
+      - Only these of O(services) (their names), and the services they need (their C(depends_on), and what those
+        need), are checked and healed; empty, all of them. A job about one alert heals what the alert names, and a
+        failing service it needs first.
+      - A name O(services) does not declare fails the task, naming it.
+    type: list
+    elements: str
+    default: []
   max_attempts:
     description: Attempts per failed service before it is escalated (1-10).
     type: int

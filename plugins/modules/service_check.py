@@ -177,6 +177,16 @@ options:
             and its arguments, split as a shell would but never run by one); a failing test undoes the restore.
           - Unset, C(nginx -t) for nginx, C(apache2ctl configtest) for apache2, C(sshd -t) for ssh, none otherwise.
         type: str
+      depends_on:
+        description:
+          - Other declared services of the host this one needs, where systemd does not know it (an HTTP upstream, a
+            database reached over TCP). When this service and one it depends on both fail, M(sentinel.heal.heal)
+            heals the dependency first, then checks this one again before it plans anything for it; systemd's own
+            C(Requires=), C(BindsTo=) and C(After=) between declared units count the same way.
+          - The check itself ignores it.
+        type: list
+        elements: str
+        default: []
       mode:
         description:
           - How far M(sentinel.heal.heal) acts on this service, over the host's O(sentinel.heal.heal#module:mode) -

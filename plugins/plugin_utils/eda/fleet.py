@@ -105,6 +105,6 @@ def _unit_names(declared: list[Mapping[str, Any]]) -> dict[str, str]:
     named: dict[str, set[str]] = {}
     for spec in declared:
         unit = str(spec.get("service") or spec["name"])
-        for alias in {unit, f"{unit}.service", f"{spec['name']}.service"}:
+        for alias in (unit, f"{unit}.service", f"{spec['name']}.service"):
             named.setdefault(alias, set()).add(spec["name"])
     return {alias: next(iter(names)) for alias, names in named.items() if len(names) == 1}

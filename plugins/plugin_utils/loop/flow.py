@@ -4,12 +4,14 @@ diagnose it, or carry out a plan a person approved."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import LLMUse
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import Flow
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies import AwaitDependenciesNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import AwaitSystemdNode, DiagnoseNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.ends import (
     AwaitApprovalNode,
@@ -33,12 +35,13 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.observe import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.plan import PlanNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.record import RecordNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import RolloutNode
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome, IncidentState, Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.verify import VerifyNode
 
 
 def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     node_types: list[type[ToolNode]] = [
+        AwaitDependenciesNode,
         DiagnoseNode, AwaitSystemdNode, PlanNode, ObserveNode, GuardNode, AskHumanNode, RolloutNode, ExecuteNode, VerifyNode, RecordNode,
         HealedNode, EscalateNode, AwaitApprovalNode, UnreachableNode, SuspendedNode, DeferredNode, InProgressElsewhereNode, HaltedNode,
         RecoveredNode,
@@ -49,11 +52,13 @@ def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     return Flow(start=start, nodes=nodes, edges=EDGES, entering=lambda node, state: tools.progress(state, node))
 
 
-def heal_incident(failure: Failure, tools: Toolkit) -> IncidentOutcome:
+def heal_incident(failure: Failure, tools: Toolkit, dependencies: Sequence[DependencyOutcome] = ()) -> IncidentOutcome:
+    """Heal one failed service; ``dependencies``: the failing services it needs, healed before it in this run."""
     llm = tools.planner.llm
-    state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None)
+    state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None,
+                          dependencies=tuple(dependencies))
     state.log("start", f"{failure.failure_class}: {failure.summary}")
-    trace = build_flow(tools).run(state)
+    trace = build_flow(tools, start="dependencies" if dependencies else "diagnose").run(state)
     return IncidentOutcome(state=state, trace=trace, llm_model=llm.settings.model if llm else "")
 
 

@@ -1,6 +1,11 @@
 """The heal loop for one incident, as an explicit graph of nodes: its edges (EDGES), and ToolNode, the base every node
 of it is built on.
 
+    dependencies ─recovered─▶ recovered    (the failing services it needs were healed first, and it answers again: nothing ran)
+                 └─failing──▶ diagnose     (still failing once they are back: healed as any incident)
+                 └─escalate─▶ escalate     (one needs a person: so does this one, never healed blindly)
+                 └─deferred─▶ deferred     (one waits, for approval or the next run: so does this one)
+                 (the first node only when services it needs failed too: loop/dependencies.py)
     diagnose ─silenced─▶ silenced          (a person's silence or maintenance marker covers it: checked, nothing run, no attempt)
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
@@ -91,6 +96,7 @@ def past_deadline(state: IncidentState, timeout: float) -> str:
 
 
 EDGES: Mapping[str, Mapping[str, str]] = {
+    "dependencies": {"recovered": "recovered", "failing": "diagnose", "escalate": "escalate", "deferred": "deferred", "unreachable": "unreachable"},
     "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate",
                  "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},

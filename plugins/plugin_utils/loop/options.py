@@ -67,6 +67,7 @@ HEAL_SPEC: dict[str, Any] = dict(
     maintenance_windows=dict(type="list", elements="dict", default=[]),
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
     restore_known_good=dict(type="str", default="approve", choices=["approve", "auto", "off"]),
+    target_services=dict(type="list", elements="str", default=[]),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),

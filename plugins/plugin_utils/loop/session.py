@@ -36,11 +36,18 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies import check_depends_on, dependencies_first, with_what_they_need
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import ApprovalPrompt, IncidentState, Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import (
+    ApprovalPrompt,
+    DependencyOutcome,
+    IncidentOutcome,
+    IncidentState,
+    Toolkit,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
@@ -74,7 +81,10 @@ class HealSession:
 
     def __init__(self, args: Mapping[str, Any], task: TaskContext) -> None:
         check_ranges(args, LIMITS)
+        check_depends_on(args["services"])
         self.args, self.task = args, task
+        # what this task checks and heals: the services it targets and those they need (all, when it targets none)
+        self.services = with_what_they_need(args["services"], args.get("target_services") or [])
         self._windows: tuple[MaintenanceWindow, ...] = ()
         self._runbooks: RunbookLibrary | None = None
 
@@ -109,13 +119,14 @@ class HealSession:
         except HostUnreachable as exc:
             return {"unreachable": True, "status": Status.UNREACHABLE.value, "msg": str(exc)}
 
-    def message(self, exc: SentinelError) -> str:
-        """What the task says of an error: never a password of the memory's."""
-        return redact(str(exc), memory_secrets(self.args))  # type: ignore[no-any-return]
-
     def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
         """The task's result from the failures (``tools`` is None when there are none)."""
-        outcomes = [heal_incident(failure, tools) for failure in failures if tools is not None]
+        outcomes: list[IncidentOutcome] = []
+        if tools is not None:
+            ended: dict[str, DependencyOutcome] = {}
+            for failure, needs in dependencies_first(failures):
+                outcomes.append(heal_incident(failure, tools, [ended[name] for name in needs]))
+                ended[failure.service] = DependencyOutcome(failure.service, outcomes[-1].state.status, outcomes[-1].state.reason)
         result = host_result(self.task.host, outcomes, check_mode=not self.writes)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
@@ -188,7 +199,7 @@ class HealSession:
         groups = tuple(self.task.task_vars.get("group_names") or ())
         planner, policy = Planner(self._library(), None), load_policy(args["policy"])
         if not memory_exists(args["state_dir"], args["memory_url"]):
-            return evidence_ahead(args["services"], planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
+            return evidence_ahead(self.services, planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
         try:
             with Memory.from_options(args) as memory:
                 suspended = memory.suspended_because()
@@ -198,7 +209,7 @@ class HealSession:
                     return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
                         memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
 
-                return evidence_ahead(args["services"], planner, policy, host, held)
+                return evidence_ahead(self.services, planner, policy, host, held)
         except MemoryStoreError:
             # what memory says is not known: nothing is read ahead (a healthy host stays healthy; a failing one meets the
             # same error where the loop opens memory, with what to do)
@@ -215,7 +226,7 @@ class HealSession:
             # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
             on_host = executor_policy(args, load_policy(args["policy"]))
             ahead = self._evidence_ahead() if self.writes and not on_host else []
-            checked = service_check(self.task.action, args["services"], task_vars, secrets, args["log_lines"], ahead,
+            checked = service_check(self.task.action, self.services, task_vars, secrets, args["log_lines"], ahead,
                                     "become" if on_host else args.get("step_privilege", "become"), args.get("step_timeout", 120),
                                     executor_policy=on_host)
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
@@ -225,6 +236,11 @@ class HealSession:
         # a sudo rule cannot bind a restore to the incident's file and copy, so with sudo none is planned
         setting = args.get("restore_known_good") or "approve" if args.get("step_privilege", "become") != "sudo" else "off"
         return [Failure.from_check(self.task.host, _restore_setting(raw, setting, force=setting == "off"), facts) for raw in raw_failures]
+
+
+def error_message(args: Mapping[str, Any], exc: SentinelError) -> str:
+    """What the task says of an error: never a password of the memory's."""
+    return redact(str(exc), memory_secrets(args))  # type: ignore[no-any-return]
 
 
 def _restore_setting(raw: Mapping[str, Any], setting: str, *, force: bool) -> Mapping[str, Any]:

@@ -92,6 +92,18 @@ class Toolkit:
     sleep: Callable[[float], None] = time.sleep
 
 
+@dataclass(frozen=True)
+class DependencyOutcome:
+    """How the incident of a service another one needs ended, earlier in this run (loop/dependencies.py)."""
+
+    service: str
+    status: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"service": self.service, "status": self.status, "reason": self.reason}
+
+
 @dataclass
 class IncidentState:
     failure: Failure
@@ -119,6 +131,8 @@ class IncidentState:
     changed: bool = False
     warnings: list[str] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    # the failing services this one needs, healed before it in this run, and how each ended
+    dependencies: tuple[DependencyOutcome, ...] = ()
 
     @property
     def attempt(self) -> Attempt:
@@ -183,4 +197,6 @@ class IncidentOutcome:
                             for attempt in state.attempts],
             "changed": state.changed,
             "warnings": state.warnings,
+            # the chain: what it needs that failed too, healed first
+            "depends_on": [dependency.to_dict() for dependency in state.dependencies],
         }

@@ -170,6 +170,9 @@ def incident_html(incident: Mapping[str, Any], *, timeline: Sequence[Mapping[str
     log = list(incident.get("attempt_log") or [])
     parts = [f"<h2 class='status {esc(status)}' data-status='{esc(status)}'>{esc(host)} {esc(service)}: {esc(status)}</h2>",
              f"<p class='failure'>{esc(incident.get('failure_class', ''))}: {esc(incident.get('summary', ''))}</p>"]
+    if incident.get("depends_on"):
+        chain = ", ".join(f"{dependency['service']} ({dependency['status']})" for dependency in incident["depends_on"])
+        parts.append(f"<p class='depends-on'>needs {esc(chain)}, failing too and healed first</p>")
     if status in NEEDS_A_HUMAN:
         words = own_words(incident)
         parts.append("<div class='cause'>what " + esc(service) + " says: <ul>" + "".join(f"<li class='own-words'>{esc(line)}</li>" for line in words)
