@@ -102,10 +102,15 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
             event = json.loads(event_file.read_text())
             data = event.get("event_data") or {}
             if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("host") == host and data.get("task", "").startswith("step "):
-                argv = data["res"]["cmd"]
+                res = data["res"]
+                if "cmd" not in res:  # a restore of a last known good file without the executor: the module's task
+                    given = res["invocation"]["module_args"]
+                    ran.append((purpose, ["sentinel-heal-restore", given["path"], given["sha256"]]))
+                    continue
+                argv = res["cmd"]
                 argv = argv[4:] if argv[:2] == ["timeout", "--kill-after"] else argv  # the runner's own wrapper
                 if argv == ["sudo", "-n", EXECUTOR_PATH]:  # a request to the executor on the host: the step it asked for
-                    request = json.loads(data["res"]["invocation"]["module_args"]["stdin"])
+                    request = json.loads(res["invocation"]["module_args"]["stdin"])
                     argv = request["plan"][request["step"]]
                 ran.append((purpose, argv))
     return ran

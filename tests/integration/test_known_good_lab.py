@@ -169,6 +169,7 @@ def test_without_the_executor_on_the_host_the_restore_runs_as_root_through_the_m
     done = json.loads(restored["stdout"])
     assert done["restored"] and done["test"]["argv"] == ["nginx", "-t"] and done["test"]["rc"] == 0, done
     assert sh(lab, "node3", "base64", "-w0", done["aside"]) == edited
+    assert acted(state, "node3")[0] == ("remediation", [*RESTORE.split(), restored["argv"][2]])
 
 
 def test_a_start_that_fails_after_a_package_upgrade_waits_with_the_version_apt_kept_and_heals_once_approved(
