@@ -23,18 +23,6 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 HOSTS = 3
 
 
-def host_pss_mib(netns: str) -> float:
-    """Proportional set size of every process of a host, in MiB (shared pages split between sharers)."""
-    total_kib = 0
-    for pid in fleet._ip("netns", "pids", netns).stdout.split():
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        total_kib += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
-    return total_kib / 1024
-
-
 def boot(init: str) -> tuple[float, float]:
     """Seconds until a fresh fleet of `init` hosts is ready, and the median PSS per host."""
     fleet.down()
@@ -42,7 +30,7 @@ def boot(init: str) -> tuple[float, float]:
     hosts = fleet.up(HOSTS, init=init)
     elapsed = time.monotonic() - started
     time.sleep(2)  # let start-up work settle before memory is read
-    memory = statistics.median(host_pss_mib(host.netns) for host in hosts)
+    memory = statistics.median(fleet.host_pss_mib(host) for host in hosts)
     return elapsed, memory
 
 

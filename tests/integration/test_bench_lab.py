@@ -46,7 +46,7 @@ def test_the_fleet_benchmark_heals_two_hosts_once_and_the_fleet_comes_back(lab: 
     finally:
         lab.up(inits=SYSV_HOSTS)
     assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
-    assert report[3].startswith("| 2 | ") and report[3].count("|") == 7
+    assert report[3].startswith("| 2 | ") and report[3].count("|") == 11
     assert all(status.up and not status.problems for status in lab.status())
 
 

@@ -80,7 +80,8 @@ BRIDGE = "sentinelbr0"
 GATEWAY = "10.77.0.1"
 PREFIX_LENGTH = 24
 FIRST_HOST_OCTET = 11
-MAX_HOSTS = 99
+# node1..node200 are 10.77.0.11..10.77.0.210 in the bridge's /24
+MAX_HOSTS = 200
 NETNS_PREFIX = "sentinel-node"
 VETH_PREFIX = "shv-node"
 DEFAULT_COUNT = 3
@@ -395,6 +396,19 @@ def down() -> None:
     _require_root_and_tools()
     with _lab_lock():
         _teardown(_load_state())
+
+
+def host_pss_mib(host: Host) -> float:
+    """Proportional set size of every process of a host (its network namespace), in MiB: shared pages split between
+    sharers."""
+    total_kib = 0
+    for pid in _ip("netns", "pids", host.netns).stdout.split():
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        total_kib += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:"))
+    return total_kib / 1024
 
 
 def status() -> list[HostStatus]:
