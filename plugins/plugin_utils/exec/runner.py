@@ -181,6 +181,8 @@ class RunnerExecutor:
                 private_data_dir=str(run_dir),
                 playbook="steps.yml",
                 inventory={"all": {"hosts": inventory}},
+                # every member at once: Ansible's configured forks (5 by default) would run a shared run's hosts in batches
+                forks=len(members),
                 extravars=dict(first.secret_vars) or None,
                 envvars=_environment(first),
                 ident="run",

@@ -169,6 +169,19 @@ def test_one_run_carries_several_hosts_each_with_its_own_steps_and_results(tmp_p
     assert one.artifacts == two.artifacts and Path(one.artifacts).parent.name == "first"  # one run, kept under the first host
 
 
+def test_a_shared_runs_hosts_all_run_at_once_whatever_ansibles_forks(tmp_path: Path) -> None:
+    """Twelve hosts, more than the forks Ansible is configured with: each step waits until every host's has started,
+    which only happens when they all run at once."""
+    arrived = tmp_path / "arrived"
+    arrived.mkdir()
+    barrier = 'touch "$1/$2"; i=0; while [ "$(ls "$1" | wc -l)" -lt 12 ]; do i=$((i + 1)); [ $i -gt 300 ] && exit 1; sleep 0.1; done'
+    members = [(Target(name=f"h{number}", host_vars=LOCAL.host_vars), [RunStep(argv=("sh", "-c", barrier, "sh", str(arrived), f"h{number}"),
+                                                                               become=False)]) for number in range(12)]
+    outcomes = RunnerExecutor(tmp_path / "runs").run_together(members, purpose="remediation", timeout=120)
+    assert {name: [result.status for result in report.results] for name, report in outcomes.items()  # type: ignore[union-attr]
+            } == {f"h{number}": ["ok"] for number in range(12)}
+
+
 def test_a_watcher_that_cannot_start_stops_the_run_before_it_starts_with_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python-here"))  # as when no process can be started
     with pytest.raises(ExecutorError, match="the run's watcher could not start, so the run did not"):
