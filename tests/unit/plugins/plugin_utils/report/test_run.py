@@ -12,6 +12,7 @@ from typing import Any
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import OUTPUT_CAP, capped, own_words, run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
@@ -138,3 +139,13 @@ def test_a_restore_that_waits_shows_the_diff_of_what_it_puts_back(tmp_path: Path
     text = "".join(page.text)
     assert f"puts back the last known good {site} (sha256 {'c' * 12})" in text
     assert f"--- {site}\n+++ {site} (last known good)\n@@ -24 +24 @@\n-\tserver_nmae _;\n+\tserver_name _;\n" in text
+
+
+def test_a_service_that_answered_once_what_it_needs_was_healed_shows_the_chain(tmp_path: Path) -> None:
+    storefront = dataclasses.replace(nginx_failure(host="web1"), service="storefront")
+    recovered = heal_incident(storefront, _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY]), [DependencyOutcome("upstream", "healed", "")])
+    page = _Page()
+    page.feed(run_report_html({"web1": host_result("web1", [recovered], check_mode=False)}, title="run"))
+    text = "".join(page.text)
+    assert "web1 storefront: recovered" in text and "needs upstream (healed), failing too and healed first" in text
+    assert "storefront answers again since what it needs was healed first: upstream (healed); nothing ran for storefront" in text
