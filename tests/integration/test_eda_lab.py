@@ -143,8 +143,10 @@ def test_the_watchdog_heals_a_killed_nginx_with_no_other_input(lab: Any, faults:
         time.sleep(4)  # a healthy round or two first: the fault comes under a running watch
         assert rulebook.heals() == 0
         # a line of nginx's error log is text from anyone who reaches nginx: the evidence the event carries into the job
-        # (ansible-rulebook's ansible_eda variable) then holds a template that must never be rendered
-        faults.lab.run_in("node1", ["sh", "-c", 'printf "%s\\n" "$0" >> /var/log/nginx/error.log', JINJA_IN_LOG], timeout=30)
+        # (ansible-rulebook's ansible_eda variable) then holds a template that must never be rendered. Written now, with
+        # nginx's time, so that it is of this run of nginx whatever earlier tests left in the log
+        faults.lab.run_in("node1", ["sh", "-c", 'printf "%s [error] 1#1: %s\\n" "$(date "+%Y/%m/%d %H:%M:%S")" "$0" >> /var/log/nginx/error.log',
+                                    JINJA_IN_LOG], timeout=30)
         faults.inject("node1", "nginx-killed")
         wait_until_answers(NGINX["node1"], timeout=60)
         rulebook.wait_for(r"^PLAY RECAP", timeout=60)
