@@ -174,9 +174,6 @@ def _validate(services, log_lines):
         seen.add(name)
         if spec.get("service") is not None and not _NAME.match(spec["service"]):
             raise ProbeConfigError("%s.service: %r is not a plain service name" % (where, spec["service"]))
-        for needed in spec.get("depends_on") or []:
-            if not _NAME.match(needed) or needed == name:
-                raise ProbeConfigError("%s.depends_on: %r is not the name of another declared service" % (where, needed))
         for port in spec.get("ports") or []:
             if not 1 <= port <= 65535:
                 raise ProbeConfigError("%s.ports: %r is not a TCP port (1-65535)" % (where, port))

@@ -50,9 +50,6 @@ class Fleet:
             return address
         return self.addresses.get(address)
 
-    def declares(self, host: str, service: str) -> bool:
-        return self.service_named(host, service) == service
-
     def service_named(self, host: str, name: str) -> str | None:
         """The declared service of ``host`` that ``name`` names: by its declared name, or by its unit's; None when it
         names none literally (or a unit two declared services share)."""

@@ -445,29 +445,13 @@ def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: st
     or retyped."""
     lines = []
     for number, step in enumerate(steps, start=1):
-        request, limit = None, int(step_timeout)
-        words: tuple[str, ...]
         if privilege == "become" and step.argv[0] == RESTORE_PROGRAM:
-            lines += _restore_task(number, step, step_timeout)
-            continue
-        if privilege == "executor":
-            # the executor runs the step as root only where the host's policy says so, and stops it at the timeout itself
-            request, limit = _host_request(host, step, step_timeout), limit + TIMEOUT_KILL_AFTER_S
-            words, become = ("sudo", "-n", EXECUTOR_PATH), False
+            action, become = _restore_action(step), True
         else:
-            through_sudo = step.become and privilege == "sudo"
-            words, become = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv, step.become and not through_sudo
-        # Ansible's task timeout stops waiting but leaves the command running on the host: coreutils' timeout kills it
-        # (and what it started) there; outside sudo, so a host's sudo rule still sees the plain command
-        words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(limit), *words)
-        # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
-        argv = ", ".join(json.dumps(arg) for arg in words)
+            action, become = _command_action(host, step, step_timeout, privilege)
         lines += [
             f"- name: step {number}",
-            "  ansible.builtin.command:",
-            f"    argv: !unsafe [{argv}]",
-            "    expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
-            *([f"    stdin: !unsafe {json.dumps(request)}"] if request is not None else []),
+            *action,
             f"  become: {str(become).lower()}",
             f"  ignore_errors: {str(step.may_fail).lower()}",
             f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
@@ -475,22 +459,42 @@ def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: st
     return "\n".join(lines) + "\n"
 
 
-def _restore_task(number: int, step: RunStep, step_timeout: int) -> list[str]:
+def _command_action(host: str, step: RunStep, step_timeout: int, privilege: str) -> tuple[list[str], bool]:
+    """The step as ``ansible.builtin.command``, and whether the task becomes root."""
+    request, limit = None, int(step_timeout)
+    words: tuple[str, ...]
+    if privilege == "executor":
+        # the executor runs the step as root only where the host's policy says so, and stops it at the timeout itself
+        request, limit = _host_request(host, step, step_timeout), limit + TIMEOUT_KILL_AFTER_S
+        words, become = ("sudo", "-n", EXECUTOR_PATH), False
+    else:
+        through_sudo = step.become and privilege == "sudo"
+        words, become = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv, step.become and not through_sudo
+    # Ansible's task timeout stops waiting but leaves the command running on the host: coreutils' timeout kills it
+    # (and what it started) there; outside sudo, so a host's sudo rule still sees the plain command
+    words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(limit), *words)
+    # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
+    argv = ", ".join(json.dumps(arg) for arg in words)
+    return [
+        "  ansible.builtin.command:",
+        f"    argv: !unsafe [{argv}]",
+        "    expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
+        *([f"    stdin: !unsafe {json.dumps(request)}"] if request is not None else []),
+    ], become
+
+
+def _restore_action(step: RunStep) -> list[str]:
     """``sentinel-heal-restore PATH SHA256`` on a host without the executor: the module that does what the executor
-    would, as root (Ansible's become), with the service's configuration test."""
+    would (as root), with the service's configuration test."""
     if step.on_host is None or len(step.argv) != 3:
         raise ExecutorError("a restore of a last known good file names its service, the file and the copy's hash", field="steps",
                             value=list(step.argv), hint="the loop runs the restore-known-good runbook's step as the guard judged it")
     return [
-        f"- name: step {number}",
         "  sentinel.heal.known_good_restore:",
         f"    service: !unsafe {json.dumps(step.on_host.service)}",
         f"    path: !unsafe {json.dumps(step.argv[1])}",
         f"    sha256: !unsafe {json.dumps(step.argv[2])}",
         f"    config_test: !unsafe [{', '.join(json.dumps(arg) for arg in step.restore_test)}]",
-        "  become: true",
-        f"  ignore_errors: {str(step.may_fail).lower()}",
-        f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",
     ]
 
 

@@ -39,8 +39,8 @@ def with_what_they_need(services: Sequence[Mapping[str, Any]], names: Sequence[s
     declared = {spec["name"]: spec for spec in services}
     unknown = [name for name in names if name not in declared]
     if unknown:
-        raise ConfigError("target_services names a service that is not declared", field="target_services", value=unknown[0],
-                          hint=f"name services of services: {', '.join(declared)}")
+        raise ConfigError("target_services names a service the host does not declare", field="target_services", value=unknown[0],
+                          hint=f"declare it, or name only declared services: {', '.join(declared)}")
     wanted, pending = set(names), list(names)
     while pending:
         for needed in declared[pending.pop()].get("depends_on") or []:
@@ -93,11 +93,12 @@ def _unit_names(failure: Failure) -> set[str]:
 class AwaitDependenciesNode(ToolNode):
     """The service needs others that failed in this run, healed before it: when every one is back, check the service
     again (it may answer now: nothing runs for it); when one needs a person, so does this one; otherwise it waits
-    for the next run."""
+    for the next run. Diagnose comes here once, after a person's decisions (a silence, a masked unit) were heard."""
 
     node_name = "dependencies"
 
     def prep(self, state: IncidentState) -> tuple[tuple[DependencyOutcome, ...], Mapping[str, Any]]:
+        state.awaited_dependencies = True
         return state.dependencies, state.failure.spec
 
     def exec(self, prep_res: tuple[tuple[DependencyOutcome, ...], Mapping[str, Any]]) -> Mapping[str, Any] | HostUnreachable | None:

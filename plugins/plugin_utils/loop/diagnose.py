@@ -57,8 +57,8 @@ class DiagnoseNode(ToolNode):
         return Diagnosing(failure, frozenset(excluded), self._deadline(state), earlier_steps)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
-        """A person's decision (a silence, a masked unit), systemd's own restart not yet waited for, the deadline, or
-        too many remediations."""
+        """A person's decision (a silence, a masked unit), failing services it needs healed before it in this run and not
+        yet waited for, systemd's own restart not yet waited for, the deadline, or too many remediations."""
         failure = state.failure
         silenced = self.tools.silence(failure)
         if silenced is not None:
@@ -70,6 +70,8 @@ class DiagnoseNode(ToolNode):
         if failure.masked_unit is not None:
             state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
+        if state.dependencies and not state.awaited_dependencies:
+            return "dependencies"
         if failure.failure_class == "auto_restart" and not state.awaited_systemd:
             return "systemd_restarts"
         if state.attempts and self.tools.clock() >= self._deadline(state):

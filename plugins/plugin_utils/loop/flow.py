@@ -58,7 +58,7 @@ def heal_incident(failure: Failure, tools: Toolkit, dependencies: Sequence[Depen
     state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None,
                           dependencies=tuple(dependencies))
     state.log("start", f"{failure.failure_class}: {failure.summary}")
-    trace = build_flow(tools, start="dependencies" if dependencies else "diagnose").run(state)
+    trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace, llm_model=llm.settings.model if llm else "")
 
 

@@ -1,13 +1,13 @@
 """The heal loop for one incident, as an explicit graph of nodes: its edges (EDGES), and ToolNode, the base every node
 of it is built on.
 
-    dependencies ─recovered─▶ recovered    (the failing services it needs were healed first, and it answers again: nothing ran)
-                 └─failing──▶ diagnose     (still failing once they are back: healed as any incident)
-                 └─escalate─▶ escalate     (one needs a person: so does this one, never healed blindly)
-                 └─deferred─▶ deferred     (one waits, for approval or the next run: so does this one)
-                 (the first node only when services it needs failed too: loop/dependencies.py)
     diagnose ─silenced─▶ silenced          (a person's silence or maintenance marker covers it: checked, nothing run, no attempt)
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
+    diagnose ─dependencies─▶ dependencies ─recovered─▶ recovered   (failing services it needs were healed first in this run,
+                                                                    and it answers again: nothing ran; loop/dependencies.py)
+                                          └─failing──▶ diagnose    (still failing once they are back: healed as any incident)
+                                          └─escalate─▶ escalate    (one needs a person: so does this one, never healed blindly)
+                                          └─deferred─▶ deferred    (one waits, for approval or the next run: so does this one)
     diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
     diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
@@ -97,8 +97,8 @@ def past_deadline(state: IncidentState, timeout: float) -> str:
 
 EDGES: Mapping[str, Mapping[str, str]] = {
     "dependencies": {"recovered": "recovered", "failing": "diagnose", "escalate": "escalate", "deferred": "deferred", "unreachable": "unreachable"},
-    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "systemd_restarts": "await_systemd", "flapping": "escalate",
-                 "deadline": "escalate", "silenced": "silenced"},
+    "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "dependencies": "dependencies", "systemd_restarts": "await_systemd",
+                 "flapping": "escalate", "deadline": "escalate", "silenced": "silenced"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record", "investigate": "observe"},
     "observe": {DEFAULT_ACTION: "plan"},

@@ -126,6 +126,7 @@ class IncidentState:
     plan_id: str | None = None
     approved_plan_id: str | None = None
     awaited_systemd: bool = False
+    awaited_dependencies: bool = False
     # the attempts (by number) that were the canary of their plan in the run
     canaries: dict[int, CanaryKey] = field(default_factory=dict)
     changed: bool = False

@@ -60,7 +60,7 @@ def test_a_service_that_answers_once_what_it_needs_was_healed_ends_recovered_wit
     executor = ScriptedExecutor(CONFIG_OK)
     outcome = heal_incident(failing("web", depends_on=("api",)), _tools(tmp_path, executor, [HEALTHY]),
                             [DependencyOutcome("api", "healed", "")])
-    assert outcome.trace.path == ["dependencies", "recovered"]
+    assert outcome.trace.path == ["diagnose", "dependencies", "recovered"]
     assert executor.runs == [] and outcome.state.attempts == [] and outcome.state.episodes == []
     incident = outcome.to_dict()
     assert incident["depends_on"] == [{"service": "api", "status": "healed", "reason": ""}]
@@ -74,15 +74,15 @@ def test_a_service_still_failing_once_what_it_needs_is_back_is_healed_from_what_
     still = dict(failing("web", depends_on=("api",)).to_dict(), healthy=False)
     outcome = heal_incident(failing("web", depends_on=("api",)), _tools(tmp_path, executor, [still, HEALTHY]),
                             [DependencyOutcome("api", "recovered", "")])
-    assert outcome.trace.path == ["dependencies", "diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "healed"]
+    assert outcome.trace.path == ["diagnose", "dependencies", "diagnose", "plan", "guard", "rollout", "execute", "verify", "record", "healed"]
     assert outcome.state.status == "healed" and executor.remediations
 
 
 @pytest.mark.parametrize(("status", "path", "ends"), [
-    ("escalated", ["dependencies", "escalate"], "escalated"),
-    ("unreachable", ["dependencies", "escalate"], "escalated"),
-    ("awaiting_approval", ["dependencies", "deferred"], "deferred"),
-    ("deferred", ["dependencies", "deferred"], "deferred"),
+    ("escalated", ["diagnose", "dependencies", "escalate"], "escalated"),
+    ("unreachable", ["diagnose", "dependencies", "escalate"], "escalated"),
+    ("awaiting_approval", ["diagnose", "dependencies", "deferred"], "deferred"),
+    ("deferred", ["diagnose", "dependencies", "deferred"], "deferred"),
 ])
 def test_a_service_whose_dependency_is_not_back_is_never_healed_blindly(tmp_path: Path, status: str, path: list[str], ends: str) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
@@ -101,3 +101,10 @@ def test_a_job_about_one_service_checks_it_and_what_it_needs_all_the_way_down() 
     with pytest.raises(ConfigError) as raised:
         with_what_they_need(services, ["wbe"])
     assert (raised.value.field, raised.value.value) == ("target_services", "wbe")
+
+
+def test_a_persons_silence_of_the_service_is_heard_before_its_dependencies(tmp_path: Path) -> None:
+    """A silenced service whose dependency escalated is not paged for: the silence comes first."""
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [], silence=lambda failure: "silenced by alice")
+    outcome = heal_incident(failing("web", depends_on=("api",)), tools, [DependencyOutcome("api", "escalated", "api is broken")])
+    assert outcome.trace.path == ["diagnose", "silenced"] and outcome.state.status == "silenced"
