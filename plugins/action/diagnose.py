@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetView
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import diagnose_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import PLANNING_SPEC
@@ -21,7 +22,8 @@ DIAGNOSE_SPEC = {name: option for name, option in PLANNING_SPEC.items() if name 
 class DiagnosisSession(HealSession):
     writes = False
 
-    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+    def handle(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView | None = None) -> dict[str, Any]:
+        # a session that never writes reports no check to the fleet, so it is part of no fleet incident (fleet is None)
         diagnoses = [self._diagnosis(failure, tools) for failure in failures if tools is not None]
         return {"changed": False, "diagnoses": diagnoses}
 

@@ -9,7 +9,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 
 ARGUMENT_SPEC = dict(
     **memory_tasks.MEMORY_SPEC,
-    kind=dict(type="str", default="episodes", choices=["episodes", "plans", "silences", "suspension"]),
+    kind=dict(type="str", default="episodes", choices=["episodes", "plans", "silences", "suspension", "fleet_incidents"]),
     episode_id=dict(type="int"),
     text=dict(type="str"),
     **memory_tasks.EPISODE_FILTERS,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.action.heal import ActionModule as HealAction
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetView
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import PLANNING_SPEC
@@ -17,7 +18,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import To
 class PlanSession(HealSession):
     writes = False
 
-    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
+    def handle(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView | None = None) -> dict[str, Any]:
+        # a session that never writes reports no check to the fleet, so it is part of no fleet incident (fleet is None)
         plans = []
         for failure in failures:
             if tools is None:

@@ -166,6 +166,36 @@ options:
         the planner plans from the evidence alone).
     type: int
     default: 2
+  fleet_min_hosts:
+    description:
+      - A fleet incident - the same failure (the same service, failure class and error text once numbers, addresses,
+        paths and times are set aside) on at least this many hosts within O(fleet_window), whatever runs saw them
+        (one play over the fleet, or EDA jobs of one host each), is one incident, not one per host. It is recorded
+        once in the memory with its hosts, first and last seen and what their evidence has in common (the same
+        address or name, package change, changed file, full filesystem, error line); while it is open, no new plan
+        (the LLM's, the generic fallback) runs on any of its hosts, a plan verified before (memory's, a runbook's) runs
+        on one host first - the incident's canary, in whatever run - and on the others only once it verified there,
+        never once it failed there; its hosts end C(escalated) with the incident in their reason. It closes once each
+        of its hosts was seen without that failure (healed, or checked healthy by a later run). A unit a person
+        masked, or a service a person silenced, counts toward none; in check mode nothing is written, so a host counts
+        toward none either.
+      - The hosts of one run that fail at the same time meet in the memory before they count (each waits until the
+        others of its batch wrote what they saw, at most 5 s; a run of one host counts at once).
+      - C(0) turns this rule off (0-100000). Per host or group, as any inventory variable (the role's
+        C(autoheal_fleet_min_hosts)).
+    type: int
+    default: 5
+  fleet_min_percent:
+    description:
+      - A fleet incident also when the same failure shows on at least this percentage of the run's hosts (the play's
+        hosts, every C(serial) batch included), from three hosts on - two hosts failing alike may be chance.
+      - C(0) turns this rule off (0-100).
+    type: int
+    default: 50
+  fleet_window:
+    description: Seconds within which failures of different runs count toward O(fleet_min_hosts) (0-86400).
+    type: int
+    default: 600
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege
@@ -210,7 +240,8 @@ status:
       verified it before the incident's deadline), C(halted) (more than O(max_fail_percentage) of the run's hosts
       failed verification - nothing more is attempted in the run), C(in_progress_elsewhere) (another run is remediating the same service on the host
       right now; nothing ran here),
-      C(awaiting_approval), C(escalated) (also past O(incident_timeout)) or C(unreachable) (the host did not answer,
+      C(awaiting_approval), C(escalated) (also past O(incident_timeout), and for a fleet incident's hosts when its
+      plan may not run - see O(fleet_min_hosts)) or C(unreachable) (the host did not answer,
       before healing or during a remediation; the attempt is recorded); in check mode also C(planned) (an allowed
       plan that did not run).
   returned: always
@@ -254,6 +285,8 @@ incidents:
       under O(state_dir)/runs for audit until M(sentinel.heal.memory_prune) prunes them.
     - C(host), C(incident_id) and C(started_at) name the incident; C(llm) (when an LLM is configured) has its C(model),
       C(calls) and tokens.
+    - C(fleet_incident) is the fleet incident the failure is part of (see O(fleet_min_hosts) and
+      M(sentinel.heal.memory_info) with C(kind=fleet_incidents) for its fields), or null.
     - C(attempt_log) has every attempt in the form of its episode in the memory (C(id) there, or null when it was not
       recorded) - the diagnosis, C(evidence), C(plan), C(verdicts), C(policy_version), C(approved_by), C(results) (the
       evidence reads, the think loop's reads, the C(steps) that ran with their rc, duration and output, the
@@ -275,8 +308,15 @@ interrupted:
   returned: when an earlier job was interrupted on this host
   type: list
   elements: dict
+fleet_incidents_closed:
+  description:
+    - The fleet incidents this host closed - it was the last of their hosts to be seen without their failure (healed
+      now, or checked healthy); each as M(sentinel.heal.memory_info) with C(kind=fleet_incidents) shows it.
+  returned: always
+  type: list
+  elements: dict
 summary:
-  description: One human line per incident (and per interrupted remediation found).
+  description: One human line per incident (and per interrupted remediation found, and per fleet incident closed).
   returned: always
   type: list
   elements: str

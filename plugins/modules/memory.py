@@ -90,7 +90,7 @@ options:
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, halted, healed, in_progress_elsewhere, interrupted,
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, fleet, halted, healed, in_progress_elsewhere, interrupted,
               suspended, unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.

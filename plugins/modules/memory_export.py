@@ -68,7 +68,7 @@ options:
   outcome:
     description: With O(format=episodes), only the episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, halted, healed, in_progress_elsewhere, interrupted,
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, fleet, halted, healed, in_progress_elsewhere, interrupted,
               suspended, unreachable]
   fingerprint:
     description: With O(format=episodes), only the episodes of this failure fingerprint.

@@ -23,6 +23,9 @@ description:
     approve (run) one, M(sentinel.heal.execute) or C(sentinel.heal.approve).
   - O(kind=silences) - the silences in force (M(sentinel.heal.silence)).
   - O(kind=suspension) - whether healing is suspended, by whom, when and why (the kill switch, M(sentinel.heal.suspension)).
+  - O(kind=fleet_incidents) - the latest fleet incidents (many hosts failing the same way within a window, healed as one
+    incident - see the C(fleet_min_hosts) option of M(sentinel.heal.heal)), the newest first, at most O(limit); open
+    ones have no C(closed_at).
   - An option of another kind than O(kind) (O(plan_id) with O(kind=episodes), O(host) with O(kind=plans)) fails the
     task, naming the option and its value, rather than being ignored.
 author:
@@ -42,7 +45,7 @@ options:
     description: What to read.
     type: str
     default: episodes
-    choices: [episodes, plans, silences, suspension]
+    choices: [episodes, plans, silences, suspension, fleet_incidents]
   episode_id:
     description: With O(kind=episodes), the one episode to show whole (it takes no filter, nor O(text)).
     type: int
@@ -60,13 +63,13 @@ options:
   outcome:
     description: With O(kind=episodes), only the episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, halted, healed, in_progress_elsewhere, interrupted,
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, fleet, halted, healed, in_progress_elsewhere, interrupted,
               suspended, unreachable]
   fingerprint:
     description: With O(kind=episodes), only the episodes of this failure fingerprint.
     type: str
   limit:
-    description: With O(kind=episodes), at most this many episodes (1-100000).
+    description: With O(kind=episodes) or O(kind=fleet_incidents), at most this many (1-100000).
     type: int
     default: 50
   plan_id:
@@ -160,4 +163,13 @@ suspension:
     - The suspension in force - C(suspended_at), C(suspended_by), C(reason), C(resumed_at), C(resumed_by); null when there is none.
   returned: with kind suspension
   type: dict
+fleet_incidents:
+  description:
+    - The latest fleet incidents, the newest first - each with C(id), C(service), C(failure_class), C(summary) (as the
+      first host said it), C(hosts), C(first_seen) and C(last_seen) (epoch seconds), C(common) (what the hosts' evidence
+      has in common, in words - the same address or name, package change, changed file, full filesystem, error line),
+      C(cleared) (the hosts seen without the failure since), C(closed_at) (null while open) and C(signature).
+  returned: with kind fleet_incidents
+  type: list
+  elements: dict
 """

@@ -362,6 +362,8 @@ class Attempt:
     artifacts: list[str] = field(default_factory=list)  # ansible-runner's run directories, evidence and remediation
     # the think loop's rounds of reads before the plan (brain/investigation.py ReadRound)
     rounds: list[Any] = field(default_factory=list)
+    # the fleet incident the attempt was part of (its id, hosts, what they share), as the rollout node saw it
+    fleet_incident: Mapping[str, Any] | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
 

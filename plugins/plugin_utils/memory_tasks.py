@@ -110,7 +110,7 @@ def _only_with(args: Mapping[str, Any], names: tuple[str, ...], setting: str, va
 
 def info(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars: Mapping[str, Any]) -> dict[str, Any]:
     """What the memory holds, by ``kind``: episodes (one, a full-text search, or filtered), plans (one, or by status),
-    the silences in force, the kill switch. Reads only."""
+    the silences in force, the kill switch, the latest fleet incidents. Reads only."""
     kind = args["kind"]
     if kind != "episodes":
         _only_with(args, ("episode_id", "text", *_FILTERS), "kind", kind, "episodes")
@@ -120,6 +120,8 @@ def info(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars
         return _plans(memory, args)
     if kind == "silences":
         return {"changed": False, "silences": [silence.to_dict() for silence in memory.silences(at=time.time())]}
+    if kind == "fleet_incidents":
+        return {"changed": False, "fleet_incidents": [incident.to_dict() for incident in memory.fleet_incidents(limit=args["limit"])]}
     if kind == "suspension":
         in_force = memory.suspension()
         return {"changed": False, "suspended": in_force is not None, "suspension": in_force.to_dict() if in_force else None}

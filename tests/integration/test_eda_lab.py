@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -217,3 +218,41 @@ def test_a_job_about_one_service_checks_only_it_and_refuses_an_undeclared_one(la
     assert undeclared.rc == 2 and "target_services names a service the host does not declare; field: target_services" in refused, refused
     assert "sshd" in refused.split("field: target_services", 1)[1][:40], refused
     assert not answers(NGINX["node1"]) and episodes(state_dir) == []
+
+
+def test_alerts_of_many_hosts_at_once_are_one_heal_job_and_one_fleet_incident_and_a_restart_keeps_the_window(
+        lab: Any, faults: Faults, tmp_path: Path, state_dir: Path) -> None:
+    """Three hosts alerted about nginx in one body, with the inventory's autoheal_fleet_min_hosts at 2: one fleet event,
+    one heal job for the three, in which the two systemd hosts, failing alike, are one fleet incident (a plan verified
+    before run on its canary first) - the sysv host fails in other words, so on its own - and after a restart of the
+    rulebook, within the window, an alert about nginx again starts no job."""
+    hosts = ("node1", "node2", "node3")
+    inventory = eda_inventory(tmp_path / "inventory", state_dir, autoheal_fleet_min_hosts=2)
+    for name in hosts:
+        faults.inject(name, "nginx-killed")
+    body = alertmanager_payload("node1", "nginx")
+    body["alerts"] = [dict(body["alerts"][0], labels=dict(body["alerts"][0]["labels"], host=name)) for name in hosts]
+    port = free_port()
+    with Rulebook.of("heal_on_alert", inventory, tmp_path / "rulebook.log", ready="listening on 127.0.0.1",
+                     variables={"SENTINEL_HEAL_PORT": str(port)}) as rulebook:
+        status, answer = post_json(f"http://127.0.0.1:{port}/alerts", body)
+        assert (status, answer["fleet"]) == (202, [{"hosts": list(hosts), "service": "nginx"}]), answer
+        rulebook.wait_for(r"^PLAY RECAP", timeout=120)
+        time.sleep(3)  # time enough for a second job to start, were one to
+        assert rulebook.heals() == 1, rulebook.output()
+    assert sorted((episode["host"], episode["outcome"]) for episode in episodes(state_dir)) == [(name, "healed") for name in hosts]
+    with sqlite3.connect(state_dir / "memory.sqlite3") as conn:
+        [(incident_id, closed_at)] = conn.execute("SELECT id, closed_at FROM fleet_incidents").fetchall()
+        members = {row[0] for row in conn.execute("SELECT host FROM fleet_incident_hosts WHERE incident_id = ?", (incident_id,))}
+    assert members == {"node1", "node2"} and closed_at is not None  # its last host healed closed it
+    assert f"fleet incident {incident_id} closed" in rulebook.output()
+
+    faults.undo_all()
+    faults.inject("node1", "nginx-killed")
+    with Rulebook.of("heal_on_alert", inventory, tmp_path / "restarted.log", ready="listening on 127.0.0.1",
+                     variables={"SENTINEL_HEAL_PORT": str(port)}) as restarted:
+        status, answer = post_json(f"http://127.0.0.1:{port}/alerts", alertmanager_payload("node1", "nginx"))
+        assert (status, answer["absorbed"]) == (202, ["nginx on node1: the fleet job 1 of this window covers it (no job of its own)"])
+        time.sleep(5)
+        assert restarted.heals() == 0, restarted.output()
+    assert "no job: nginx on node1: the fleet job 1 of this window covers it" in restarted.output()

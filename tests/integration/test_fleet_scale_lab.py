@@ -1,7 +1,10 @@
 """Twenty lab hosts broken at once, healed with forks=20: every episode recorded once, the blast radius honoured
 (at most 5 remediations at a time, the rest deferred and taken up by the next runs), the flapping limit honoured
 fleet-wide, and the kill switch thrown mid-run honoured by every host. On the same fleet, the run's rollout: a new
-plan is tried on one host first, and a run past its error threshold halts. The session's fleet comes back afterwards."""
+plan is tried on one host first, and a run past its error threshold halts. The session's fleet comes back afterwards.
+
+Each of these limits is about healing host by host, so fleet incidents are off here (HOST_BY_HOST): twenty hosts whose
+nginx died at once are otherwise one fleet incident (test_fleet_incident_lab.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,6 +25,7 @@ from test_fault_survival_lab import slow_plan, wait_for
 
 sys.path.insert(0, str(ROOT / "bench"))
 
+import fleet
 import fleet_speed
 
 HEAL = "playbooks/heal.yml"
@@ -94,6 +99,7 @@ RESET_RUNBOOK = ("---\nid: reset-only\ntitle: reset nginx, start nothing\nservic
 # Of the twenty hosts only node1 and node2 (the lab inventory's group executor, which run_playbook reads too) have an
 # executor: the fleet-wide limits are the controller's, and every host here acts directly, the same way.
 DIRECT = ("-e", "autoheal_enforcement=controller")
+HOST_BY_HOST = ("-e", json.dumps({"autoheal_fleet_min_hosts": 0, "autoheal_fleet_min_percent": 0}))
 
 
 def _rollout(tmp_path: Path, hosts: Path, llm: ScriptedLLM | None = None, **variables: Any) -> list[str]:
@@ -101,7 +107,7 @@ def _rollout(tmp_path: Path, hosts: Path, llm: ScriptedLLM | None = None, **vari
     policy.write_text(ROLLOUT_POLICY)
     # a policy of the test's own, which the controller enforces on every host here (DIRECT)
     extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_enforcement": "controller", "autoheal_builtin_runbooks": False,
-                             "autoheal_max_attempts": 1, **variables}
+                             "autoheal_max_attempts": 1, "autoheal_fleet_min_hosts": 0, "autoheal_fleet_min_percent": 0, **variables}
     if llm is not None:
         extra["autoheal_llm"] = {"model": "scripted-lab", "base_url": llm.base_url, "api_key": "sk-lab-scripted-0123456789abcdef",
                                  "timeout": 10, "max_retries": 1}
@@ -153,6 +159,83 @@ def test_a_new_plan_runs_on_one_host_first_and_on_the_others_only_once_it_verifi
             lab.undo(name, "nginx-killed")
 
 
+class SharedUpstream:
+    """The upstream every storefront proxies to (tests/lab/faults/storefront-upstream-on-controller.sh), on the
+    controller's side of the lab's bridge: up, it answers 200; down, the port refuses."""
+
+    ADDRESS = (fleet.GATEWAY, 8090)
+
+    def __init__(self) -> None:
+        self._server: ThreadingHTTPServer | None = None
+
+    def up(self) -> None:
+        class Upstream(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"the shared upstream")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(self.ADDRESS, Upstream)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+# the storefront every one of the ten hosts serves, declared as the inventory would declare it
+STOREFRONT = {"name": "storefront", "service": "nginx", "ports": [8082], "http": {"url": "http://127.0.0.1:8082/"}, "process": "nginx",
+              "logs": ["/var/log/nginx/error.log"]}
+
+
+def test_ten_hosts_whose_shared_upstream_is_down_are_one_fleet_incident_naming_it_and_its_return_closes_it(
+        lab: Any, twenty: Path, tmp_path: Path) -> None:
+    ten = lab.host_names(10)
+    state = tmp_path / "state"
+    heal = ("--limit", ",".join(ten), "-i", str(twenty), "-f", "10", *DIRECT, "-e", json.dumps({"autoheal_services": [STOREFRONT]}))
+    upstream = SharedUpstream()
+    upstream.up()
+    try:
+        for name in ten:
+            lab.inject(name, "storefront-upstream-on-controller")
+        assert run_playbook(HEAL, *heal, state_dir=state).rc == 0
+        upstream.down()
+        down = run_playbook(HEAL, *heal, state_dir=state)
+        assert down.rc != 0, down.output  # the hosts escalate: someone is paged
+        with sqlite3.connect(state / "memory.sqlite3") as conn:
+            conn.row_factory = sqlite3.Row
+            [incident] = conn.execute("SELECT * FROM fleet_incidents").fetchall()
+            members = {row["host"] for row in conn.execute("SELECT host FROM fleet_incident_hosts WHERE incident_id = ?", (incident["id"],))}
+        assert members == set(ten) and incident["closed_at"] is None and incident["service"] == "storefront"
+        common = json.loads(incident["common_json"])
+        assert common[0] == f"the same address http://{fleet.GATEWAY}:8090", common
+        output = one_line(down.output)
+        assert f"fleet incident {incident['id']}: storefront fails the same way on 10 hosts" in output, down.output
+        assert f"in common: the same address http://{fleet.GATEWAY}:8090" in output
+        # no host healed blindly: a plan verified before may run on the incident's canary, and on no other host once
+        # it failed there; a new plan nowhere
+        rows = episodes(state)
+        assert "healed" not in {row["outcome"] for row in rows}, [(row["host"], row["outcome"]) for row in rows]
+        assert len([name for name, ran in _remediated(state, ten).items() if ran]) <= 1
+
+        upstream.up()
+        back = run_playbook(HEAL, *heal, state_dir=state)
+        assert back.rc == 0, back.output
+        assert len(episodes(state)) == len(rows)  # nothing healed, nothing ran
+        with sqlite3.connect(state / "memory.sqlite3") as conn:
+            assert conn.execute("SELECT closed_at IS NOT NULL FROM fleet_incidents WHERE id = ?", (incident["id"],)).fetchone() == (1,)
+        assert f"fleet incident {incident['id']} closed: storefront on its 10 hosts was seen without the failure" in one_line(back.output)
+    finally:
+        upstream.down()
+        for name in ten:
+            lab.undo(name, "storefront-upstream-on-controller")
+
+
 def test_a_run_past_its_error_threshold_halts_and_the_remaining_hosts_are_left_alone(lab: Any, twenty: Path, tmp_path: Path) -> None:
     four = lab.host_names(4)
     runbooks = tmp_path / "runbooks"
@@ -190,7 +273,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
     names = lab.host_names(COUNT)
     state = tmp_path / "state"
     break_nginx(lab)
-    capped = ("-i", str(hosts), "-f", str(COUNT), "-e", f"autoheal_max_running={CAP}")
+    capped = ("-i", str(hosts), "-f", str(COUNT), "-e", f"autoheal_max_running={CAP}", *HOST_BY_HOST)
     runs = 0
     while runs < 8 and {row["host"] for row in episodes(state) if row["outcome"] == "healed"} != set(names):
         run = run_playbook(HEAL, *capped, state_dir=state)
@@ -208,7 +291,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
 
     # broken again at once: each was remediated once in this hour, and the limit is 1 - nobody is touched
     break_nginx(lab)
-    flapping = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), "-e", "autoheal_flap_limit=1", state_dir=state)
+    flapping = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), "-e", "autoheal_flap_limit=1", *HOST_BY_HOST, state_dir=state)
     output = one_line(flapping.output)
     left = {name for name in names if f"{name}: nginx escalated: nginx: flapping: remediated 1 times in the last 60 min" in output}
     assert left == set(names), flapping.output
@@ -226,7 +309,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
 
     thrower = threading.Thread(target=throw_when_paused)
     thrower.start()
-    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), *DIRECT, state_dir=state)
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 10), *DIRECT, *HOST_BY_HOST, state_dir=state)
     thrower.join()
     assert thrown and run.rc == 0, run.output
     outcomes = {row["host"]: row["outcome"] for row in episodes(state)}
@@ -256,7 +339,7 @@ def test_twenty_hosts_broken_at_once_within_the_blast_radius_the_flapping_limit_
     cutter = threading.Thread(target=cut_when_paused)
     cutter.start()
     began = time.monotonic()
-    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), *DIRECT, state_dir=state)
+    run = run_playbook(HEAL, "-i", str(hosts), "-f", str(COUNT), *slow_plan(tmp_path, 6), *DIRECT, *HOST_BY_HOST, state_dir=state)
     took = time.monotonic() - began
     cutter.join()
     assert cut == lost, "the links were never cut"

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
 from ansible.errors import AnsibleError
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
@@ -20,6 +22,10 @@ from ansible.vars.manager import VariableManager
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
+# the role's variables an event source reads as the heal jobs will (the memory they share, the fleet thresholds)
+# (not the memory's password, which may be vaulted: a source logs in with the URL's, PGPASSWORD or ~/.pgpass)
+SOURCE_VARS = ("autoheal_state_dir", "autoheal_memory_url", "autoheal_fleet_min_hosts", "autoheal_fleet_window")
+ROLE_DEFAULTS = Path(__file__).resolve().parents[3] / "roles" / "autoheal" / "defaults" / "main.yml"
 # One inventory host name, literally: no pattern (node*, ~regex), group arithmetic (a:!b, a&b) or list (a,b)
 # that Ansible's --limit would widen to more hosts than the one named.
 LITERAL_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -38,6 +44,14 @@ class Fleet:
     services: Mapping[str, tuple[str, ...]]
     addresses: Mapping[str, str]
     units: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the role's variables the sources need (where the memory is, the fleet thresholds), as the inventory sets them
+    # for its first host, or the role's defaults: what the heal jobs will see
+    heal_vars: Mapping[str, Any] = field(default_factory=dict)
+
+    def memory_options(self) -> dict[str, Any]:
+        """The options that open the memory the heal jobs share (store/memory.py Memory.from_options)."""
+        return {"state_dir": self.heal_vars["autoheal_state_dir"], "memory_url": self.heal_vars["autoheal_memory_url"] or None,
+                "memory_password": None}
 
     def host_named(self, name: str) -> str | None:
         """The inventory host an event's host field names (its inventory name or its address, with or without a port,
@@ -73,12 +87,16 @@ def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
     services: dict[str, tuple[str, ...]] = {}
     addresses: dict[str, str] = {}
     units: dict[str, dict[str, str]] = {}
+    heal_vars: dict[str, Any] = {}
     for host in hosts:
         host_vars = variables.get_vars(host=host, include_hostvars=False)
         templar = Templar(loader=loader, variables=host_vars)
         try:
             declared = templar.template(host_vars.get("autoheal_services", []))
             address = templar.template(host_vars.get("ansible_host", host.name))
+            if not heal_vars:
+                defaults = role_defaults()
+                heal_vars = {name: templar.template(host_vars.get(name, defaults[name])) for name in SOURCE_VARS}
         except AnsibleError as exc:
             raise ConfigError(f"the inventory's variables of {host.name} cannot be templated: {exc}", field="inventory",
                               value=inventory, hint="fix the variable the message names") from exc
@@ -86,7 +104,13 @@ def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
         units[host.name] = _unit_names(declared)
         if isinstance(address, str) and address != host.name:
             addresses[address] = host.name
-    return Fleet(services=services, addresses=addresses, units=units)
+    return Fleet(services=services, addresses=addresses, units=units, heal_vars=heal_vars)
+
+
+def role_defaults() -> dict[str, Any]:
+    """The defaults of the role sentinel.heal.autoheal, which the heal jobs run."""
+    loaded = yaml.safe_load(ROLE_DEFAULTS.read_text(encoding="utf-8"))
+    return dict(loaded) if isinstance(loaded, dict) else {}
 
 
 def _service_names(host: str, declared: Any) -> tuple[str, ...]:

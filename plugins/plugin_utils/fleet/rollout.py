@@ -36,8 +36,16 @@ class CanaryKey:
         """The canary a plan needs in a run, or None for a plan that was verified before (a runbook's, memory's)."""
         if plan.source not in UNPROVEN_SOURCES:
             return None
-        steps = json.dumps(plan.templates).encode()
-        return cls(run_id=run_id, fingerprint=failure.fingerprint, plan_key=hashlib.sha256(steps).hexdigest()[:32])
+        return cls(run_id=run_id, fingerprint=failure.fingerprint, plan_key=_plan_key(plan))
+
+    @classmethod
+    def of_fleet_incident(cls, incident_id: int, signature: str, plan: Plan) -> CanaryKey:
+        """The canary of any plan in a fleet incident: one host of the incident tries it first, whatever run it is in."""
+        return cls(run_id=f"fleet-incident-{incident_id}", fingerprint=hashlib.sha256(signature.encode()).hexdigest()[:32], plan_key=_plan_key(plan))
+
+
+def _plan_key(plan: Plan) -> str:
+    return hashlib.sha256(json.dumps(plan.templates).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,17 @@ class HealedNode(_EndNode):
 
 
 class EscalateNode(_EndNode):
-    """A person is paged: what changed since the service last worked comes first, since most outages follow a change."""
+    """A person is paged: what changed since the service last worked comes first, since most outages follow a change,
+    then the fleet incident the failure is part of, since its cause is most likely what the hosts share."""
 
     node_name = "escalate"
     status = Status.ESCALATED.value
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
-        changed = state.failure.what_changed
-        if changed:
-            state.reason = f"{changed}. {state.reason}" if state.reason else changed
+        fleet = state.fleet_incident
+        lead = [said for said in (state.failure.what_changed,
+                                  fleet.describe() if fleet and f"fleet incident {fleet.id}:" not in state.reason else None) if said]
+        state.reason = ". ".join([*lead, state.reason] if state.reason else lead)
         return super().post(state, prep_res, exec_res)
 
 

@@ -8,6 +8,7 @@ from typing import Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import LLMUse
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import Flow
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Verdict
@@ -52,11 +53,13 @@ def build_flow(tools: Toolkit, start: str = "diagnose") -> Flow[IncidentState]:
     return Flow(start=start, nodes=nodes, edges=EDGES, entering=lambda node, state: tools.progress(state, node))
 
 
-def heal_incident(failure: Failure, tools: Toolkit, dependencies: Sequence[DependencyOutcome] = ()) -> IncidentOutcome:
-    """Heal one failed service; ``dependencies``: the failing services it needs, healed before it in this run."""
+def heal_incident(failure: Failure, tools: Toolkit, dependencies: Sequence[DependencyOutcome] = (),
+                  fleet_incident: FleetIncident | None = None) -> IncidentOutcome:
+    """Heal one failed service; ``dependencies``: the failing services it needs, healed before it in this run;
+    ``fleet_incident``: the one it is part of, when many hosts fail alike."""
     llm = tools.planner.llm
     state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None,
-                          dependencies=tuple(dependencies))
+                          dependencies=tuple(dependencies), fleet_incident=fleet_incident)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
     trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace, llm_model=llm.settings.model if llm else "")

@@ -26,6 +26,8 @@ of it is built on.
     rollout ─halted─▶ record           (more than max_fail_percentage of the run's hosts failed verification: nothing more runs)
     rollout ─deferred─▶ record         (a new plan's canary, its first host in the run, failed it or has not verified it in time)
     rollout ─suspended─▶ record        (the kill switch, thrown while waiting for the canary)
+    rollout ─fleet─▶ record ─escalate─▶ escalate   (part of a fleet incident: a new plan runs on no host, a verified one
+                                       only on the incident's canary first, and nowhere once it failed there; fleet/incidents.py)
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
     execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now) · ─▶ in_progress_elsewhere
@@ -104,7 +106,7 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "observe": {DEFAULT_ACTION: "plan"},
     "guard": {"allow": "rollout", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
-    "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record"},
+    "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record", "fleet": "record"},
     "execute": {"executed": "verify", "refused": "record", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
                 "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},

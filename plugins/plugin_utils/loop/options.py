@@ -68,6 +68,9 @@ HEAL_SPEC: dict[str, Any] = dict(
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
     restore_known_good=dict(type="str", default="approve", choices=["approve", "auto", "off"]),
     target_services=dict(type="list", elements="str", default=[]),
+    fleet_min_hosts=dict(type="int", default=5),
+    fleet_min_percent=dict(type="int", default=50),
+    fleet_window=dict(type="int", default=600),
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),

@@ -6,14 +6,17 @@ from __future__ import annotations
 import shlex
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome
 
 
-def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: bool) -> dict[str, Any]:
+def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: bool,
+                fleet_closed: Sequence[FleetIncident] = ()) -> dict[str, Any]:
     incidents = [outcome.to_dict() for outcome in outcomes]
     status = Status.worst([Status(i["status"]) for i in incidents]).value
     plan_ids = [i["plan_id"] for i in incidents if i["plan_id"]]
+    summary = [summary_line(host, i, check_mode) for i in incidents] or [f"{host}: every declared service is healthy"]
     return {
         # check mode reports what would change, as Ansible modules do: an allowed plan would run
         "changed": any(i["changed"] or (check_mode and i["status"] == Status.PLANNED.value) for i in incidents),
@@ -24,10 +27,17 @@ def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: b
         "plan_ids": plan_ids,
         "incidents": incidents,
         "timeline": [event for outcome in outcomes for event in outcome.state.timeline],
-        "summary": [summary_line(host, i, check_mode) for i in incidents] or [f"{host}: every declared service is healthy"],
+        "summary": summary + [closed_line(host, incident) for incident in fleet_closed],
         "warnings": [warning for i in incidents for warning in i["warnings"]],
         "pending_plans": [pending_plan(host, i) for i in incidents if i["plan_id"]],
+        # fleet incidents this host's check or heal closed: every host of theirs was seen without their failure
+        "fleet_incidents_closed": [incident.to_dict() for incident in fleet_closed],
     }
+
+
+def closed_line(host: str, incident: FleetIncident) -> str:
+    return (f"{host}: fleet incident {incident.id} closed: {incident.service} on its {len(incident.hosts)} hosts was seen without the "
+            f"failure it opened with ({incident.summary})")
 
 
 def pending_plan(host: str, incident: dict[str, Any]) -> dict[str, Any]:

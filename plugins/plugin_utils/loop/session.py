@@ -30,6 +30,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     target_for_task,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, FleetView, see
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
@@ -82,6 +83,7 @@ class HealSession:
     def __init__(self, args: Mapping[str, Any], task: TaskContext) -> None:
         check_ranges(args, LIMITS)
         check_depends_on(args["services"])
+        self.fleet = FleetSettings.from_options(args)
         self.args, self.task = args, task
         # what this task checks and heals: the services it targets and those they need (all, when it targets none)
         self.services = with_what_they_need(args["services"], args.get("target_services") or [])
@@ -112,39 +114,58 @@ class HealSession:
                 interrupted = memory.reap_interrupted(at=time.time(), host=host, steps_started=steps_started) \
                     if self.writes and memory is not None else []
                 tools = self._toolkit(secrets, llm_settings, memory)
-                return redact(_with_interrupted(self.handle(failures, tools), host, interrupted), secrets)  # type: ignore[no-any-return]
+                fleet = self._fleet_view(memory, failures, tools) if self.writes and memory is not None else FleetView()
+                return redact(_with_interrupted(self.handle(failures, tools, fleet), host, interrupted), secrets)  # type: ignore[no-any-return]
             finally:
                 if memory is not None:
                     memory.close()
         except HostUnreachable as exc:
             return {"unreachable": True, "status": Status.UNREACHABLE.value, "msg": str(exc)}
 
-    def handle(self, failures: list[Failure], tools: Toolkit | None) -> dict[str, Any]:
-        """The task's result from the failures (``tools`` is None when there are none)."""
+    def handle(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView | None = None) -> dict[str, Any]:
+        """The task's result from the failures (``tools`` is None when there are none), each taken through the loop as
+        part of the fleet incident ``fleet`` says it is in, if any."""
+        fleet = fleet or FleetView()
         outcomes: list[IncidentOutcome] = []
+        closed = list(fleet.closed)
         if tools is not None:
             ended: dict[str, DependencyOutcome] = {}
             for failure, needs in dependencies_first(failures):
-                outcomes.append(heal_incident(failure, tools, [ended[name] for name in needs]))
+                outcomes.append(heal_incident(failure, tools, [ended[name] for name in needs], fleet.incidents.get(failure.service)))
                 ended[failure.service] = DependencyOutcome(failure.service, outcomes[-1].state.status, outcomes[-1].state.reason)
-        result = host_result(self.task.host, outcomes, check_mode=not self.writes)
+            closed += _clear_healed(tools, [outcome for outcome in outcomes if outcome.state.fleet_incident is not None])
+        result = host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
         return result
 
+    def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
+        """This host's check told to the other hosts of its run, and which fleet incident each failure is part of: not a
+        unit a person masked, nor a service a person silenced - their decisions are theirs, not a fleet's failure."""
+        failing = {failure.service for failure in failures}
+        sighted = [failure for failure in failures if failure.masked_unit is None and tools.silence(failure) is None]
+        task_vars = self.task.task_vars
+        return see(memory, self.task.host, sighted, [spec["name"] for spec in self.services if spec["name"] not in failing], self.fleet,
+                   run_id=tools.blast_radius.run_id, run_hosts=tools.blast_radius.run_hosts,
+                   batch_hosts=len(task_vars.get("ansible_play_batch") or [self.task.host]), at=time.time())
+
     def _healthy(self) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
-        interrupted here; a memory that cannot be opened then is a warning, not a failure of a healthy host."""
-        handled, args = self.handle([], None), self.args
+        interrupted here and that it was checked (for the hosts of its run that fail, and the fleet incidents it was part
+        of); a memory that cannot be opened then is a warning, not a failure of a healthy host."""
+        args = self.args
         if not self.writes or not memory_exists(args["state_dir"], args["memory_url"]):
-            return handled
+            return self.handle([], None)
         try:
             with Memory.from_options(args) as memory:
                 interrupted = memory.reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
+                closed = memory.report_check(blast_radius(args, self.task.task_vars).run_id, self.task.host, [],
+                                             [spec["name"] for spec in self.services], at=time.time())
         except MemoryStoreError as exc:
+            handled = self.handle([], None)
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
             return handled
-        return _with_interrupted(handled, self.task.host, interrupted)
+        return _with_interrupted(self.handle([], None, FleetView(closed=tuple(closed))), self.task.host, interrupted)
 
     def _toolkit(self, secrets: Sequence[str], llm_settings: LLMSettings | None, memory: Memory | None) -> Toolkit:
         args, task, writes = self.args, self.task, self.writes
@@ -256,6 +277,14 @@ def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[M
     now = time.time()
     silenced = None if memory is None else memory.silenced_because(failure.host, groups, failure.service, at=now)
     return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now)
+
+
+def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[FleetIncident]:
+    """The fleet incidents a healed (or recovered) host leaves, closed when it was the last of their hosts."""
+    healed = [outcome.state.failure.service for outcome in outcomes if outcome.state.status in (Status.HEALED.value, Status.RECOVERED.value)]
+    if tools.memory is None or not healed:
+        return []
+    return tools.memory.clear_fleet_incidents(tools.target.name, healed, at=time.time())
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

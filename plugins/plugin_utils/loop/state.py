@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target, steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
@@ -134,6 +135,8 @@ class IncidentState:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     # the failing services this one needs, healed before it in this run, and how each ended
     dependencies: tuple[DependencyOutcome, ...] = ()
+    # the fleet incident this failure is part of (many hosts fail alike): no plan runs host by host
+    fleet_incident: FleetIncident | None = None
 
     @property
     def attempt(self) -> Attempt:
@@ -200,4 +203,5 @@ class IncidentOutcome:
             "warnings": state.warnings,
             # the chain: what it needs that failed too, healed first
             "depends_on": [dependency.to_dict() for dependency in state.dependencies],
+            "fleet_incident": state.fleet_incident.to_dict() if state.fleet_incident else None,
         }

@@ -95,7 +95,8 @@ def audit_records(episode: Mapping[str, Any]) -> list[dict[str, Any]]:
     verification = results.get("verification") or {}
     if verification:
         records.append(record("verification", finished, healthy=bool(verification.get("healthy")), summary=str(verification.get("summary", ""))))
-    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified"))))
+    fleet = {"fleet_incident": results["fleet_incident"]} if results.get("fleet_incident") else {}
+    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified")), **fleet))
     return records
 
 

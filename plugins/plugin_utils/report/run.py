@@ -227,6 +227,32 @@ def fleet_overview(rows: Sequence[tuple[str, str, Counter[str], float]]) -> str:
             f"<table class='fleet'><tr><th>host</th><th>needs</th>{head}<th>time</th></tr>{body}</table>")
 
 
+def fleet_incidents_html(hosts: Mapping[str, Mapping[str, Any]]) -> str:
+    """The fleet incidents of the run, each once, before the hosts it spans: many hosts failing alike are one cause to
+    look for, and what their evidence has in common is where to start; and those the run closed."""
+    found: dict[int, Mapping[str, Any]] = {}
+    closed: dict[int, Mapping[str, Any]] = {}
+    for result in hosts.values():
+        for incident in result.get("incidents") or []:
+            if incident.get("fleet_incident"):
+                found.setdefault(int(incident["fleet_incident"]["id"]), incident["fleet_incident"])
+        for fleet in result.get("fleet_incidents_closed") or []:
+            closed[int(fleet["id"])] = fleet
+    parts = []
+    for number, fleet in sorted(found.items()):
+        hosts_of = ", ".join(str(host) for host in fleet.get("hosts") or [])
+        common = "".join(f"<li>{esc(said)}</li>" for said in fleet.get("common") or []) or "<li>nothing their evidence shows</li>"
+        parts.append(f"<section class='fleet-incident' data-fleet-incident='{number}'><h2 class='status escalated'>fleet incident {number}: "
+                     f"{esc(fleet.get('service'))} fails the same way on {len(fleet.get('hosts') or [])} hosts</h2>"
+                     f"<p class='reason'>{esc(fleet.get('summary'))}</p><p>hosts: {esc(hosts_of)}</p><p>in common:</p><ul>{common}</ul>"
+                     "<p class='next'>next: look for the cause the hosts share (above); no new plan runs on them while it is open, "
+                     "and it closes once each host is seen without the failure</p></section>")
+    parts += [f"<p class='fleet-incident-closed' data-fleet-incident='{number}'>fleet incident {number} ({esc(fleet.get('service'))} on "
+              f"{len(fleet.get('hosts') or [])} hosts) closed: each of its hosts was seen without its failure</p>"
+              for number, fleet in sorted(closed.items())]
+    return "".join(parts)
+
+
 def run_report_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
     """The report of one run from what M(sentinel.heal.heal) returned per host (loop.results.host_result)."""
     rows = []
@@ -245,5 +271,5 @@ def run_report_html(hosts: Mapping[str, Mapping[str, Any]], *, title: str) -> st
         body = "".join(_interrupted_html(host, entry) for entry in result.get("interrupted") or [])
         body += "".join(incident_html({"host": host, **incident}, timeline=result.get("timeline") or []) for incident in incidents)
         sections.append(f"<div id='{esc(host)}'>{body}</div>" if body else "")
-    body = fleet_overview(rows) + ("".join(sections) or "<p>every declared service was healthy</p>")
+    body = fleet_overview(rows) + fleet_incidents_html(hosts) + ("".join(sections) or "<p>every declared service was healthy</p>")
     return page(title, body)

@@ -16,9 +16,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import alerts as alerts_throttle
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import incidents
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.alerts import AlertVerdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, Sighting
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence
@@ -55,10 +59,10 @@ _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_i
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred",
-                      "interrupted", "in_progress_elsewhere", "halted"})
+                      "interrupted", "in_progress_elsewhere", "halted", "fleet"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
 # outcomes of an attempt that a limit (the kill switch, the blast radius, the run's rollout) stopped before it started
-HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted"})
+HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted", "fleet"})
 # the episodes' columns that hold JSON
 JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
@@ -297,6 +301,13 @@ class Memory:
         if dry_run:
             return int(self._db.execute(f"SELECT count(*) FROM episodes WHERE {_PRUNABLE}", (before,)).fetchone()[0])
         with self._transaction() as db:
+            # what hosts saw fail, and the fleet incidents closed, before that time go with the episodes
+            db.execute("DELETE FROM sightings WHERE seen_at < ?", (before,))
+            db.execute("DELETE FROM alerts WHERE at < ?", (before,))
+            db.execute("DELETE FROM alert_fleets WHERE until < ?", (before,))
+            closed = "SELECT id FROM fleet_incidents WHERE closed_at < ?"
+            db.execute(f"DELETE FROM fleet_incident_hosts WHERE incident_id IN ({closed})", (before,))
+            db.execute("DELETE FROM fleet_incidents WHERE closed_at < ?", (before,))
             return db.execute(f"DELETE FROM episodes WHERE {_PRUNABLE}", (before,)).rowcount
 
     def artifacts_kept_by_prune(self, *, before: float) -> set[str]:
@@ -404,6 +415,40 @@ class Memory:
         with self._transaction() as db:
             return claim_canary(db, key, host=host, owner=owner, at=at)
 
+    def report_check(self, run_id: str, host: str, sightings: Iterable[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
+        """What a host's check saw in its run, for the other hosts of the run and later runs to count: the failures it
+        saw (``sightings``), and the services it saw without the failure of their open fleet incidents (``clear``); the
+        fleet incidents that closed with it."""
+        with self._transaction() as db:
+            incidents.record_sightings(db, [incidents.checked(run_id, host, at), *sightings])
+            return incidents.clear(db, host, clear, at=at)
+
+    def run_hosts_sighted(self, run_id: str) -> int:
+        """How many hosts of the run wrote what they saw fail."""
+        return int(self._db.execute("SELECT count(DISTINCT host) FROM sightings WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+    def fleet_incident_of(self, sighting: Sighting, settings: FleetSettings, *, run_hosts: int) -> FleetIncident | None:
+        """The fleet incident this host's failure is part of (opened now when it crosses the thresholds), or None."""
+        with self._transaction() as db:
+            return incidents.join_or_open(db, sighting, settings, run_hosts=run_hosts)
+
+    def clear_fleet_incidents(self, host: str, services: Iterable[str], *, at: float) -> list[FleetIncident]:
+        """``host`` was seen without the failure of ``services``' open fleet incidents (healed, say); the incidents that
+        closed with it."""
+        if not incidents.any_open(self._db):
+            return []
+        with self._transaction() as db:
+            return incidents.clear(db, host, services, at=at)
+
+    def admit_alerts(self, alerts: Sequence[tuple[str, str]], *, at: float, min_hosts: int, window: float) -> list[AlertVerdict]:
+        """Record the alerts (host, service) an event source accepted in one body; what becomes of each service's: a
+        job per host, one fleet job, or nothing (a fleet job of the window covers them)."""
+        with self._transaction() as db:
+            return alerts_throttle.admit(db, alerts, at=at, min_hosts=min_hosts, window=window)
+
+    def fleet_incidents(self, *, open_only: bool = False, limit: int = 50) -> list[FleetIncident]:
+        return incidents.fleet_incidents(self._db, open_only=open_only, limit=limit)
+
     def failed_hosts(self, run_id: str) -> list[str]:
         """The hosts on which a remediation of the run failed verification: what its error threshold counts."""
         rows = self._db.execute("SELECT DISTINCT host FROM episodes WHERE run_id = ? AND outcome = 'failed' ORDER BY host", (run_id,))
@@ -501,6 +546,7 @@ def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id:
         "steps": [result.to_dict() for result in attempt.results],
         "verification": dict(attempt.verification),
         "artifacts": list(attempt.artifacts),
+        **({"fleet_incident": dict(attempt.fleet_incident)} if attempt.fleet_incident else {}),
     }
     os_family, service_manager = host_family(failure.facts)
     return {

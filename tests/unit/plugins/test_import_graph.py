@@ -97,9 +97,9 @@ def test_a_circle_is_found_however_long() -> None:
 def test_the_store_imports_only_the_data_it_keeps_never_what_runs_or_decides() -> None:
     """Data goes one way, from the loop into the memory: the store never reads a runner's artifacts, a plan's policy or
     a model's answer itself (what a killed run had started reaches it as a function of the caller's, fleet/leases.py);
-    it keeps what the fleet's coordination (leases, canaries, silences) asks it to."""
+    it keeps what the fleet's coordination (leases, canaries, silences, fleet incidents, alerts) asks it to."""
     graph = import_graph()
     outside = {dependency for module, dependencies in graph.items() if module.startswith("plugin_utils.store.")
                for dependency in dependencies if not dependency.startswith("plugin_utils.store.")}
-    assert outside == {"plugin_utils.errors", "plugin_utils.incident", "plugin_utils.fleet.leases", "plugin_utils.fleet.rollout",
-                       "plugin_utils.fleet.silences"}
+    assert outside == {"plugin_utils.errors", "plugin_utils.incident", "plugin_utils.fleet.alerts", "plugin_utils.fleet.incidents",
+                       "plugin_utils.fleet.leases", "plugin_utils.fleet.rollout", "plugin_utils.fleet.silences"}

@@ -10,6 +10,7 @@ import hmac
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,15 @@ description:
     outside never reaches a rulebook's variables or a playbook.
   - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager), C(webhook), or C(mapped) through O(host_query)), C(reason)) and
     C(meta.hosts), the one host, so that a C(run_playbook) action is limited to it.
-  - Answers 202 with C(status) C(accepted), the accepted requests and why the rest were ignored; 200 with C(status)
+  - Alerts about one service on many hosts at once are one fleet incident, not one heal job per host - every accepted
+    alert is written to the memory the heal jobs share (the inventory's C(autoheal_state_dir) or C(autoheal_memory_url);
+    a PostgreSQL memory logs in with the URL's password, C(PGPASSWORD) or C(~/.pgpass)); once the alerts about a service
+    name C(autoheal_fleet_min_hosts) hosts within C(autoheal_fleet_window) seconds (the inventory's, as the jobs read
+    them; 5 and 600 by default), one fleet event C(sentinel) (C(hosts), C(service), C(source), C(reason)) with
+    C(meta.hosts) naming all of them goes on the queue, and further alerts about that service are absorbed (logged, no
+    event) until the window ends - also across a restart of the rulebook, since the throttle is the memory's.
+  - Answers 202 with C(status) C(accepted), the accepted requests, the fleet events (C(fleet)), what was absorbed and
+    why the rest were ignored; 200 with C(status)
     C(ignored) and why, when the body heals nothing; 400 for a body that is not JSON (logged with the sender's address
     and the reason), 401 without the O(token).
   - The inventory is read once, at start; restart the rulebook after changing it.
@@ -116,6 +125,8 @@ sys.path.append(str(Path(__file__).parents[7]))
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import AlertMapping, read_alerts  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import ALERT_WEBHOOK_OPTIONS, source_options  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.alert_webhook")
 # Alertmanager groups alerts into one body; a body this large is no alert
@@ -126,6 +137,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     options = source_options("alert_webhook", ALERT_WEBHOOK_OPTIONS, args)
     fleet = read_fleet(options["inventory"], options["hosts"])
     mapping = AlertMapping.of(options["alerts_query"], options["host_query"], options["service_query"])
+    memory = Memory.from_options(fleet.memory_options())
 
     async def receive(request: web.Request) -> web.Response:
         if options["token"] and not hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {options['token']}"):
@@ -136,7 +148,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
         except (ValueError, UnicodeDecodeError) as exc:
             logger.warning("refused a body from %s: it is not JSON (%s)", request.remote, exc)
             return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
-        answer = await _enqueue(queue, payload, fleet, options, mapping)
+        answer = await _enqueue(queue, payload, fleet, options, mapping, memory)
         return web.json_response(answer, status=202 if answer["status"] == "accepted" else 200)
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
@@ -149,14 +161,22 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
         await asyncio.Future()  # until ansible-rulebook stops the source
     finally:
         await runner.cleanup()
+        memory.close()
 
 
 async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, options: dict[str, Any],
-                   mapping: AlertMapping | None) -> dict[str, Any]:
+                   mapping: AlertMapping | None, memory: Memory) -> dict[str, Any]:
     requests, ignored = read_alerts(payload, fleet, options["host_labels"], options["service_labels"], mapping)
     for why in ignored:
         logger.warning("ignored an alert: %s", why)
-    for request in requests:
-        await queue.put(request.event())
+    admitted = admit(requests, memory, fleet, at=time.time()) if requests else None
+    for event in admitted.events if admitted else []:
+        await queue.put(event)
+    for request in admitted.fleets if admitted else []:
+        logger.warning("one fleet job for %s on %s: %s", request.service, ", ".join(request.hosts), request.reason)
+    for line in admitted.absorbed if admitted else []:
+        logger.warning("no job: %s", line)
     return {"status": "accepted" if requests else "ignored",
-            "accepted": [{"host": request.host, "service": request.service} for request in requests], "ignored": ignored}
+            "accepted": [{"host": request.host, "service": request.service} for request in requests], "ignored": ignored,
+            "fleet": [{"hosts": list(request.hosts), "service": request.service} for request in admitted.fleets] if admitted else [],
+            "absorbed": admitted.absorbed if admitted else []}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ description:
   - The event is C(sentinel) (C(host), C(service), C(source=watchdog), C(reason=failing), and the service's
     C(failure_class), C(summary), C(checks) and C(evidence) as service_check returned them) and C(meta.hosts), the one
     host, so that a C(run_playbook) action is limited to it.
+  - A service that starts failing on many hosts at once is one fleet incident, not one heal job per host - as for
+    C(sentinel.heal.alert_webhook) (its documentation says how), one fleet event with C(hosts) and C(meta.hosts) naming
+    all of them, and nothing more about the service until the window ends (the throttle is in the memory the heal
+    jobs share).
   - The inventory is read once, at start; restart the rulebook after changing it.
   - Stops cleanly when ansible-rulebook shuts down (a round's C(ansible) run is killed and waited for).
 options:
@@ -93,8 +98,10 @@ sys.path.append(str(Path(__file__).parents[7]))
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import EventMapping  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Leash  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.watchdog")
 # a round that hangs (a host that stops answering mid-check) is killed after this long and counts as unchecked
@@ -104,7 +111,9 @@ ROUND_TIMEOUT_S = 120.0
 async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     options = source_options("watchdog", WATCHDOG_OPTIONS, args)
     mapping = EventMapping.of(options["host_query"], options["service_query"])
-    watch = Watch.of(read_fleet(options["inventory"], options["hosts"]), options["services"], mapping)
+    fleet = read_fleet(options["inventory"], options["hosts"])
+    watch = Watch.of(fleet, options["services"], mapping)
+    memory = Memory.from_options(fleet.memory_options())
     command = watch.command(options["inventory"], options["become"], options["log_lines"])
     logger.info("watching %s every %gs", ", ".join(f"{host}: {' '.join(names)}" for host, names in sorted(watch.targets.items())),
                 options["interval"])
@@ -120,10 +129,15 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
                 logger.warning("%s", note)
             for request in requests:
                 logger.warning("%s: %s is failing: %s", request.host, request.service, request.facts.get("summary", ""))
-                await queue.put(request.event())
+            admitted = admit(requests, memory, fleet, at=time.time()) if requests else None
+            for event in admitted.events if admitted else []:
+                await queue.put(event)
+            for line in admitted.absorbed if admitted else []:
+                logger.warning("no job: %s", line)
             await asyncio.sleep(max(0.0, options["interval"] - (loop.time() - started)))
     finally:
         leash.release()
+        memory.close()
 
 
 async def _round(command: list[str], env: dict[str, str], leash: Leash) -> str:

@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
@@ -149,3 +150,22 @@ def test_a_service_that_answered_once_what_it_needs_was_healed_shows_the_chain(t
     text = "".join(page.text)
     assert "web1 storefront: recovered" in text and "needs upstream (healed), failing too and healed first" in text
     assert "storefront answers again since what it needs was healed first: upstream (healed); nothing ran for storefront" in text
+
+
+def test_a_fleet_incident_is_shown_once_before_its_hosts_with_what_they_share_and_one_closed_is_said(tmp_path: Path) -> None:
+    fleet = FleetIncident(id=7, signature="s", service="nginx", failure_class="not_running", summary="nginx is not running",
+                          hosts=("web1", "web2"), first_seen=1.0, last_seen=3.0, common=("the same address http://10.0.0.9:8090",))
+    hosts = {}
+    for host in fleet.hosts:
+        outcome = heal_incident(nginx_failure("not_running", host=host), _tools(tmp_path / host, ScriptedExecutor(), [HEALTHY]),
+                                fleet_incident=fleet)
+        hosts[host] = host_result(host, [outcome], check_mode=False)
+    closed = dataclasses.replace(fleet, id=6, closed_at=5.0)
+    hosts["web3"] = host_result("web3", [], check_mode=False, fleet_closed=[closed])
+    page = run_report_html(hosts, title="run")
+    parsed = _Page()
+    parsed.feed(page)
+    assert [attrs["data-fleet-incident"] for tag, attrs in parsed.tags if tag == "section" and "data-fleet-incident" in attrs] == ["7"]
+    assert "fleet incident 7: nginx fails the same way on 2 hosts" in page and "<li>the same address http://10.0.0.9:8090</li>" in page
+    assert page.index("data-fleet-incident='7'") < page.index("<div id='web1'>")
+    assert "fleet incident 6 (nginx on 2 hosts) closed: each of its hosts was seen without its failure" in page
