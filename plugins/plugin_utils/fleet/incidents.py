@@ -227,6 +227,12 @@ class FleetView:
     closed: tuple[FleetIncident, ...] = ()
 
 
+def counted(failures: Sequence[Failure], silenced: Callable[[Failure], str | None]) -> list[Failure]:
+    """What of a host's failures counts toward fleet incidents: not a unit a person masked, nor a service a person
+    silenced (what ``silenced`` says holds it) - their decisions are theirs, not a fleet's failure."""
+    return [failure for failure in failures if failure.masked_unit is None and silenced(failure) is None]
+
+
 def see(store: SightingStore, host: str, failures: Sequence[Failure], clear: Iterable[str], settings: FleetSettings, *, run_id: str,
         run_hosts: int, batch_hosts: int, at: float, clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep) -> FleetView:

@@ -30,7 +30,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     target_for_task,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, FleetView, see
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, FleetView, counted, see
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
@@ -140,14 +140,12 @@ class HealSession:
         return result
 
     def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
-        """This host's check told to the other hosts of its run, and which fleet incident each failure is part of: not a
-        unit a person masked, nor a service a person silenced - their decisions are theirs, not a fleet's failure."""
+        """This host's check told to the other hosts of its run, and which fleet incident each failure is part of."""
         failing = {failure.service for failure in failures}
-        sighted = [failure for failure in failures if failure.masked_unit is None and tools.silence(failure) is None]
-        task_vars = self.task.task_vars
-        return see(memory, self.task.host, sighted, [spec["name"] for spec in self.services if spec["name"] not in failing], self.fleet,
-                   run_id=tools.blast_radius.run_id, run_hosts=tools.blast_radius.run_hosts,
-                   batch_hosts=len(task_vars.get("ansible_play_batch") or [self.task.host]), at=time.time())
+        clear = [spec["name"] for spec in self.services if spec["name"] not in failing]
+        batch = self.task.task_vars.get("ansible_play_batch") or [self.task.host]
+        return see(memory, self.task.host, counted(failures, tools.silence), clear, self.fleet, run_id=tools.blast_radius.run_id,
+                   run_hosts=tools.blast_radius.run_hosts, batch_hosts=len(batch), at=time.time())
 
     def _healthy(self) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left

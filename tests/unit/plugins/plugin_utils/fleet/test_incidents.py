@@ -13,6 +13,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Config
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import (
     FleetSettings,
     common_to,
+    counted,
     gather,
     sighting_of,
     signature_of,
@@ -141,3 +142,10 @@ def test_the_forks_gather_until_the_whole_run_wrote_or_nobody_wrote_for_the_gap(
     gather(lambda: next(growing), run_hosts=1000, clock=lambda: now[0], sleep=sleep, gap=1.0, window=5.0)
     assert now[0] == pytest.approx(5.0)  # never longer than the window
     gather(lambda: pytest.fail("a run of one host waits for nobody"), run_hosts=1)
+
+
+def test_a_unit_a_person_masked_or_a_service_a_person_silenced_counts_toward_no_fleet_incident() -> None:
+    masked = dataclasses.replace(upstream_down("web1"), failure_class="masked")
+    silenced, failing = upstream_down("web2"), upstream_down("web3")
+    said = {"web2": "silenced by alice until 2026-11-29 06:00:00 UTC: upstream migration"}
+    assert counted([masked, silenced, failing], lambda failure: said.get(failure.host)) == [failing]
