@@ -164,17 +164,18 @@ class RunnerExecutor:
         ended = ""
 
         def cancel() -> bool:
-            # ansible-runner's own timeout kills ansible-playbook's process group only, and Ansible's workers have
-            # sessions of their own: past the limit, or once the job is gone, the leash kills the run's whole tree
+            # ansible-runner's own cancel and timeout kill ansible-playbook's process group only, and Ansible's workers
+            # have sessions of their own: past the limit, once the job is gone, or told to stop (the kill switch), the
+            # leash kills the run's whole tree, so no worker hangs on, or runs its step on, after the run
             nonlocal ended
             if os.getppid() != self._job:
                 ended = "job gone"
             elif time.monotonic() - began > time_limit:
                 ended = "timed out"
-            if ended:
+            if ended or (stop is not None and stop()):
                 leash.kill()
                 return True
-            return bool(stop is not None and stop())
+            return False
 
         try:
             runner = ansible_runner.run(

@@ -53,6 +53,20 @@ def _run_in_child(root: Path) -> None:
                              purpose="remediation", started=(root / "run_dir").write_text)
 
 
+def _processes_mentioning(text: str) -> list[str]:
+    """The command lines of the processes any of whose arguments contains ``text``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if any(text in arg for arg in argv):
+                found.append(" ".join(argv))
+    return found
+
+
 def _wait_for(condition: object, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -93,11 +107,15 @@ def test_every_word_reaches_the_host_as_written_and_a_finished_run_leaves_no_wat
 def test_a_run_told_to_stop_starts_no_step_after_it(tmp_path: Path) -> None:
     """The kill switch, thrown while a run is on: ansible-runner polls it, and no step starts once it is thrown."""
     first, last = tmp_path / "first", tmp_path / "last"
-    steps = [RunStep(argv=("touch", str(first)), become=False), RunStep(argv=("sleep", "5"), become=False),
+    steps = [RunStep(argv=("touch", str(first)), become=False), RunStep(argv=("sleep", "30.4321"), become=False),
              RunStep(argv=("touch", str(last)), become=False)]
     report = RunnerExecutor(tmp_path / "runs").run(LOCAL, steps, purpose="remediation", stop=first.exists, timeout=60)
     assert report.stopped and report.results[0].status == "ok"
     assert report.results[2].status == "skipped" and not last.exists()
+    # the run is stopped whole: ansible-runner alone would kill ansible-playbook and orphan its workers, which have
+    # sessions of their own (they would hang on, one per host, long after the run)
+    assert _wait_for(lambda: not _processes_mentioning(str(tmp_path)) and not _processes_with("30.4321"), 10), \
+        _processes_mentioning(str(tmp_path))
 
 
 def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
