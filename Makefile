@@ -120,7 +120,7 @@ test: setup
 	checks_log=$$(mktemp); \
 	echo "== lint, sanity, unit and platform, beside the lab scenarios (their output follows the scenarios')"; \
 	$(MAKE) --no-print-directory lint sanity unit platform > "$$checks_log" 2>&1 & checks_pid=$$!; \
-	trap 'kill $$checks_pid 2>/dev/null; rm -f "$$checks_log"' EXIT; \
+	trap 'kill $$checks_pid 2>/dev/null || true; rm -f "$$checks_log"' EXIT; \
 	scenarios=0; $(MAKE) --no-print-directory integration || scenarios=$$?; \
 	checks=0; wait $$checks_pid || checks=$$?; \
 	echo "== lint, sanity, unit and platform (exit $$checks)"; cat "$$checks_log"; \
