@@ -18,6 +18,7 @@ from memory_places import MemoryPlace
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings, sighting_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
@@ -50,6 +51,7 @@ PLAYBOOK = """
       register: would_forget
     - {name: forget, sentinel.heal.memory_prune: {fingerprint: "{{ shown.episode.fingerprint }}"}, register: forgot}
     - {name: after, sentinel.heal.memory_info: {}, register: after}
+    - {name: fleet incidents, sentinel.heal.memory_info: {kind: fleet_incidents}, register: fleet}
     - name: report
       ansible.builtin.copy:
         dest: "{{ d }}/report.json"
@@ -58,7 +60,8 @@ PLAYBOOK = """
                      'exported': exported.count, 'would_prune': [would_prune.removed, would_prune.runs_removed],
                      'pruned': pruned.removed, 'runs_removed': pruned.runs_removed,
                      'would_forget': [would_forget.changed, would_forget.removed], 'forgot': forgot.removed,
-                     'left': after.episodes | map(attribute='error_text') | list} | to_json }}"
+                     'left': after.episodes | map(attribute='error_text') | list,
+                     'fleet': fleet.fleet_incidents | map(attribute='hosts') | list} | to_json }}"
         mode: "0600"
 """
 
@@ -104,12 +107,18 @@ def test_the_queries_exports_and_pruning_through_a_playbook(memory_place: Memory
         memory.record_attempt(incident_id="bind", failure=bind, attempt=_attempt(time.time()))
         memory.record_attempt(incident_id="old", failure=old, attempt=_attempt(long_ago, [runs["of-the-pruned-episode"]]))
         memory.record_attempt(incident_id="recent", failure=old, attempt=_attempt(time.time(), [runs["old-but-still-referenced"]]))
+        # two hosts whose nginx failed alike, counted as one fleet incident (at two hosts here)
+        for host in ("web1", "web2"):
+            sighting = sighting_of(nginx_failure("not_running", host=host), run_id="run-1", at=time.time())
+            memory.report_check("run-1", host, [sighting], [], at=sighting.seen_at)
+            memory.fleet_incident_of(sighting, FleetSettings(min_hosts=2), run_hosts=2)
     (tmp_path / "memory.yml").write_text(PLAYBOOK)
     run = run_playbook(str(tmp_path / "memory.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])
     assert run.rc == 0, run.output
     report = json.loads((tmp_path / "report.json").read_text())
     assert report == {"listed": 3, "found": bind.summary, "shown": "runbook", "would_export": [True, 3, False], "exported": 3,
-                      "would_prune": [1, 2], "pruned": 1, "runs_removed": 2, "would_forget": [True, 1], "forgot": 1, "left": [old.summary]}
+                      "would_prune": [1, 2], "pruned": 1, "runs_removed": 2, "would_forget": [True, 1], "forgot": 1, "left": [old.summary],
+                      "fleet": [["web1", "web2"]]}
     # the runs of pruned episodes and old orphans are gone; what an episode still points to, and anything new, stays
     assert sorted(str(path.relative_to(tmp_path / "runs")) for path in (tmp_path / "runs").glob("*/*")) == [
         "web1/new-and-orphaned", "web1/old-but-still-referenced"]
