@@ -179,8 +179,9 @@ options:
         of its hosts was seen without that failure (healed, or checked healthy by a later run). A unit a person
         masked, or a service a person silenced, counts toward none; in check mode nothing is written, so a host counts
         toward none either.
-      - The hosts of one run that fail at the same time meet in the memory before they count (each waits until the
-        others of its batch wrote what they saw, at most 5 s; a run of one host counts at once).
+      - The hosts of one run that fail at the same time meet in the memory before they count (each waits until no
+        other host of its batch wrote what it saw for half a second, or every host of the batch did, at most 5 s; a
+        run of one host counts at once). A healthy host writes nothing, unless it ends an open fleet incident.
       - C(0) turns this rule off (0-100000). Per host or group, as any inventory variable (the role's
         C(autoheal_fleet_min_hosts)).
     type: int

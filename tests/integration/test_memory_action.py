@@ -110,7 +110,7 @@ def test_the_queries_exports_and_pruning_through_a_playbook(memory_place: Memory
         # two hosts whose nginx failed alike, counted as one fleet incident (at two hosts here)
         for host in ("web1", "web2"):
             sighting = sighting_of(nginx_failure("not_running", host=host), run_id="run-1", at=time.time())
-            memory.report_check("run-1", host, [sighting], [], at=sighting.seen_at)
+            memory.report_check(host, [sighting], [], at=sighting.seen_at)
             memory.fleet_incident_of(sighting, FleetSettings(min_hosts=2), run_hosts=2)
     (tmp_path / "memory.yml").write_text(PLAYBOOK)
     run = run_playbook(str(tmp_path / "memory.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import HealRequest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 
@@ -39,11 +40,15 @@ class Admitted:
     fleets: list[FleetRequest]
 
 
-def admit(requests: Sequence[HealRequest], memory: Memory, fleet: Fleet, *, at: float) -> Admitted:
+def fleet_settings(fleet: Fleet) -> FleetSettings:
+    """The thresholds the inventory gives the heal jobs, read once when a source starts (a bad value refused, named)."""
+    return FleetSettings.from_options(fleet.heal_vars, prefix="autoheal_")
+
+
+def admit(requests: Sequence[HealRequest], memory: Memory, settings: FleetSettings, *, at: float) -> Admitted:
     """The events of ``requests`` once the memory's throttle has seen them."""
-    window = float(fleet.heal_vars["autoheal_fleet_window"])
-    verdicts = memory.admit_alerts([(request.host, request.service) for request in requests], at=at,
-                                   min_hosts=int(fleet.heal_vars["autoheal_fleet_min_hosts"]), window=window)
+    window = settings.window
+    verdicts = memory.admit_alerts([(request.host, request.service) for request in requests], at=at, min_hosts=settings.min_hosts, window=window)
     events: list[dict[str, Any]] = []
     absorbed: list[str] = []
     fleets: list[FleetRequest] = []

@@ -10,9 +10,9 @@ and on the others only once it verified there; a new plan (the LLM's, the generi
 once every host of it was seen without that failure.
 
 The forks of one run meet in memory: each failing host writes what it saw, then waits until every host of its batch
-wrote (healthy ones write that they checked), or none did for GATHER_GAP_S (never longer than GATHER_WINDOW_S), before
-it counts, so the hosts that check at the same moment are counted together. A run of one host counts at once (what
-earlier runs saw is already written).
+wrote, or none did for GATHER_GAP_S (never longer than GATHER_WINDOW_S), before it counts, so the hosts that fail at
+the same moment are counted together. A run of one host counts at once (what earlier runs saw is already written).
+Healthy hosts write nothing but the end of the open incidents they were part of.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database impor
 
 # two hosts failing alike may be chance; from three on, a share of the run's hosts is a pattern
 MIN_SHARED_HOSTS = 3
-# A failing host's check ends after its evidence is read, later than a healthy host's: by the time it writes, the hosts
-# that fail with it are writing too. Healthy hosts write that they checked only into a memory that exists already.
+# A failing host's check ends after its evidence is read: by the time it writes, the hosts that fail with it are writing too
 GATHER_GAP_S = 0.5
 GATHER_WINDOW_S = 5.0
 # what a sighting keeps of a host's evidence to compare with the others', and how much of it an incident says
@@ -47,24 +46,33 @@ _SAYS_WHAT_FAILED = re.compile(r"\b(?:emerg|alert|crit|error|err|fatal|fail\w*|r
 _RESOLVED_NAME = re.compile(r"(?:resolve|host not found[^\"']*|lookup|unknown host)\W+\"?([A-Za-z0-9][A-Za-z0-9.-]*\.[A-Za-z]{2,})", re.IGNORECASE)
 
 
+FLEET_RANGES = {"fleet_min_hosts": (0, 100_000), "fleet_min_percent": (0, 100), "fleet_window": (0, 86400)}
+
+
 @dataclass(frozen=True)
 class FleetSettings:
     """When the same failure on many hosts is one fleet incident (per host, so per group through group_vars)."""
 
     min_hosts: int = 5
     min_percent: int = 50
-    window: float = 600.0
+    window: int = 600
 
     @classmethod
-    def from_options(cls, args: Mapping[str, Any]) -> FleetSettings:
-        settings = cls(min_hosts=int(args.get("fleet_min_hosts", cls.min_hosts)), min_percent=int(args.get("fleet_min_percent", cls.min_percent)),
-                       window=float(args.get("fleet_window", cls.window)))
-        for name, value, low, high in (("fleet_min_hosts", settings.min_hosts, 0, 100_000), ("fleet_min_percent", settings.min_percent, 0, 100),
-                                       ("fleet_window", settings.window, 0, 86400)):
-            if not low <= value <= high:
-                raise ConfigError(f"{name} must be between {low} and {high}", field=name, value=value,
-                                  hint="0 turns that rule off; both off, no failure is ever a fleet incident")
-        return settings
+    def from_options(cls, args: Mapping[str, Any], prefix: str = "") -> FleetSettings:
+        """The settings of a heal task's options, or (``prefix`` ``autoheal_``) of the inventory's role variables as an
+        event source reads them, untyped; a value that is not a whole number in its range is refused, naming it."""
+        values: dict[str, int] = {}
+        for option, (low, high) in FLEET_RANGES.items():
+            name = prefix + option
+            given = args.get(name, getattr(cls, option.removeprefix("fleet_")))
+            try:
+                values[option] = int(given)
+            except (TypeError, ValueError):
+                values[option] = low - 1
+            if not low <= values[option] <= high or str(values[option]) != str(given).strip():
+                raise ConfigError(f"{name} must be a whole number from {low} to {high}", field=name, value=given,
+                                  hint="0 turns that rule off; both thresholds off, no failure is ever a fleet incident")
+        return cls(min_hosts=values["fleet_min_hosts"], min_percent=values["fleet_min_percent"], window=values["fleet_window"])
 
     @property
     def off(self) -> bool:
@@ -86,9 +94,6 @@ class Clue:
     text: str
 
 
-SIGHTING_COLUMNS = ("run_id", "host", "service", "signature", "failure_class", "summary", "clues_json", "seen_at")
-
-
 @dataclass(frozen=True)
 class Sighting:
     """A failure as one host saw it in one run."""
@@ -102,11 +107,10 @@ class Sighting:
     clues: tuple[Clue, ...]
     seen_at: float
 
-    def to_row(self) -> dict[str, Any]:
-        """The sightings table's row (its columns: SIGHTING_COLUMNS)."""
-        return {"run_id": self.run_id, "host": self.host, "service": self.service, "signature": self.signature,
-                "failure_class": self.failure_class, "summary": self.summary, "seen_at": self.seen_at,
-                "clues_json": json.dumps([[clue.kind, clue.key, clue.text] for clue in self.clues])}
+    def to_row(self) -> tuple[Any, ...]:
+        """The sightings table's row, in the order of record_sightings' columns."""
+        return (self.run_id, self.host, self.service, self.signature, self.failure_class, self.summary,
+                json.dumps([[clue.kind, clue.key, clue.text] for clue in self.clues]), self.seen_at)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Sighting:
@@ -212,7 +216,7 @@ def common_to(sightings: Sequence[Sighting]) -> tuple[str, ...]:
 class SightingStore(Protocol):
     """What a fork needs of the memory to meet the others of its run (store/memory.py's Memory)."""
 
-    def report_check(self, run_id: str, host: str, sightings: Iterable[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]: ...
+    def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]: ...
 
     def run_hosts_sighted(self, run_id: str) -> int: ...
 
@@ -239,7 +243,7 @@ def see(store: SightingStore, host: str, failures: Sequence[Failure], clear: Ite
     """Report a failing host's check (its ``failures``, and the services it saw ``clear``), meet the other failing
     hosts of its batch (``batch_hosts`` hosts run now), and tell which fleet incident each failure is part of."""
     sightings = [] if settings.off else [sighting_of(failure, run_id=run_id, at=at) for failure in failures]
-    closed = tuple(store.report_check(run_id, host, sightings, clear, at=at))
+    closed = tuple(store.report_check(host, sightings, clear, at=at))
     if not sightings:
         return FleetView(closed=closed)
     gather(lambda: store.run_hosts_sighted(run_id), run_hosts=batch_hosts, clock=clock, sleep=sleep)
@@ -250,7 +254,8 @@ def see(store: SightingStore, host: str, failures: Sequence[Failure], clear: Ite
 def gather(written: Callable[[], int], *, run_hosts: int, clock: Callable[[], float] = time.monotonic,
            sleep: Callable[[float], None] = time.sleep, gap: float = GATHER_GAP_S, window: float = GATHER_WINDOW_S) -> None:
     """Wait for the other hosts of this run that fail now: until ``written()`` (the hosts of the run that wrote their
-    sightings) reaches ``run_hosts``, or stops growing for ``gap`` seconds, and never longer than ``window``."""
+    sightings) reaches ``run_hosts`` (every host of the batch failed), or stops growing for ``gap`` seconds, and never
+    longer than ``window``."""
     if run_hosts <= 1:
         return
     began = last_change = clock()
@@ -262,20 +267,13 @@ def gather(written: Callable[[], int], *, run_hosts: int, clock: Callable[[], fl
             count, last_change = now_written, clock()
 
 
-def checked(run_id: str, host: str, at: float) -> Sighting:
-    """That the host checked its services in the run (healthy or not): what the gather counts, never a failure."""
-    return Sighting(run_id=run_id, host=host, service="", signature="", failure_class="", summary="", clues=(), seen_at=at)
-
-
 def record_sightings(db: Database, sightings: Sequence[Sighting]) -> None:
     """Inside a write transaction: what this host saw in this run (a second sighting of the run replaces the first)."""
     for sighting in sightings:
-        row = sighting.to_row()
         db.execute("""INSERT INTO sightings (run_id, host, service, signature, failure_class, summary, clues_json, seen_at)
                       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                       ON CONFLICT (run_id, host, service) DO UPDATE SET signature = excluded.signature, failure_class = excluded.failure_class,
-                      summary = excluded.summary, clues_json = excluded.clues_json, seen_at = excluded.seen_at""",
-                   tuple(row[column] for column in SIGHTING_COLUMNS))
+                      summary = excluded.summary, clues_json = excluded.clues_json, seen_at = excluded.seen_at""", sighting.to_row())
 
 
 def join_or_open(db: Database, sighting: Sighting, settings: FleetSettings, *, run_hosts: int) -> FleetIncident | None:

@@ -149,16 +149,15 @@ class HealSession:
 
     def _healthy(self) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
-        interrupted here and that it was checked (for the hosts of its run that fail, and the fleet incidents it was part
-        of); a memory that cannot be opened then is a warning, not a failure of a healthy host."""
+        interrupted here and the end of the fleet incidents it was part of; a memory that cannot be opened then is a
+        warning, not a failure of a healthy host."""
         args = self.args
         if not self.writes or not memory_exists(args["state_dir"], args["memory_url"]):
             return self.handle([], None)
         try:
             with Memory.from_options(args) as memory:
                 interrupted = memory.reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
-                closed = memory.report_check(blast_radius(args, self.task.task_vars).run_id, self.task.host, [],
-                                             [spec["name"] for spec in self.services], at=time.time())
+                closed = memory.clear_fleet_incidents(self.task.host, [spec["name"] for spec in self.services], at=time.time())
         except MemoryStoreError as exc:
             handled = self.handle([], None)
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")

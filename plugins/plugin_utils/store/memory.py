@@ -415,12 +415,12 @@ class Memory:
         with self._transaction() as db:
             return claim_canary(db, key, host=host, owner=owner, at=at)
 
-    def report_check(self, run_id: str, host: str, sightings: Iterable[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
-        """What a host's check saw in its run, for the other hosts of the run and later runs to count: the failures it
-        saw (``sightings``), and the services it saw without the failure of their open fleet incidents (``clear``); the
+    def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
+        """What a failing host's check saw, for the other hosts of its run and later runs to count: the failures it saw
+        (``sightings``), and the services it saw without the failure of their open fleet incidents (``clear``); the
         fleet incidents that closed with it."""
         with self._transaction() as db:
-            incidents.record_sightings(db, [incidents.checked(run_id, host, at), *sightings])
+            incidents.record_sightings(db, sightings)
             return incidents.clear(db, host, clear, at=at)
 
     def run_hosts_sighted(self, run_id: str) -> int:
@@ -433,8 +433,8 @@ class Memory:
             return incidents.join_or_open(db, sighting, settings, run_hosts=run_hosts)
 
     def clear_fleet_incidents(self, host: str, services: Iterable[str], *, at: float) -> list[FleetIncident]:
-        """``host`` was seen without the failure of ``services``' open fleet incidents (healed, say); the incidents that
-        closed with it."""
+        """``host`` was seen without the failure of ``services``' open fleet incidents (healed, or checked healthy); the
+        incidents that closed with it. Nothing is written while no fleet incident is open."""
         if not incidents.any_open(self._db):
             return []
         with self._transaction() as db:

@@ -125,7 +125,8 @@ sys.path.append(str(Path(__file__).parents[7]))
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import AlertMapping, read_alerts  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet, read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import ALERT_WEBHOOK_OPTIONS, source_options  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit, fleet_settings  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.alert_webhook")
@@ -137,6 +138,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     options = source_options("alert_webhook", ALERT_WEBHOOK_OPTIONS, args)
     fleet = read_fleet(options["inventory"], options["hosts"])
     mapping = AlertMapping.of(options["alerts_query"], options["host_query"], options["service_query"])
+    settings = fleet_settings(fleet)
     memory = Memory.from_options(fleet.memory_options())
 
     async def receive(request: web.Request) -> web.Response:
@@ -148,7 +150,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
         except (ValueError, UnicodeDecodeError) as exc:
             logger.warning("refused a body from %s: it is not JSON (%s)", request.remote, exc)
             return web.json_response({"error": f"the body is not JSON: {exc}"}, status=400)
-        answer = await _enqueue(queue, payload, fleet, options, mapping, memory)
+        answer = await _enqueue(queue, payload, fleet, options, mapping, memory, settings)
         return web.json_response(answer, status=202 if answer["status"] == "accepted" else 200)
 
     app = web.Application(client_max_size=MAX_BODY_BYTES)
@@ -165,11 +167,11 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
 
 
 async def _enqueue(queue: asyncio.Queue[Any], payload: Any, fleet: Fleet, options: dict[str, Any],
-                   mapping: AlertMapping | None, memory: Memory) -> dict[str, Any]:
+                   mapping: AlertMapping | None, memory: Memory, settings: FleetSettings) -> dict[str, Any]:
     requests, ignored = read_alerts(payload, fleet, options["host_labels"], options["service_labels"], mapping)
     for why in ignored:
         logger.warning("ignored an alert: %s", why)
-    admitted = admit(requests, memory, fleet, at=time.time()) if requests else None
+    admitted = admit(requests, memory, settings, at=time.time()) if requests else None
     for event in admitted.events if admitted else []:
         await queue.put(event)
     for request in admitted.fleets if admitted else []:

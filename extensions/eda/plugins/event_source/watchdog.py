@@ -98,7 +98,7 @@ sys.path.append(str(Path(__file__).parents[7]))
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import EventMapping  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit, fleet_settings  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Leash  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory  # noqa: E402
@@ -113,6 +113,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
     mapping = EventMapping.of(options["host_query"], options["service_query"])
     fleet = read_fleet(options["inventory"], options["hosts"])
     watch = Watch.of(fleet, options["services"], mapping)
+    settings = fleet_settings(fleet)
     memory = Memory.from_options(fleet.memory_options())
     command = watch.command(options["inventory"], options["become"], options["log_lines"])
     logger.info("watching %s every %gs", ", ".join(f"{host}: {' '.join(names)}" for host, names in sorted(watch.targets.items())),
@@ -129,7 +130,7 @@ async def main(queue: asyncio.Queue[Any], args: dict[str, Any]) -> None:
                 logger.warning("%s", note)
             for request in requests:
                 logger.warning("%s: %s is failing: %s", request.host, request.service, request.facts.get("summary", ""))
-            admitted = admit(requests, memory, fleet, at=time.time()) if requests else None
+            admitted = admit(requests, memory, settings, at=time.time()) if requests else None
             for event in admitted.events if admitted else []:
                 await queue.put(event)
             for line in admitted.absorbed if admitted else []:

@@ -68,12 +68,19 @@ def test_thresholds_hosts_within_the_window_or_a_share_of_the_run_from_three_hos
     assert settings.crossed(hosts_in_window=window, hosts_in_run=in_run, run_hosts=run_hosts) is crossed
 
 
-@pytest.mark.parametrize(("options", "field"), [({"fleet_min_hosts": -1}, "fleet_min_hosts"), ({"fleet_min_percent": 101}, "fleet_min_percent"),
-                                                ({"fleet_window": 90000}, "fleet_window")])
-def test_a_setting_out_of_range_is_refused_naming_it(options: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(("options", "prefix", "field"), [
+    ({"fleet_min_hosts": -1}, "", "fleet_min_hosts"), ({"fleet_min_percent": 101}, "", "fleet_min_percent"),
+    ({"fleet_window": 90000}, "", "fleet_window"),
+    # an inventory's values, untyped, as an event source reads them
+    ({"autoheal_fleet_min_hosts": "five"}, "autoheal_", "autoheal_fleet_min_hosts"),
+    ({"autoheal_fleet_window": "1.5"}, "autoheal_", "autoheal_fleet_window"),
+])
+def test_a_setting_out_of_range_or_not_a_whole_number_is_refused_naming_it(options: dict[str, Any], prefix: str, field: str) -> None:
     with pytest.raises(ConfigError) as raised:
-        FleetSettings.from_options(options)
+        FleetSettings.from_options(options, prefix)
     assert raised.value.field == field and raised.value.value == options[field]
+    assert FleetSettings.from_options({"autoheal_fleet_min_hosts": "3", "autoheal_fleet_window": 60}, "autoheal_") == \
+        FleetSettings(min_hosts=3, min_percent=50, window=60)
 
 
 def test_hosts_failing_alike_open_one_incident_others_join_it_and_it_closes_once_every_host_was_seen_clear(memory_place: MemoryPlace) -> None:
@@ -81,11 +88,11 @@ def test_hosts_failing_alike_open_one_incident_others_join_it_and_it_closes_once
     with memory_place.open() as memory:
         first = [sighting_of(upstream_down(f"web{n}", n), run_id="run-1", at=1000.0 + n) for n in (1, 2)]
         for sighting in first:
-            memory.report_check("run-1", sighting.host, [sighting], [], at=sighting.seen_at)
+            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
         assert memory.run_hosts_sighted("run-1") == 2
         assert memory.fleet_incident_of(first[0], settings, run_hosts=2) is None  # two hosts: not yet
         third = sighting_of(upstream_down("web3", 3), run_id="run-1", at=1003.0)
-        memory.report_check("run-1", "web3", [third], ["redis"], at=third.seen_at)
+        memory.report_check("web3", [third], ["redis"], at=third.seen_at)
         incident = memory.fleet_incident_of(third, settings, run_hosts=3)
         assert incident is not None and incident.hosts == ("web1", "web2", "web3")
         assert (incident.first_seen, incident.last_seen) == (1001.0, 1003.0)
@@ -94,21 +101,21 @@ def test_hosts_failing_alike_open_one_incident_others_join_it_and_it_closes_once
         # the same hosts counting again find the same incident; a host of a later run (an EDA job) joins it
         assert memory.fleet_incident_of(first[0], settings, run_hosts=3) == incident
         later = sighting_of(upstream_down("web4", 4), run_id="eda-7", at=1200.0)
-        memory.report_check("eda-7", "web4", [later], [], at=later.seen_at)
+        memory.report_check("web4", [later], [], at=later.seen_at)
         joined = memory.fleet_incident_of(later, settings, run_hosts=1)
         assert joined is not None and joined.id == incident.id and joined.hosts[-1] == "web4" and joined.last_seen == 1200.0
         assert memory.fleet_incidents(open_only=True) == [joined]
         # seen clear one by one (healed, or its check in a later run): open until the last
         assert memory.clear_fleet_incidents("web1", ["nginx"], at=1300.0) == []
         for host in ("web2", "web3"):
-            assert memory.report_check("run-3", host, [], ["nginx", "redis"], at=1300.0) == []
-        (closed,) = memory.report_check("run-3", "web4", [], ["nginx"], at=1301.0)
+            assert memory.report_check(host, [], ["nginx", "redis"], at=1300.0) == []
+        (closed,) = memory.report_check("web4", [], ["nginx"], at=1301.0)
         assert closed.id == incident.id and closed.closed_at == 1301.0 and set(closed.cleared) == {"web1", "web2", "web3", "web4"}
         assert memory.fleet_incidents(open_only=True) == [] and memory.fleet_incidents()[0].closed_at == 1301.0
         # the failure again, later: a new incident, not the closed one
         again = [sighting_of(upstream_down(f"web{n}", n), run_id="run-2", at=5000.0 + n) for n in (1, 2, 3)]
         for sighting in again:
-            memory.report_check("run-2", sighting.host, [sighting], [], at=sighting.seen_at)
+            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
         reopened = memory.fleet_incident_of(again[0], settings, run_hosts=3)
         assert reopened is not None and reopened.id != incident.id
 
@@ -118,7 +125,7 @@ def test_sightings_older_than_the_window_do_not_count_and_a_prune_forgets_them_w
     with memory_place.open() as memory:
         old = [sighting_of(upstream_down(f"web{n}", n), run_id=f"eda-{n}", at=100.0 * n) for n in (1, 2, 3)]
         for sighting in old:
-            memory.report_check(sighting.run_id, sighting.host, [sighting], [], at=sighting.seen_at)
+            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
         assert memory.fleet_incident_of(old[-1], settings, run_hosts=1) is None  # 100 s apart: never three within a minute
         memory.prune(before=250.0)
         assert memory.run_hosts_sighted("eda-1") == 0 and memory.run_hosts_sighted("eda-3") == 1
