@@ -29,8 +29,11 @@ LLM_PORT ?= 8089
 LOCAL_LLM := $(BIN)/python tests/local_llm.py --port $(LLM_PORT)
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# podman's settings for this machine (runc; ulimits within the sandbox's): for every podman that make starts, and
+# those ansible-runner starts for a job in the execution environment
+export CONTAINERS_CONF := $(CURDIR)/tests/ee/containers.conf
 
-.PHONY: setup system-packages demo test lint sanity unit platform integration molecule bench bench-efficacy lab-up lab-down llm-up llm-down build clean
+.PHONY: setup system-packages demo test lint sanity unit platform integration molecule ee bench bench-efficacy lab-up lab-down llm-up llm-down build clean
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
@@ -41,7 +44,7 @@ system-packages:
 	@missing=""; \
 	for pair in debootstrap:debootstrap ip:iproute2 nsenter:util-linux unshare:util-linux ssh:openssh-client curl:curl \
 	  cmake:cmake g++:g++ shellcheck:shellcheck sshfs:sshfs chromium:chromium \
-	  java:openjdk-17-jre-headless; do \
+	  java:openjdk-17-jre-headless podman:podman runc:runc; do \
 	  command -v "$${pair%%:*}" >/dev/null || missing="$$missing $${pair#*:}"; \
 	done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
@@ -155,6 +158,10 @@ integration:
 # keeps Molecule's files (its ephemeral directory, the collection it installs) in the ignored .ansible/.
 molecule:
 	trap '$(LAB) down' EXIT; cd $(CURDIR) && ANSIBLE_HOME=$(CURDIR)/.ansible molecule test
+
+## ee: the execution environment, built here with podman from a local Debian base (tests/ee/image.py; cached)
+ee: setup
+	$(BIN)/python tests/ee/image.py build
 
 build:
 	mkdir -p build

@@ -2,7 +2,7 @@
 directory, on a free local TCP port, with a database and a role with a password for sentinel.heal's memory.
 
 PostgreSQL refuses to run as root, so the cluster belongs to the ``postgres`` user (``runuser -u postgres --`` when run
-as root). It listens on 127.0.0.1 only, trusts nobody (scram-sha-256 over TCP), and runs without fsync (a test cluster:
+as root). It listens on 127.0.0.1 (and the addresses a test adds), trusts nobody (scram-sha-256 over TCP), and runs without fsync (a test cluster:
 speed over durability). ``down`` stops it and removes its directory; nothing is left behind.
 
     python tests/postgres_server.py up [--port 5439] [--dir DIR]   # prints the memory URL (the password apart)
@@ -60,6 +60,10 @@ class PostgresServer:
     directory: Path
     port: int
     password: str = ""
+    # more addresses to listen on than 127.0.0.1, and the networks (CIDR) allowed to connect from them with the password:
+    # a client in a container reaches the server over a bridge, not over the loopback
+    addresses: tuple[str, ...] = ()
+    clients: tuple[str, ...] = ()
 
     @property
     def data(self) -> Path:
@@ -97,7 +101,11 @@ class PostgresServer:
                               f"--pwfile={password_file}", timeout=120)
         finally:
             password_file.unlink()
-        options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.directory} "
+        if self.clients:
+            with (self.data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
+                hba.writelines(f"host all all {network} scram-sha-256\n" for network in self.clients)
+        listen = ",".join(("127.0.0.1", *self.addresses))
+        options = (f"-c listen_addresses={listen} -c port={self.port} -c unix_socket_directories={self.directory} "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100")
         self._as_postgres(bin_dir / "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
                           "-t", str(int(READY_TIMEOUT)), "start", timeout=READY_TIMEOUT + 10)
@@ -135,12 +143,12 @@ class PostgresServer:
         return proc
 
 
-def new_server(parent: str | None = None) -> PostgresServer:
+def new_server(parent: str | None = None, addresses: tuple[str, ...] = (), clients: tuple[str, ...] = ()) -> PostgresServer:
     """A server in a fresh directory (under /tmp: the postgres user cannot enter root's pytest directories)."""
     remove_leftovers(parent)
     directory = Path(tempfile.mkdtemp(prefix="sentinel-heal-pg-", dir=parent))
     directory.rmdir()  # up() creates it, owned by postgres
-    return PostgresServer(directory=directory, port=free_port())
+    return PostgresServer(directory=directory, port=free_port(), addresses=addresses, clients=clients)
 
 
 def remove_leftovers(parent: str | None = None) -> None:

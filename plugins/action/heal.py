@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 from typing import Any, Sequence
 
 from ansible.errors import AnsibleActionFail, AnsiblePromptInterrupt, AnsiblePromptNoninteractive
@@ -19,6 +20,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message
 
 display = Display()
+# set by ansible-runner in every job it runs (AWX, Event-Driven Ansible, ansible-navigator)
+RUNNER_JOB_VARIABLE = "AWX_ISOLATED_DATA_DIR"
 
 
 class ActionModule(ActionBase):
@@ -39,7 +42,12 @@ class ActionModule(ActionBase):
         return result
 
     def _ask_operator(self, failure: Failure, plan: Plan, verdicts: Sequence[Verdict]) -> tuple[str, str] | None:
-        """Ask at the terminal; None when there is no terminal (AWX, cron, CI): the plan then waits."""
+        """Ask at the terminal; None when there is no terminal (cron, CI) or the job runs under ansible-runner: the plan
+        then waits for approve.yml."""
+        if RUNNER_JOB_VARIABLE in os.environ:
+            # ansible-runner gives the job a pseudo-terminal that answers only the prompts of its `passwords` map: nobody
+            # reads this one, and the job would wait on it until its timeout
+            return None
         lines = [
             "",
             # what a model or a host wrote reaches the operator's terminal escaped, like the argv below

@@ -27,7 +27,7 @@ FILE_HEADER = re.compile(r"#\s*(?P<path>~/\S+)\n")
 CARRIED = ("[ -f ~/.venvs/sentinel-heal/bin/activate ] && . ~/.venvs/sentinel-heal/bin/activate\n"
            "cd ~/ops 2>/dev/null || cd ~\n")
 # What the tarball must not carry: the lab, the tests that need it, benchmarks, caches, the checkout's own settings.
-NOT_SHIPPED = ("tests/lab/", "tests/integration/", "bench/", "inventories/lab/", "__pycache__", ".pyc", "ansible.cfg", "Makefile")
+NOT_SHIPPED = ("tests/lab/", "tests/ee/", "tests/integration/", "bench/", "inventories/lab/", "__pycache__", ".pyc", "ansible.cfg", "Makefile")
 
 
 def shown_file(block: CodeBlock) -> str | None:

@@ -1,7 +1,8 @@
 """The example execution environment (docs/execution-environment/execution-environment.yml) through `ansible-builder create`.
 
-Building the image needs a container engine, which this machine lacks; what ansible-builder writes for the engine
-is checked instead: the Containerfile (base image, ansible-core and ansible-runner, the collection installed from
+The UBI image it names cannot be pulled here (no registry is reachable): the lab tests build and run its Debian variant
+(tests/ee/image.py, tests/integration/test_execution_environment_lab.py). What ansible-builder writes for the engine
+from the shipped definition is checked here: the Containerfile (base image, ansible-core and ansible-runner, the collection installed from
 its tarball, the embedding model built at build time), the collection in the build context, and what ansible-builder's
 introspection reads from the collection's meta/execution-environment.yml (the Python and system requirements).
 The steps that need no engine are run here as the build runs them: the galaxy stage's install of the tarball, the
@@ -235,3 +236,49 @@ def test_the_documented_commands_run_in_a_clone(tmp_path: Path) -> None:
     assert (clone / "build" / "ee" / "_build" / "collections" / f"sentinel-heal-{version()}.tar.gz").is_file()
     assert "chromadb>=1.5,<2  # from collection sentinel.heal" in outputs[-1]
     assert "openssh-clients [platform:rpm]  # from collection sentinel.heal" in outputs[-1]
+
+
+def test_the_debian_variant_differs_from_the_shipped_definition_only_where_debian_does(tmp_path: Path, definition: dict,
+                                                                                        collection_tarball: Path) -> None:
+    """The image the lab tests build and run (tests/ee/image.py, `make ee`) is the shipped definition with the base
+    image, the Python interpreter and the package manager of Debian: derived from it, never a second hand-edited copy.
+    ansible-builder accepts it, and its Containerfile installs everything the shipped one does."""
+    sys.path.insert(0, str(ROOT / "tests" / "ee"))
+    import image
+
+    variant_dir = tmp_path / "ee-debian"
+    variant_dir.mkdir()
+    variant = image.debian_definition(definition, image.base_image_name(), variant_dir)
+    changed = {key for key in definition.keys() | variant.keys() if definition.get(key) != variant.get(key)}
+    assert changed == {"images", "dependencies", "options", "additional_build_files", "additional_build_steps"}
+    assert variant["images"]["base_image"]["name"].startswith("localhost/sentinel-heal-debian-base:")
+    assert {key: value for key, value in variant["dependencies"].items() if key != "python_interpreter"} == \
+        {key: value for key, value in definition["dependencies"].items() if key != "python_interpreter"}
+    assert variant["dependencies"]["python_interpreter"] == {"python_path": "/usr/bin/python3"}
+    assert variant["options"] == {**definition["options"], "package_manager_path": "/usr/bin/apt-get", "skip_pip_install": True,
+                                  "tags": [image.image_name()]}
+    # the same build files, found from where the variant is written; the same steps, apt's lists around bindep's install
+    assert [(variant_dir / entry["src"]).resolve() for entry in variant["additional_build_files"]] == \
+        [(EE_FILE.parent / entry["src"]).resolve() for entry in definition["additional_build_files"]]
+    steps, shipped = variant["additional_build_steps"], definition["additional_build_steps"]
+    assert steps["append_base"] == shipped["append_base"] and steps["prepend_final"] == ["RUN apt-get update -q"]
+    assert steps["append_final"] == [*shipped["append_final"], "RUN apt-get clean && rm -rf /var/lib/apt/lists/*"]
+
+    # laid out as in a clone: the shipped definition, the tarball in build/, the variant written to build/ee-debian/
+    shipped_dir = tmp_path / "clone" / "docs" / "execution-environment"
+    shipped_dir.mkdir(parents=True)
+    shutil.copy(EE_FILE, shipped_dir)
+    shutil.copy(ROOT / "requirements.txt", tmp_path / "clone")
+    (tmp_path / "clone" / "build" / "ee-debian").mkdir(parents=True)
+    shutil.copy(collection_tarball, tmp_path / "clone" / "build")
+    variant_file = tmp_path / "clone" / "build" / "ee-debian" / "execution-environment.yml"
+    variant_file.write_text(yaml.safe_dump(image.debian_definition(definition, image.base_image_name(), variant_file.parent, shipped_dir)))
+    subprocess.run([str(BIN / "ansible-builder"), "create", "-f", str(variant_file), "-c", str(tmp_path / "context"),
+                    "--output-filename", "Containerfile"], check=True, capture_output=True, text=True)
+    assert (tmp_path / "context" / "_build" / "collections" / collection_tarball.name).is_file()
+    assert (tmp_path / "context" / "_build" / "dependencies" / "requirements.txt").is_file()
+    containerfile = (tmp_path / "context" / "Containerfile").read_text(encoding="utf-8")
+    assert 'ARG PKGMGR="/usr/bin/apt-get"' in containerfile and 'ARG PYCMD="/usr/bin/python3"' in containerfile
+    assert "ensurepip" not in containerfile and "pip_install $PYCMD" not in containerfile
+    assert "RUN $PYCMD -m pip install --no-cache-dir -r /tmp/sentinel-heal-requirements.txt" in containerfile
+    assert "RUN /output/scripts/install-from-bindep && rm -rf /output/wheels" in containerfile

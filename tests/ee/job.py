@@ -1,0 +1,67 @@
+"""A job in the execution environment, as AWX starts one: ansible-runner with process isolation (podman and the image),
+a private data directory holding the project (a playbook importing the collection's), the inventory and the extra
+variables, and files the inventory names by their path in the container (/runner/...), such as the SSH key.
+
+The image runs jobs as uid 1000 (ansible-builder's `USER 1000`) with root's group added; ansible-runner, run as root
+here, would make the private data directory and the job's artifact directory root's alone (0700), where the job's
+user can neither read its project nor write its events. AWX's execution nodes run podman as the account that owns
+those directories; here the directories are given to the image's user before the run instead. For the same reason the
+SSH key is a file of the private data directory, not ansible-runner's ssh_key, which it writes as root's alone.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+import yaml
+
+# ansible-builder's final stage: `USER 1000`
+IMAGE_UID = 1000
+
+
+@dataclass
+class Job:
+    private_data_dir: Path
+    ident: str
+    rc: int
+    status: str
+    stdout: str
+
+    @property
+    def artifacts(self) -> Path:
+        return self.private_data_dir / "artifacts" / self.ident
+
+
+def give_to_image_user(path: Path) -> None:
+    """Owned by the image's user, group root, as the job in the container reads and writes it."""
+    for root, dirs, files in os.walk(path):
+        for name in (root, *(os.path.join(root, entry) for entry in dirs + files)):
+            os.chown(name, IMAGE_UID, 0, follow_symlinks=False)
+
+
+def run_job(private_data_dir: Path, playbook: str, image: str, *, inventory: dict[str, Any], extravars: dict[str, Any],
+            volumes: tuple[str, ...] = (), envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
+    """Run the collection's playbook (a FQCN such as sentinel.heal.heal) in the image; the job's view of the host's
+    files is the private data directory (at /runner) and the volumes ("HOST:CONTAINER:OPTIONS")."""
+    project = private_data_dir / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    job_playbook = f"{playbook.rsplit('.', 1)[-1]}.yml"
+    (project / job_playbook).write_text(f"---\n- name: The collection's playbook\n  ansible.builtin.import_playbook: {playbook}\n", encoding="utf-8")
+    # written here, not handed to ansible-runner, which would write them as root's alone
+    for name, content in (("inventory/hosts.yml", inventory), ("env/extravars", extravars)):
+        (private_data_dir / name).parent.mkdir(exist_ok=True)
+        (private_data_dir / name).write_text(yaml.safe_dump(content), encoding="utf-8")
+    ident = uuid.uuid4().hex
+    (private_data_dir / "artifacts" / ident / "job_events").mkdir(parents=True)
+    give_to_image_user(private_data_dir)
+    result = ansible_runner.run(
+        private_data_dir=str(private_data_dir), ident=ident, playbook=job_playbook, envvars=envvars or {}, timeout=timeout, quiet=True,
+        process_isolation=True, process_isolation_executable="podman", container_image=image, container_volume_mounts=list(volumes),
+    )
+    stdout = (Path(result.config.artifact_dir) / "stdout").read_text(encoding="utf-8", errors="replace")
+    return Job(private_data_dir, ident, int(result.rc), str(result.status), stdout)
