@@ -33,7 +33,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # those ansible-runner starts for a job in the execution environment
 export CONTAINERS_CONF := $(CURDIR)/tests/ee/containers.conf
 
-.PHONY: setup system-packages demo test lint sanity unit platform integration molecule ee bench bench-efficacy lab-up lab-down llm-up llm-down build clean
+.PHONY: setup system-packages demo test lint sanity unit platform integration molecule ee ee-image bench bench-efficacy lab-up lab-down llm-up llm-down build clean
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
@@ -118,15 +118,16 @@ demo: setup
 
 ## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
 # The lab scenarios keep about one of two cores busy (they wait on hosts, timers and services), so the checks that
-# need no lab (lint, sanity, unit, platform) run beside them; their output is shown whole once the scenarios end.
+# need no lab (lint, sanity, unit, platform) and the execution environment's build run beside them; their output is
+# shown whole once the scenarios end (the scenarios' test of the image waits for that build, tests/ee/image.py).
 test: setup
 	checks_log=$$(mktemp); \
-	echo "== lint, sanity, unit and platform, beside the lab scenarios (their output follows the scenarios')"; \
-	$(MAKE) --no-print-directory lint sanity unit platform > "$$checks_log" 2>&1 & checks_pid=$$!; \
+	echo "== lint, sanity, unit, platform and the execution environment's build, beside the lab scenarios (their output follows the scenarios')"; \
+	$(MAKE) --no-print-directory lint sanity unit platform ee-image > "$$checks_log" 2>&1 & checks_pid=$$!; \
 	trap 'kill $$checks_pid 2>/dev/null || true; rm -f "$$checks_log"' EXIT; \
 	scenarios=0; $(MAKE) --no-print-directory integration || scenarios=$$?; \
 	checks=0; wait $$checks_pid || checks=$$?; \
-	echo "== lint, sanity, unit and platform (exit $$checks)"; cat "$$checks_log"; \
+	echo "== lint, sanity, unit, platform and the execution environment's build (exit $$checks)"; cat "$$checks_log"; \
 	[ $$checks -eq 0 ] && [ $$scenarios -eq 0 ]
 	$(MAKE) --no-print-directory molecule
 
@@ -160,7 +161,9 @@ molecule:
 	trap '$(LAB) down' EXIT; cd $(CURDIR) && ANSIBLE_HOME=$(CURDIR)/.ansible molecule test
 
 ## ee: the execution environment, built here with podman from a local Debian base (tests/ee/image.py; cached)
-ee: setup
+ee: setup ee-image
+
+ee-image:
 	$(BIN)/python tests/ee/image.py build
 
 build:
@@ -176,6 +179,7 @@ bench: setup
 	$(BIN)/python bench/lab_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/eda_speed.py
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/ee_speed.py
 
 ## bench-efficacy: every lab fault through heal.yml, offline and with a scripted LLM (EFFICACY_REAL_MODEL=1: the local model too)
 bench-efficacy: setup

@@ -7,7 +7,8 @@ No container registry is reachable from this machine, so the UBI image the shipp
   tagged with a digest of what makes it (suite, mirror, packages), so it is made once and again only when those change;
 * the Debian variant of the definition, derived from the shipped one by `debian_definition` (the base image, the
   Python interpreter, apt-get as package manager, pip from Debian instead of ensurepip, which Debian disables): one
-  source, never two hand-edited copies;
+  source, never two hand-edited copies. It also carries ansible-rulebook and Java, so that the same image serves as
+  the rulebooks' decision environment;
 * the image, from `ansible-builder create` and `podman build`. The package index is reached through a proxy whose CA
   is in this machine's bundle: the build mounts that bundle over the image's own, so the build trusts it and the image
   does not keep it.
@@ -21,6 +22,7 @@ CONTAINERS_CONF, so every podman call (this script's, ansible-runner's, ansible-
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import shutil
@@ -43,6 +45,9 @@ MIRROR = "http://deb.debian.org/debian"
 # instead (skip_pip_install). ca-certificates: the image's trust store, which a job talking to an LLM over TLS needs.
 BASE_PACKAGES = ("python3", "python3-pip", "ca-certificates")
 BASE_IMAGE = "localhost/sentinel-heal-debian-base"
+# The image doubles as the decision environment of the rulebooks (extensions/eda): ansible-rulebook and the Java it
+# runs on, as requirements-dev.txt gives them to the tests here.
+DECISION_PACKAGES = ("openjdk-17-jre-headless",)
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
@@ -109,6 +114,14 @@ def debian_definition(ubi: dict[str, Any], base_image: str, definition_dir: Path
         source = (source_dir / build_file["src"]).resolve()
         build_file["src"] = os.path.relpath(source, definition_dir)
     steps = variant.setdefault("additional_build_steps", {})
+    rulebook = next(line.strip() for line in (ROOT / "requirements-dev.txt").read_text(encoding="utf-8").splitlines()
+                    if line.startswith("ansible-rulebook"))
+    steps["append_base"] = [
+        # apt's lists stay until the end of the final stage: the builder stage's bindep installs from them too
+        f"RUN apt-get update -q && apt-get install -y -q --no-install-recommends {' '.join(DECISION_PACKAGES)} && apt-get clean",
+        f"RUN $PYCMD -m pip install --no-cache-dir '{rulebook}'",
+        *steps.get("append_base", []),
+    ]
     # bindep's packages come from apt: its lists refreshed first, and not kept in the image
     steps["prepend_final"] = ["RUN apt-get update -q"]
     steps["append_final"] = [*steps.get("append_final", []), "RUN apt-get clean && rm -rf /var/lib/apt/lists/*"]
@@ -116,9 +129,16 @@ def debian_definition(ubi: dict[str, Any], base_image: str, definition_dir: Path
 
 
 def build() -> str:
-    """Build the collection's tarball and the image from it; return the image's name."""
-    base = ensure_base()
+    """Build the collection's tarball and the image from it; return the image's name. One build at a time: `make test`
+    starts one beside the lab scenarios, whose test of the image then waits for it and finds every layer cached."""
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    with open(BUILD_DIR / "build.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build()
+
+
+def _build() -> str:
+    base = ensure_base()
     tarballs = ROOT / "build"
     for old in tarballs.glob("sentinel-heal-*.tar.gz"):
         old.unlink()

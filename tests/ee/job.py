@@ -12,6 +12,7 @@ SSH key is a file of the private data directory, not ansible-runner's ssh_key, w
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import ansible_runner
 import yaml
 
+ROOT = Path(__file__).resolve().parents[2]
 # ansible-builder's final stage: `USER 1000`
 IMAGE_UID = 1000
 
@@ -44,10 +46,29 @@ def give_to_image_user(path: Path) -> None:
             os.chown(name, IMAGE_UID, 0, follow_symlinks=False)
 
 
-def run_job(private_data_dir: Path, playbook: str, image: str, *, inventory: dict[str, Any], extravars: dict[str, Any],
+def lab_inventory(directory: Path, mounted_at: str = "/runner") -> dict[str, Any]:
+    """inventories/lab as a job's inventory: its keys (the machine credential's SSH key, the approver's signing key)
+    copied into ``directory`` (a job's private data directory, or a volume) and named by their path in the container,
+    where the directory is ``mounted_at``."""
+    hosts = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text(encoding="utf-8"))["lab"]
+    group_vars = {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in (ROOT / "inventories" / "lab" / "group_vars").glob("*.yml")}
+    keys = directory / "keys"
+    keys.mkdir(parents=True)
+    lab_state = ROOT / "tests" / "lab" / ".state"
+    for source, name in ((lab_state / "ssh" / "id_ed25519", "machine"), (lab_state / "approver" / "id_ed25519", "approver"),
+                         (lab_state / "approver" / "id_ed25519.pub", "approver.pub")):
+        shutil.copy(source, keys / name)
+        (keys / name).chmod(0o600)
+    hosts["vars"] = {**hosts["vars"], **group_vars["lab"], "ansible_ssh_private_key_file": f"{mounted_at}/keys/machine"}
+    hosts["children"]["executor"]["vars"] = {**group_vars["executor"], "autoheal_approval_key": f"{mounted_at}/keys/approver"}
+    return {"all": {"children": {"lab": hosts}}}
+
+
+def run_job(private_data_dir: Path, playbook: str, image: str | None, *, inventory: dict[str, Any], extravars: dict[str, Any],
             volumes: tuple[str, ...] = (), envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
     """Run the collection's playbook (a FQCN such as sentinel.heal.heal) in the image; the job's view of the host's
-    files is the private data directory (at /runner) and the volumes ("HOST:CONTAINER:OPTIONS")."""
+    files is the private data directory (at /runner) and the volumes ("HOST:CONTAINER:OPTIONS"). Without an image,
+    the same job runs on this machine (the collection from ANSIBLE_COLLECTIONS_PATH or ansible.cfg), for comparison."""
     project = private_data_dir / "project"
     project.mkdir(parents=True, exist_ok=True)
     job_playbook = f"{playbook.rsplit('.', 1)[-1]}.yml"
@@ -58,10 +79,12 @@ def run_job(private_data_dir: Path, playbook: str, image: str, *, inventory: dic
         (private_data_dir / name).write_text(yaml.safe_dump(content), encoding="utf-8")
     ident = uuid.uuid4().hex
     (private_data_dir / "artifacts" / ident / "job_events").mkdir(parents=True)
-    give_to_image_user(private_data_dir)
-    result = ansible_runner.run(
-        private_data_dir=str(private_data_dir), ident=ident, playbook=job_playbook, envvars=envvars or {}, timeout=timeout, quiet=True,
-        process_isolation=True, process_isolation_executable="podman", container_image=image, container_volume_mounts=list(volumes),
-    )
+    isolation: dict[str, Any] = {}
+    if image is not None:
+        give_to_image_user(private_data_dir)
+        isolation = {"process_isolation": True, "process_isolation_executable": "podman", "container_image": image,
+                     "container_volume_mounts": list(volumes)}
+    result = ansible_runner.run(private_data_dir=str(private_data_dir), ident=ident, playbook=job_playbook, envvars=envvars or {},
+                                timeout=timeout, quiet=True, **isolation)
     stdout = (Path(result.config.artifact_dir) / "stdout").read_text(encoding="utf-8", errors="replace")
     return Job(private_data_dir, ident, int(result.rc), str(result.status), stdout)

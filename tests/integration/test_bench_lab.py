@@ -82,3 +82,12 @@ def test_the_eda_benchmark_heals_once_under_the_watchdog_and_once_on_an_alert(la
     assert [row.split(" median ")[0].strip() for row in report[1:]] == [
         "watchdog (2 s rounds): kill -> healthy", "Alertmanager alert: alert -> healthy"]
     assert heal_speed.nginx_is_healthy()
+
+
+def test_the_execution_environment_benchmark_heals_once_in_the_image_and_once_without(lab: Any) -> None:
+    import ee_speed
+
+    report = ee_speed.measure(rounds=1)
+    assert report[0].startswith("a heal in the execution environment localhost/sentinel-heal-ee:")
+    assert [row.split(": median ")[0].strip() for row in report[1:3]] == ["without the image", "in the image"]
+    assert report[3].startswith("in the image / without: ")

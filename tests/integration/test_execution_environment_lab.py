@@ -12,8 +12,9 @@ over the container's network), the artifacts the job leaves, and the user the im
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,12 @@ import pytest
 import yaml
 from conftest import ROOT, Faults, episodes, one_line, sh
 from postgres_server import PostgresServer, new_server
+from rulebook import Rulebook, alertmanager_payload, post_json
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import image  # tests/ee is not a package, as tests/lab
-from job import IMAGE_UID, Job, give_to_image_user, run_job
+from job import IMAGE_UID, Job, give_to_image_user, lab_inventory, run_job
 
 NODE = "node1"
 # where the jobs find the memory's directory inside the container (a volume of the host's)
@@ -38,23 +40,6 @@ STATE_IN_CONTAINER = "/var/lib/sentinel-heal"
 @pytest.fixture(scope="module")
 def ee_image() -> str:
     return image.build()
-
-
-def lab_inventory(private_data_dir: Path) -> dict[str, Any]:
-    """inventories/lab as a job's inventory: its keys (the machine credential's SSH key, the approver's signing key)
-    copied into the job's private data directory and named by their path in the container."""
-    hosts = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text(encoding="utf-8"))["lab"]
-    group_vars = {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in (ROOT / "inventories" / "lab" / "group_vars").glob("*.yml")}
-    keys = private_data_dir / "keys"
-    keys.mkdir(parents=True)
-    lab_state = ROOT / "tests" / "lab" / ".state"
-    for source, name in ((lab_state / "ssh" / "id_ed25519", "machine"), (lab_state / "approver" / "id_ed25519", "approver"),
-                         (lab_state / "approver" / "id_ed25519.pub", "approver.pub")):
-        shutil.copy(source, keys / name)
-        (keys / name).chmod(0o600)
-    hosts["vars"] = {**hosts["vars"], **group_vars["lab"], "ansible_ssh_private_key_file": "/runner/keys/machine"}
-    hosts["children"]["executor"]["vars"] = {**group_vars["executor"], "autoheal_approval_key": "/runner/keys/approver"}
-    return {"all": {"children": {"lab": hosts}}}
 
 
 def job(tmp_path: Path, name: str, playbook: str, ee_image: str, *, extravars: dict[str, Any], volumes: tuple[str, ...] = (),
@@ -123,3 +108,34 @@ def test_a_plan_one_job_stored_in_postgresql_is_approved_and_run_by_a_job_in_ano
     with psycopg.connect(bridged_postgres.url_with_password) as conn:
         assert conn.execute("SELECT host, status, decided_by FROM plans").fetchall() == [(NODE, "executed", "alice")]
         assert conn.execute("SELECT host, outcome, approved_by FROM episodes ORDER BY id").fetchall()[-1] == (NODE, "healed", "alice")
+
+
+def test_an_alert_to_the_rulebook_in_the_image_heals_in_a_job_of_the_image(lab: Any, faults: Faults, ee_image: str, tmp_path: Path) -> None:
+    """The image as the rulebooks' decision environment, as an EDA controller runs an activation: ansible-rulebook in
+    the container with the collection's rulebook heal_on_alert, its webhook published on the host's loopback; the
+    alert's heal job runs in the same container, its memory in a mounted directory."""
+    eda, state = tmp_path / "eda", tmp_path / "state"
+    eda.mkdir()
+    inventory = lab_inventory(eda, mounted_at="/eda")
+    inventory["all"]["vars"] = {"autoheal_state_dir": STATE_IN_CONTAINER}
+    (eda / "inventory.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    state.mkdir(mode=0o700)
+    give_to_image_user(eda)
+    give_to_image_user(state)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    variables = {"SENTINEL_HEAL_INVENTORY": "/eda/inventory.yml", "SENTINEL_HEAL_LISTEN": "0.0.0.0", "SENTINEL_HEAL_PORT": "5000"}
+    command = ["podman", "run", "--rm", "--name", f"sentinel-heal-eda-{port}", "--publish", f"127.0.0.1:{port}:5000",
+               "--volume", f"{eda}:/eda:Z", "--volume", f"{state}:{STATE_IN_CONTAINER}:Z",
+               *(f"--env={name}={value}" for name, value in variables.items()), ee_image,
+               "ansible-rulebook", "-r", "sentinel.heal.heal_on_alert", "-i", "/eda/inventory.yml", "-E", ",".join(variables), "-v"]
+    faults.inject(NODE, "nginx-killed")
+    with Rulebook(command, dict(os.environ), tmp_path / "rulebook.log", ready="listening on 0.0.0.0:5000") as rulebook:
+        status, answer = post_json(f"http://127.0.0.1:{port}/alerts", alertmanager_payload(NODE, "nginx", alertname="NginxDown"))
+        assert (status, answer["accepted"]) == (202, [{"host": NODE, "service": "nginx"}]), answer
+        rulebook.wait_for(r"^PLAY RECAP", timeout=120)
+        assert rulebook.heals() == 1, rulebook.output()
+    assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+    assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state)] == [(NODE, "nginx", "healed")]
+    assert (state / "memory.sqlite3").stat().st_uid == IMAGE_UID

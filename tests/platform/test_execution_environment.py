@@ -261,7 +261,9 @@ def test_the_debian_variant_differs_from_the_shipped_definition_only_where_debia
     assert [(variant_dir / entry["src"]).resolve() for entry in variant["additional_build_files"]] == \
         [(EE_FILE.parent / entry["src"]).resolve() for entry in definition["additional_build_files"]]
     steps, shipped = variant["additional_build_steps"], definition["additional_build_steps"]
-    assert steps["append_base"] == shipped["append_base"] and steps["prepend_final"] == ["RUN apt-get update -q"]
+    # and the decision environment's ansible-rulebook and Java, before the shipped definition's own steps
+    assert steps["append_base"][-len(shipped["append_base"]):] == shipped["append_base"] and steps["prepend_final"] == ["RUN apt-get update -q"]
+    assert "openjdk-17-jre-headless" in steps["append_base"][0] and "ansible-rulebook>=" in steps["append_base"][1]
     assert steps["append_final"] == [*shipped["append_final"], "RUN apt-get clean && rm -rf /var/lib/apt/lists/*"]
 
     # laid out as in a clone: the shipped definition, the tarball in build/, the variant written to build/ee-debian/
