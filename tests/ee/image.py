@@ -70,9 +70,9 @@ def use_engine_settings() -> None:
     os.environ.setdefault("CONTAINERS_CONF", str(CONTAINERS_CONF))
 
 
-def podman(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+def podman(*args: str, check: bool, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     use_engine_settings()
-    return subprocess.run(["podman", *args], text=True, **kwargs)
+    return subprocess.run(["podman", *args], check=check, text=True, **kwargs)
 
 
 def image_exists(name: str) -> bool:
@@ -152,9 +152,16 @@ def _build() -> str:
     subprocess.run(["ansible-builder", "create", "-f", str(definition), "-c", str(context), "--output-filename", "Containerfile"],
                    check=True, stdout=subprocess.DEVNULL)
     name = image_name()
-    print(f"== building {name} (layers cached by podman: after the first build, the collection's layers only)", flush=True)
-    podman("build", "--layers", "-f", str(context / "Containerfile"), "-t", name,
-           "--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro", str(context), check=True)
+    print(f"== building {name} (layers cached by podman: after the first build, the collection's layers only; "
+          f"the output in {BUILD_DIR / 'build.log'})", flush=True)
+    log = BUILD_DIR / "build.log"
+    with log.open("w", encoding="utf-8") as output:
+        built = podman("build", "--layers", "-f", str(context / "Containerfile"), "-t", name,
+                       "--volume", f"{HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro", str(context),
+                       check=False, stdout=output, stderr=subprocess.STDOUT)
+    if built.returncode != 0:
+        raise SystemExit(f"podman build of {name} failed (exit status {built.returncode}); its output, in {log}, ends:\n"
+                         f"{log.read_text(encoding='utf-8', errors='replace')[-4000:]}")
     # the images of earlier builds, untagged now: gone, or every commit's build would stay on the disk (the layers a
     # build reuses are kept, as the current image's parents)
     podman("image", "prune", "--force", check=True, stdout=subprocess.DEVNULL)

@@ -238,8 +238,8 @@ def test_the_documented_commands_run_in_a_clone(tmp_path: Path) -> None:
     assert "openssh-clients [platform:rpm]  # from collection sentinel.heal" in outputs[-1]
 
 
-def test_the_debian_variant_differs_from_the_shipped_definition_only_where_debian_does(tmp_path: Path, definition: dict,
-                                                                                        collection_tarball: Path) -> None:
+def test_the_debian_variant_differs_from_the_shipped_definition_only_where_debian_does(
+        tmp_path: Path, definition: dict, collection_tarball: Path) -> None:
     """The image the lab tests build and run (tests/ee/image.py, `make ee`) is the shipped definition with the base
     image, the Python interpreter and the package manager of Debian: derived from it, never a second hand-edited copy.
     ansible-builder accepts it, and its Containerfile installs everything the shipped one does."""
