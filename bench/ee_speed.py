@@ -22,11 +22,10 @@ sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import fleet  # noqa: E402
 import image  # noqa: E402
-from job import give_to_image_user, lab_inventory, run_job  # noqa: E402
+from job import STATE_IN_CONTAINER, give_to_image_user, lab_inventory, run_job  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 NODE = "node1"
-STATE_IN_CONTAINER = "/var/lib/sentinel-heal"
 GOAL = 1.3
 
 
@@ -37,15 +36,15 @@ def one_heal(work: Path, ee_image: str | None) -> float:
     state.mkdir(mode=0o700)
     private_data_dir = work / "job"
     if ee_image is None:
-        inventory = lab_inventory(private_data_dir, mounted_at=str(private_data_dir))
+        lab_inventory(private_data_dir, mounted_at=str(private_data_dir))
         extravars, volumes = {"autoheal_state_dir": str(state)}, ()
         envvars = {"ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections")}
     else:
-        inventory = lab_inventory(private_data_dir)
+        lab_inventory(private_data_dir)
         give_to_image_user(state)
         extravars, volumes, envvars = {"autoheal_state_dir": STATE_IN_CONTAINER}, (f"{state}:{STATE_IN_CONTAINER}:Z",), {}
     started = time.perf_counter()
-    done = run_job(private_data_dir, "sentinel.heal.heal", ee_image, inventory=inventory, extravars={**extravars, "autoheal_target": NODE},
+    done = run_job(private_data_dir, "sentinel.heal.heal", ee_image, extravars={**extravars, "autoheal_target": NODE},
                    volumes=volumes, envvars=envvars)
     elapsed = time.perf_counter() - started
     healthy = fleet.run_in(NODE, ["curl", "-sf", "-o", "/dev/null", "http://127.0.0.1/"]).returncode == 0
@@ -74,12 +73,8 @@ def measure(rounds: int) -> list[str]:
 
 
 def main() -> None:
-    fleet.down()
-    fleet.up()
-    try:
+    with fleet.fresh():
         print("\n".join(measure(ROUNDS)))
-    finally:
-        fleet.down()
 
 
 if __name__ == "__main__":

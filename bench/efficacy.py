@@ -354,17 +354,13 @@ def summary(results: list[Result]) -> list[str]:
 def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("the lab fleet needs root: run `make bench-efficacy` as root")
-    fleet.down()
-    fleet.up(inits=SYSV_HOSTS)
-    try:
+    with fleet.fresh(inits=SYSV_HOSTS):
         only = os.environ.get("EFFICACY_REAL_MODEL") == "only"
         real_model = only or os.environ.get("EFFICACY_REAL_MODEL") == "1"
         results = measure(real_model=real_model, only_real_model=only)
         unforeseen = measure_unforeseen(real_model=real_model, only_real_model=only)
         changes = measure(CHANGES, real_model=real_model, only_real_model=only)
         cost = keeping_cost()
-    finally:
-        fleet.down()
     lines = ["", *report(results), "", *summary(results), "", *summary(unforeseen), "", *heal_rates(unforeseen), "", *summary(changes), "", cost]
     print("\n".join(lines))
 

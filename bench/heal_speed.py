@@ -105,12 +105,8 @@ def measure(rounds: int) -> list[str]:
 
 
 def main() -> None:
-    fleet.down()
-    fleet.up()
-    try:
+    with fleet.fresh():
         print("\n".join(measure(ROUNDS)))
-    finally:
-        fleet.down()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A job in the execution environment, as AWX starts one: ansible-runner with process isolation (podman and the image),
 a private data directory holding the project (a playbook importing the collection's), the inventory and the extra
-variables, and files the inventory names by their path in the container (/runner/...), such as the SSH key.
+variables, and files the inventory names by their path in the container (/runner/...), such as the SSH key. Needs
+tests/lab on the import path (for the lab's inventory and keys), as the tests and benchmarks that use it put it.
 
 The image runs jobs as uid 1000 (ansible-builder's `USER 1000`) with root's group added; ansible-runner, run as root
 here, would make the private data directory and the job's artifact directory root's alone (0700), where the job's
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
+import fleet
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
 # ansible-builder's final stage: `USER 1000`
 IMAGE_UID = 1000
+# where the jobs find the memory's directory inside the container (a volume of the host's)
+STATE_IN_CONTAINER = "/var/lib/sentinel-heal"
 
 
 @dataclass
@@ -46,37 +49,37 @@ def give_to_image_user(path: Path) -> None:
             os.chown(name, IMAGE_UID, 0, follow_symlinks=False)
 
 
-def lab_inventory(directory: Path, mounted_at: str = "/runner") -> dict[str, Any]:
-    """inventories/lab as a job's inventory: its keys (the machine credential's SSH key, the approver's signing key)
-    copied into ``directory`` (a job's private data directory, or a volume) and named by their path in the container,
-    where the directory is ``mounted_at``."""
-    hosts = yaml.safe_load((ROOT / "inventories" / "lab" / "hosts.yml").read_text(encoding="utf-8"))["lab"]
-    group_vars = {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in (ROOT / "inventories" / "lab" / "group_vars").glob("*.yml")}
-    keys = directory / "keys"
-    keys.mkdir(parents=True)
-    lab_state = ROOT / "tests" / "lab" / ".state"
-    for source, name in ((lab_state / "ssh" / "id_ed25519", "machine"), (lab_state / "approver" / "id_ed25519", "approver"),
-                         (lab_state / "approver" / "id_ed25519.pub", "approver.pub")):
-        shutil.copy(source, keys / name)
-        (keys / name).chmod(0o600)
-    hosts["vars"] = {**hosts["vars"], **group_vars["lab"], "ansible_ssh_private_key_file": f"{mounted_at}/keys/machine"}
-    hosts["children"]["executor"]["vars"] = {**group_vars["executor"], "autoheal_approval_key": f"{mounted_at}/keys/approver"}
-    return {"all": {"children": {"lab": hosts}}}
+def copy_lab_keys(directory: Path) -> None:
+    """The lab's keys (the machine credential's SSH key, the approver's signing key) in ``directory``, at the paths they
+    have in this checkout, which fleet.copy_inventory's copies name."""
+    for key in (fleet.SSH_KEY, fleet.APPROVER_KEY, fleet.APPROVER_KEY.with_suffix(".pub")):
+        copy = directory / key.relative_to(fleet.COLLECTION_ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(key, copy)
+        copy.chmod(0o600)
 
 
-def run_job(private_data_dir: Path, playbook: str, image: str | None, *, inventory: dict[str, Any], extravars: dict[str, Any],
-            volumes: tuple[str, ...] = (), envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
-    """Run the collection's playbook (a FQCN such as sentinel.heal.heal) in the image; the job's view of the host's
-    files is the private data directory (at /runner) and the volumes ("HOST:CONTAINER:OPTIONS"). Without an image,
+def lab_inventory(directory: Path, mounted_at: str = "/runner") -> Path:
+    """inventories/lab as a job's inventory, ``directory``/inventory (ansible-runner's default), with the lab's keys in
+    ``directory`` (a job's private data directory, or a volume), named by their paths where the container sees the
+    directory, ``mounted_at``."""
+    copy_lab_keys(directory)
+    return fleet.copy_inventory(directory / "inventory", checkout=mounted_at)
+
+
+def run_job(private_data_dir: Path, playbook: str, image: str | None, *, extravars: dict[str, Any], volumes: tuple[str, ...] = (),
+            envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
+    """Run the collection's playbook (a FQCN such as sentinel.heal.heal) in the image, against the inventory of the
+    private data directory (lab_inventory); the job's view of the host's files is that directory (at /runner) and the
+    volumes ("HOST:CONTAINER:OPTIONS"). Without an image,
     the same job runs on this machine (the collection from ANSIBLE_COLLECTIONS_PATH or ansible.cfg), for comparison."""
     project = private_data_dir / "project"
     project.mkdir(parents=True, exist_ok=True)
     job_playbook = f"{playbook.rsplit('.', 1)[-1]}.yml"
     (project / job_playbook).write_text(f"---\n- name: The collection's playbook\n  ansible.builtin.import_playbook: {playbook}\n", encoding="utf-8")
     # written here, not handed to ansible-runner, which would write them as root's alone
-    for name, content in (("inventory/hosts.yml", inventory), ("env/extravars", extravars)):
-        (private_data_dir / name).parent.mkdir(exist_ok=True)
-        (private_data_dir / name).write_text(yaml.safe_dump(content), encoding="utf-8")
+    (private_data_dir / "env").mkdir(exist_ok=True)
+    (private_data_dir / "env" / "extravars").write_text(yaml.safe_dump(extravars), encoding="utf-8")
     ident = uuid.uuid4().hex
     (private_data_dir / "artifacts" / ident / "job_events").mkdir(parents=True)
     isolation: dict[str, Any] = {}

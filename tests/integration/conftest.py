@@ -125,12 +125,8 @@ SYSV_HOSTS = {"node3": "sysv"}
 def lab() -> Iterator[Any]:
     if os.geteuid() != 0:
         pytest.fail("the lab fleet needs root (network namespaces, mounts): run the tests as root")
-    fleet.down()  # a fleet left running (by hand, or by an interrupted run) may carry faults: start clean
-    fleet.up(inits=SYSV_HOSTS)
-    try:
+    with fleet.fresh(inits=SYSV_HOSTS):  # a fleet left running (by hand, by an interrupted run) may carry faults
         yield fleet
-    finally:
-        fleet.down()
 
 
 class Faults:

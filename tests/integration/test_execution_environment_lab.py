@@ -22,19 +22,16 @@ from typing import Any, Iterator
 
 import psycopg
 import pytest
-import yaml
 from conftest import ROOT, Faults, episodes, one_line, sh
 from postgres_server import PostgresServer, new_server
-from rulebook import Rulebook, alertmanager_payload, post_json
+from rulebook import Rulebook, alertmanager_payload, eda_inventory, post_json
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import image  # tests/ee is not a package, as tests/lab
-from job import IMAGE_UID, Job, give_to_image_user, lab_inventory, run_job
+from job import IMAGE_UID, STATE_IN_CONTAINER, Job, copy_lab_keys, give_to_image_user, lab_inventory, run_job
 
 NODE = "node1"
-# where the jobs find the memory's directory inside the container (a volume of the host's)
-STATE_IN_CONTAINER = "/var/lib/sentinel-heal"
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +42,8 @@ def ee_image() -> str:
 def job(tmp_path: Path, name: str, playbook: str, ee_image: str, *, extravars: dict[str, Any], volumes: tuple[str, ...] = (),
         envvars: dict[str, str] | None = None) -> Job:
     private_data_dir = tmp_path / name
-    return run_job(private_data_dir, playbook, ee_image, inventory=lab_inventory(private_data_dir), extravars=extravars,
-                   volumes=volumes, envvars=envvars)
+    lab_inventory(private_data_dir)
+    return run_job(private_data_dir, playbook, ee_image, extravars=extravars, volumes=volumes, envvars=envvars)
 
 
 def events(done: Job) -> list[dict[str, Any]]:
@@ -115,21 +112,19 @@ def test_an_alert_to_the_rulebook_in_the_image_heals_in_a_job_of_the_image(lab: 
     the container with the collection's rulebook heal_on_alert, its webhook published on the host's loopback; the
     alert's heal job runs in the same container, its memory in a mounted directory."""
     eda, state = tmp_path / "eda", tmp_path / "state"
-    eda.mkdir()
-    inventory = lab_inventory(eda, mounted_at="/eda")
-    inventory["all"]["vars"] = {"autoheal_state_dir": STATE_IN_CONTAINER}
-    (eda / "inventory.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    copy_lab_keys(eda)
+    eda_inventory(eda / "inventory", Path(STATE_IN_CONTAINER), checkout="/eda")
     state.mkdir(mode=0o700)
     give_to_image_user(eda)
     give_to_image_user(state)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    variables = {"SENTINEL_HEAL_INVENTORY": "/eda/inventory.yml", "SENTINEL_HEAL_LISTEN": "0.0.0.0", "SENTINEL_HEAL_PORT": "5000"}
+    variables = {"SENTINEL_HEAL_INVENTORY": "/eda/inventory", "SENTINEL_HEAL_LISTEN": "0.0.0.0", "SENTINEL_HEAL_PORT": "5000"}
     command = ["podman", "run", "--rm", "--name", f"sentinel-heal-eda-{port}", "--publish", f"127.0.0.1:{port}:5000",
                "--volume", f"{eda}:/eda:Z", "--volume", f"{state}:{STATE_IN_CONTAINER}:Z",
                *(f"--env={name}={value}" for name, value in variables.items()), ee_image,
-               "ansible-rulebook", "-r", "sentinel.heal.heal_on_alert", "-i", "/eda/inventory.yml", "-E", ",".join(variables), "-v"]
+               "ansible-rulebook", "-r", "sentinel.heal.heal_on_alert", "-i", "/eda/inventory", "-E", ",".join(variables), "-v"]
     faults.inject(NODE, "nginx-killed")
     with Rulebook(command, dict(os.environ), tmp_path / "rulebook.log", ready="listening on 0.0.0.0:5000") as rulebook:
         status, answer = post_json(f"http://127.0.0.1:{port}/alerts", alertmanager_payload(NODE, "nginx", alertname="NginxDown"))

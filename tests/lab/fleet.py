@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO, TypedDict
+from typing import Any, TextIO, TypedDict
 
 LAB_DIR = Path(__file__).resolve().parent
 FAULTS_DIR = LAB_DIR / "faults"
@@ -346,15 +346,26 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
     return hosts
 
 
-def copy_inventory(directory: Path) -> Path:
+def copy_inventory(directory: Path, checkout: str = str(COLLECTION_ROOT)) -> Path:
     """inventories/lab in ``directory``, its hosts and group_vars, with the paths it takes from this checkout (the SSH
-    key, the lab approver's key) made absolute, so that the copy works wherever it is."""
+    key, the lab approver's key) made absolute, so that the copy works wherever it is; ``checkout`` is where those
+    paths start (where a container sees them, when its job reads the copy)."""
     source = COLLECTION_ROOT / "inventories" / "lab"
     for path in [source / "hosts.yml", *sorted((source / "group_vars").glob("*.yml"))]:
         target = directory / path.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(path.read_text().replace("{{ inventory_dir }}/../..", str(COLLECTION_ROOT)))
+        target.write_text(path.read_text().replace("{{ inventory_dir }}/../..", checkout))
     return directory
+
+
+@contextlib.contextmanager
+def fresh(**up_options: Any) -> Iterator[list[Host]]:
+    """A fleet started from nothing (one left running may carry faults) and taken down afterwards, also on failure."""
+    down()
+    try:
+        yield up(**up_options)
+    finally:
+        down()
 
 
 def _install_executor(hosts: list[Host]) -> None:

@@ -28,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAL_PLAY = re.compile(r"^PLAY \[Heal the declared services\]", re.M)
 
 
-def eda_inventory(directory: Path, state_dir: Path, **variables: Any) -> Path:
-    """The lab inventory in ``directory``, copyable (the key by absolute path), with the heal jobs' state dir (and
-    ``variables`` for every host)."""
-    fleet.copy_inventory(directory)
+def eda_inventory(directory: Path, state_dir: Path, checkout: str = str(fleet.COLLECTION_ROOT), **variables: Any) -> Path:
+    """The lab inventory in ``directory``, copyable (the key by absolute path, from ``checkout``: see
+    fleet.copy_inventory), with the heal jobs' state dir (and ``variables`` for every host)."""
+    fleet.copy_inventory(directory, checkout)
     settings = {"autoheal_state_dir": str(state_dir), **variables}
     (directory / "group_vars" / "all.yml").write_text("---\n" + "".join(f"{name}: {json.dumps(value)}\n" for name, value in settings.items()))
     return directory
