@@ -22,6 +22,7 @@ CONTAINERS_CONF, so every podman call (this script's, ansible-runner's, ansible-
 from __future__ import annotations
 
 import argparse
+import copy
 import fcntl
 import hashlib
 import os
@@ -99,10 +100,15 @@ def ensure_base() -> str:
     return name
 
 
+def shipped_definition() -> dict[str, Any]:
+    shipped: dict[str, Any] = yaml.safe_load(UBI_DEFINITION.read_text(encoding="utf-8"))
+    return shipped
+
+
 def debian_definition(ubi: dict[str, Any], base_image: str, definition_dir: Path, source_dir: Path = UBI_DEFINITION.parent) -> dict[str, Any]:
     """The shipped (UBI) definition, changed only where Debian differs; its build files' paths (relative to source_dir,
     where the shipped definition is) made relative to definition_dir, where the variant is written."""
-    variant: dict[str, Any] = yaml.safe_load(yaml.safe_dump(ubi))
+    variant = copy.deepcopy(ubi)
     variant["images"]["base_image"]["name"] = base_image
     # python3 and pip are in the base (Debian's pip: ansible-builder's ensurepip bootstrap is refused by Debian)
     variant["dependencies"]["python_interpreter"] = {"python_path": "/usr/bin/python3"}
@@ -145,8 +151,7 @@ def _build() -> str:
     subprocess.run(["ansible-galaxy", "collection", "build", "--force", "--output-path", str(tarballs), str(ROOT)],
                    check=True, stdout=subprocess.DEVNULL)
     definition = BUILD_DIR / "execution-environment.yml"
-    ubi = yaml.safe_load(UBI_DEFINITION.read_text(encoding="utf-8"))
-    definition.write_text(yaml.safe_dump(debian_definition(ubi, base, BUILD_DIR), sort_keys=False), encoding="utf-8")
+    definition.write_text(yaml.safe_dump(debian_definition(shipped_definition(), base, BUILD_DIR), sort_keys=False), encoding="utf-8")
     context = BUILD_DIR / "context"
     shutil.rmtree(context, ignore_errors=True)
     subprocess.run(["ansible-builder", "create", "-f", str(definition), "-c", str(context), "--output-filename", "Containerfile"],
@@ -175,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "base":
         print(ensure_base())
     elif args.command == "definition":
-        ubi = yaml.safe_load(UBI_DEFINITION.read_text(encoding="utf-8"))
-        print(yaml.safe_dump(debian_definition(ubi, base_image_name(), BUILD_DIR), sort_keys=False), end="")
+        print(yaml.safe_dump(debian_definition(shipped_definition(), base_image_name(), BUILD_DIR), sort_keys=False), end="")
     elif args.command == "build":
         print(build())
     else:
