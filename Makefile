@@ -119,15 +119,17 @@ demo: setup
 ## test: every check and test - lint, sanity, unit, the lab scenarios (leaves no lab behind)
 # The lab scenarios keep about one of two cores busy (they wait on hosts, timers and services), so the checks that
 # need no lab (lint, sanity, unit, platform) and the execution environment's build run beside them; their output is
-# shown whole once the scenarios end (the scenarios' test of the image waits for that build, tests/ee/image.py).
+# shown whole once the scenarios end. The image is built first, at the scenarios' priority (their tests of the image
+# wait for it, tests/ee/image.py); the checks then run at the lowest priority, in the time the scenarios leave idle:
+# a scenario waits on its hosts' timers and timeouts, and a check that took its core made it wait longer.
 test: setup
 	checks_log=$$(mktemp); \
-	echo "== lint, sanity, unit, platform and the execution environment's build, beside the lab scenarios (their output follows the scenarios')"; \
-	$(MAKE) --no-print-directory lint sanity unit platform ee-image > "$$checks_log" 2>&1 & checks_pid=$$!; \
+	echo "== the execution environment's build, then lint, sanity, unit and platform, beside the lab scenarios (their output follows the scenarios')"; \
+	{ $(MAKE) --no-print-directory ee-image && nice -n 19 $(MAKE) --no-print-directory lint sanity unit platform; } > "$$checks_log" 2>&1 & checks_pid=$$!; \
 	trap 'kill $$checks_pid 2>/dev/null || true; rm -f "$$checks_log"' EXIT; \
 	scenarios=0; $(MAKE) --no-print-directory integration || scenarios=$$?; \
 	checks=0; wait $$checks_pid || checks=$$?; \
-	echo "== lint, sanity, unit, platform and the execution environment's build (exit $$checks)"; cat "$$checks_log"; \
+	echo "== the execution environment's build, lint, sanity, unit and platform (exit $$checks)"; cat "$$checks_log"; \
 	[ $$checks -eq 0 ] && [ $$scenarios -eq 0 ]
 	$(MAKE) --no-print-directory molecule
 
