@@ -237,8 +237,12 @@ def test_the_heal_jobs_set_stats_feed_the_approve_job() -> None:
     """AWX hands a job's set_stats data (its artifacts) to the later jobs of a workflow as extra variables, through
     the approval node: the role exports autoheal_pending_plans, added up over the hosts, and approve.yml runs them."""
     tasks = yaml.safe_load((ROOT / "roles" / "autoheal" / "tasks" / "main.yml").read_text(encoding="utf-8"))
-    (export,) = [task["ansible.builtin.set_stats"] for task in tasks if "ansible.builtin.set_stats" in task]
-    assert set(export["data"]) == {"autoheal_pending_plans"} and "result.pending_plans" in export["data"]["autoheal_pending_plans"]
+    (task,) = [task for task in tasks if "ansible.builtin.set_stats" in task]
+    export = task["ansible.builtin.set_stats"]
+    assert set(export["data"]) == {"autoheal_pending_plans"}
+    # once per batch, the lists of the batch's hosts: set_stats adds up the batches of a play with serial
+    assert task["run_once"] and "ansible_play_batch" in task["vars"][export["data"]["autoheal_pending_plans"].strip("{} ")]
+    assert "pending_plans" in task["vars"][export["data"]["autoheal_pending_plans"].strip("{} ")]
     assert export.get("aggregate", True) and not export.get("per_host", False)
     approve = yaml.safe_load((ROOT / "playbooks" / "approve.yml").read_text(encoding="utf-8"))
     assert "autoheal_pending_plans | default([]) | map(attribute='plan_id')" in approve[0]["vars"]["autoheal_approve_ids"]
