@@ -17,11 +17,14 @@ from ansible_collections.sentinel.heal.plugins.module_utils._text import printab
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message, parse_shipped_files
 
 display = Display()
 # set by ansible-runner in every job it runs (AWX, Event-Driven Ansible, ansible-navigator)
 RUNNER_JOB_VARIABLE = "AWX_ISOLATED_DATA_DIR"
+
+
+parse_shipped_files()  # here, in the play's process, before it forks the workers that run this action
 
 
 class ActionModule(ActionBase):

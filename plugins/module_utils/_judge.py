@@ -252,6 +252,7 @@ class Policy:
     _not_secret: re.Pattern[str] = field(init=False, compare=False, repr=False)
     _system_read: re.Pattern[str] = field(init=False, compare=False, repr=False)
     _protected: re.Pattern[str] = field(init=False, compare=False, repr=False)
+    _blocked: tuple[tuple[str, re.Pattern[str]], ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Exact protected paths are system directories, and the symlinks' targets real ones: owned by root, so
@@ -263,6 +264,8 @@ class Policy:
         object.__setattr__(self, "_not_secret", compile_patterns(self.not_secret, below=False, within_component=True))
         object.__setattr__(self, "_system_read", compile_patterns(self.system_reads, below=False, within_component=True))
         object.__setattr__(self, "_protected", compile_patterns(self.protected_paths, below=False))
+        object.__setattr__(self, "_blocked", tuple((group.reason, re.compile("|".join(map(fnmatch.translate, group.patterns))))
+                                                   for group in self.blocked if group.patterns))
 
     def rules_for(self, executable: str) -> tuple[Rule, ...]:
         """The rules that name this executable (or every executable), in file order; memoized."""
@@ -274,9 +277,7 @@ class Policy:
 
     def blocked_reason(self, executable: str) -> str | None:
         if executable not in self._blocked_by_executable:
-            self._blocked_by_executable[executable] = next(
-                (group.reason for group in self.blocked if any(fnmatch.fnmatchcase(executable, p) for p in group.patterns)), None,
-            )
+            self._blocked_by_executable[executable] = next((reason for reason, patterns in self._blocked if patterns.match(executable)), None)
         return self._blocked_by_executable[executable]
 
     def is_secret(self, arg: str) -> bool:

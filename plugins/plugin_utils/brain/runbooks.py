@@ -59,6 +59,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -303,7 +304,8 @@ class RunbookLibrary:
             for file in sorted(path.glob("*.md")):
                 if file.name.lower() == "readme.md":
                     continue
-                runbook = parse_runbook(file.read_text(encoding="utf-8"), str(file))
+                stat = file.stat()
+                runbook = _parse_runbook_file(str(file), stat.st_mtime_ns, stat.st_size)
                 by_id[runbook.id] = runbook
         return cls(by_id.values())
 
@@ -314,6 +316,13 @@ class RunbookLibrary:
         """The runbook a plan (a remembered one, replayed any number of times) was first planned from, if it is loaded."""
         kind, _space, reference = plan.first_planned_by.partition(" ")
         return next((rb for rb in self.runbooks if rb.id == reference), None) if kind == PlanSource.RUNBOOK.value else None
+
+
+@lru_cache(maxsize=1024)
+def _parse_runbook_file(path: str, _mtime_ns: int, _size: int) -> Runbook:
+    """A runbook file parsed once per process while it is unchanged (runbooks are immutable): every heal session loads
+    the library, and the forks of a play inherit what their parent parsed."""
+    return parse_runbook(Path(path).read_text(encoding="utf-8"), path)
 
 
 def parse_runbook(text: str, path: str) -> Runbook:

@@ -317,6 +317,17 @@ def test_a_user_runbook_replaces_a_shipped_one_with_the_same_id(tmp_path: Path) 
     assert plan.rationale == "ours" and [s.argv for s in plan.steps] == [("service", "nginx", "restart")]
 
 
+def test_a_runbook_edited_between_two_loads_is_read_again(tmp_path: Path) -> None:
+    """Each file is parsed once while it is unchanged (every heal session loads the library); an edit is seen."""
+    runbook = tmp_path / "mine.md"
+    front = ("---\nid: mine\ntitle: {}\nservices: [nginx]\nmatch: {{failure_class: [stale_pidfile]}}\n"
+             "steps: ['service {{init_service}} restart']\n---\n")
+    runbook.write_text(front.format("first"))
+    assert [rb.title for rb in RunbookLibrary.load([tmp_path], builtin=False).runbooks] == ["first"]
+    runbook.write_text(front.format("the second"))
+    assert [rb.title for rb in RunbookLibrary.load([tmp_path], builtin=False).runbooks] == ["the second"]
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [
