@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import AbstractSet, Any, Iterable, Mapping
 
 # system directories where a package puts one file named for its service: that file is the service's own
 SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
@@ -39,7 +39,7 @@ class PolicyContext:
     # the ports of the service's declared HTTP check: the only ones a loopback HTTP probe may reach
     http_ports: frozenset[int] = frozenset()
     # the inventory's hosts (names and addresses): with loopback, the only hosts a probe may reach
-    probe_hosts: frozenset[str] = frozenset()
+    probe_hosts: AbstractSet[str] = frozenset()
     # the PostgreSQL clusters (version, name) the service declares: the only ones pg_ctlcluster may act on
     pg_clusters: frozenset[tuple[str, str]] = frozenset()
     # who owns each directory on the way to the service's declared paths, as service_check saw it on the host
@@ -63,7 +63,8 @@ class PolicyContext:
     def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = ()) -> PolicyContext:
         """The context of a failure service_check reported (anything with its ``service``, ``init_service``,
         ``unit``, ``spec`` and ``evidence``: the controller's Failure, or what the executor on the host reads
-        again)."""
+        again). ``probe_hosts`` that is a set is kept as it is (the controller's reads the inventory only when a probe
+        is judged)."""
         spec, evidence = failure.spec, failure.evidence
         pidfile = evidence.get("pidfile") or {}
         owners = {
@@ -92,7 +93,7 @@ class PolicyContext:
             service_dirs=service_dirs(failure),
             log_dirs=tuple(dict.fromkeys([f"/var/log/{name}" for name in names] + [posixpath.dirname(posixpath.normpath(log)) for log in logs])),
             http_ports=frozenset(port for port in [_http_port((spec.get("http") or {}).get("url"))] if port is not None),
-            probe_hosts=frozenset(probe_hosts),
+            probe_hosts=probe_hosts if isinstance(probe_hosts, AbstractSet) else frozenset(probe_hosts),
             pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
             path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
             mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Set
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
@@ -84,17 +85,32 @@ def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], te
     return Target(name=host, host_vars=host_vars, secret_vars=secret_vars, config_file=C.CONFIG_FILE)
 
 
-def inventory_hosts(task_vars: Mapping[str, Any], templar: Any) -> frozenset[str]:
-    """The names and addresses (``ansible_host``) of the inventory's hosts: with loopback, the only hosts
-    the guard lets a probe reach."""
-    names = set((task_vars.get("groups") or {}).get("all") or ())
-    hostvars = task_vars.get("hostvars") or {}
-    addresses = set()
-    for name in names:
-        address = (hostvars.get(name) or {}).get("ansible_host")
-        if address:
-            addresses.add(str(templar.template(address)))
-    return frozenset(str(name) for name in names) | addresses
+class InventoryHosts(Set[str]):
+    """The names and addresses (``ansible_host``) of the inventory's hosts: with loopback, the only hosts the guard lets
+    a probe reach. A name is known at once; the addresses are read when a probe first asks for one that is no name:
+    each is a host's variables, all of them evaluated, and each of a play's N workers would read all N."""
+
+    def __init__(self, task_vars: Mapping[str, Any], templar: Any) -> None:
+        self._names = frozenset(str(name) for name in (task_vars.get("groups") or {}).get("all") or ())
+        self._hostvars = task_vars.get("hostvars") or {}
+        self._templar = templar
+        self._all: frozenset[str] | None = None
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._names or item in self._everything()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._everything())
+
+    def __len__(self) -> int:
+        return len(self._everything())
+
+    def _everything(self) -> frozenset[str]:
+        if self._all is None:
+            addresses = (str(self._templar.template(address)) for address in
+                         ((self._hostvars.get(name) or {}).get("ansible_host") for name in self._names) if address)
+            self._all = self._names | frozenset(addresses)
+        return self._all
 
 
 def _copy_plugin_options(plugin_type: str, plugin: Any, host_vars: dict[str, Any], secret_vars: dict[str, Any]) -> None:

@@ -22,10 +22,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable, MemoryStoreError, SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
+    InventoryHosts,
     blast_radius,
     check_ranges,
     executor_policy,
-    inventory_hosts,
     service_check,
     step_executor,
     target_for_task,
@@ -198,7 +198,7 @@ class HealSession:
             verify_retries=args.get("verify_retries", 1),
             verify_wait=args.get("verify_delay", 0.0),
             failed_plan_ttl=args["failed_ttl"],
-            probe_hosts=inventory_hosts(task.task_vars, task.templar),
+            probe_hosts=InventoryHosts(task.task_vars, task.templar),
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
             blast_radius=radius,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, Protocol, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
@@ -70,7 +70,7 @@ class Toolkit:
     systemd_restart_grace: float = 10.0
     failed_plan_ttl: float = 86400.0
     # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
-    probe_hosts: frozenset[str] = frozenset()
+    probe_hosts: AbstractSet[str] = frozenset()
     # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
     flap_limit: int = 3
     flap_window: float = 3600.0
