@@ -71,7 +71,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions imp
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER
+from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER, file_version
 
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
@@ -304,8 +304,7 @@ class RunbookLibrary:
             for file in sorted(path.glob("*.md")):
                 if file.name.lower() == "readme.md":
                     continue
-                stat = file.stat()
-                runbook = _parse_runbook_file(str(file), stat.st_mtime_ns, stat.st_size)
+                runbook = _parse_runbook_file(*file_version(file))
                 by_id[runbook.id] = runbook
         return cls(by_id.values())
 

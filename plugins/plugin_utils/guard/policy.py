@@ -41,7 +41,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge_context impor
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import parse_policy, policy_document
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
-from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER
+from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER, file_version
 
 DEFAULT_POLICY_FILE = Path(__file__).resolve().parents[3] / "policies" / "default.yml"
 
@@ -116,10 +116,10 @@ def load_policy(path: str | Path | None = None) -> Policy:
     """Load and validate a policy file (the shipped default when no path is given)."""
     resolved = Path(path).expanduser().resolve() if path else DEFAULT_POLICY_FILE
     try:
-        stat = resolved.stat()
+        version = file_version(resolved)
     except OSError as exc:
         raise PolicyFileError("cannot read the policy file", field="policy", value=str(resolved), hint=str(exc)) from exc
-    return _load_policy_cached(str(resolved), stat.st_mtime_ns, stat.st_size)
+    return _load_policy_cached(*version)
 
 
 @lru_cache(maxsize=8)
