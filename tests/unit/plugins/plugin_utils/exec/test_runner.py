@@ -118,14 +118,18 @@ def test_a_run_told_to_stop_starts_no_step_after_it(tmp_path: Path) -> None:
         _processes_mentioning(str(tmp_path))
 
 
-def test_runs_over_ssh_get_keepalives_on_masters_of_their_own() -> None:
+def test_runs_over_ssh_get_keepalives_on_masters_of_their_own_when_the_play_has_none() -> None:
     play = {"ansible_connection": "ssh", "ansible_ssh_args": "-o ControlMaster=auto -o ControlPersist=60s"}
     run = _with_keepalive(play)
     assert run["ansible_ssh_extra_args"] == "-o ServerAliveInterval=5 -o ServerAliveCountMax=3"
     assert run["ansible_control_path_dir"] == "~/.ansible/cp-sentinel-heal"
-    # the operator's own keepalive and control path are kept; other connections are left as they are
-    own = _with_keepalive({**play, "ansible_ssh_common_args": "-o ServerAliveInterval=30", "ansible_control_path_dir": "/run/cp"})
-    assert "ansible_ssh_extra_args" not in own and own["ansible_control_path_dir"] == "/run/cp-sentinel-heal"
+    assert _with_keepalive({**play, "ansible_control_path_dir": "/run/cp"})["ansible_control_path_dir"] == "/run/cp-sentinel-heal"
+    # the operator's own keepalive (in any of the three arguments) is on the play's masters: the run shares them
+    for argument in ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        kept = {**play, argument: f"{play.get(argument, '')} -o ServerAliveInterval=30".strip(), "ansible_control_path_dir": "/run/cp"}
+        assert _with_keepalive(kept) == kept
+    assert "ansible_control_path_dir" not in _with_keepalive({**play, "ansible_ssh_common_args": "-o ServerAliveInterval=30"})
+    # other connections are left as they are
     assert _with_keepalive({"ansible_connection": "local"}) == {"ansible_connection": "local"}
     # where the suffix would make ssh's socket path too long (a long home), the play's own masters are used
     deep = "/srv/" + "x" * 64
