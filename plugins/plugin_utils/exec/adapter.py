@@ -185,7 +185,7 @@ class HostEvidence:
     step_timeout: int
 
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
-            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
+            started: Callable[[str], None] | None = None, timeout: float | None = None, alone: bool = False) -> RunReport:
         limit = self.step_timeout if timeout is None else max(1, min(self.step_timeout, int(timeout)))
         args = {"commands": [{"argv": list(step.argv), "become": step.become} for step in steps], "privilege": self.privilege,
                 "timeout": limit}

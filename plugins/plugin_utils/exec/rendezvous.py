@@ -49,8 +49,8 @@ class Rendezvous:
         self._job = os.getppid()
 
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
-            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
-        if self.hosts <= 1:
+            started: Callable[[str], None] | None = None, timeout: float | None = None, alone: bool = False) -> RunReport:
+        if alone or self.hosts <= 1:
             return self.runner.run(target, steps, purpose=purpose, stop=stop, started=started, timeout=timeout)
         name = f"{self._name}-{purpose}"
         for _election in range(3):

@@ -56,13 +56,22 @@ class Canary:
     outcome: str
 
 
+def held_canary(db: Database, key: CanaryKey, *, host: str) -> Canary | None:
+    """The plan's canary as it stands, read without a write lock; None when it is free for ``host`` to claim: nobody has
+    it, or the host that had it died before it settled."""
+    row = db.execute("SELECT host, owner, outcome FROM canaries WHERE run_id = ? AND fingerprint = ? AND plan_key = ?",
+                     (key.run_id, key.fingerprint, key.plan_key)).fetchone()
+    if row is None or (row["outcome"] == "running" and row["host"] != host and owner_is_gone(row["owner"])):
+        return None
+    return Canary(host=row["host"], outcome=row["outcome"])
+
+
 def claim_canary(db: Database, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
     """Inside a write transaction: the plan's canary, this host when no other host has it (or the one that had it died
     before it settled)."""
-    row = db.execute("SELECT host, owner, outcome FROM canaries WHERE run_id = ? AND fingerprint = ? AND plan_key = ?",
-                     (key.run_id, key.fingerprint, key.plan_key)).fetchone()
-    if row is not None and not (row["outcome"] == "running" and row["host"] != host and owner_is_gone(row["owner"])):
-        return Canary(host=row["host"], outcome=row["outcome"])
+    held = held_canary(db, key, host=host)
+    if held is not None:
+        return held
     # a new claim, or the claim of a canary that died: anew, as if the row had never been
     db.execute("""INSERT INTO canaries (run_id, fingerprint, plan_key, host, owner, claimed_at, outcome) VALUES (?, ?, ?, ?, ?, ?, 'running')
                   ON CONFLICT (run_id, fingerprint, plan_key) DO UPDATE SET host = excluded.host, owner = excluded.owner,

@@ -31,6 +31,8 @@ class Remediation:
     steps: list[RunStep]
     lease: LeaseRequest | None
     time_left: float
+    # a plan's canary runs by itself: the other hosts wait for its verification, none would join its run
+    alone: bool = False
 
 
 class ExecuteNode(ToolNode):
@@ -63,7 +65,7 @@ class ExecuteNode(ToolNode):
                 ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), steps_started=self.tools.steps_started,
                 executed_plan_id=state.approved_plan_id,
             )
-        return Remediation(steps, lease, self._deadline(state) - now)
+        return Remediation(steps, lease, self._deadline(state) - now, alone=state.attempt.number in state.canaries)
 
     def exec(self, prep_res: Remediation) -> RunReport | HostUnreachable | Suspended | Deferred | Late:
         thrown = self.tools.suspension()
@@ -82,6 +84,7 @@ class ExecuteNode(ToolNode):
             return self.tools.executor.run(
                 self.tools.target, prep_res.steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None,
                 started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
+                alone=prep_res.alone,
             )
         except HostUnreachable as exc:
             return exc

@@ -34,7 +34,9 @@ class Executor(Protocol):
     step_timeout: int  # seconds each step may run: a remediation's lease expires after all its steps could have run
 
     def run(self, target: Target, steps: list[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
-            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport: ...
+            started: Callable[[str], None] | None = None, timeout: float | None = None, alone: bool = False) -> RunReport:
+        """``alone``: run at once, without waiting for other forks of the run to share the run (a canary, which the
+        others wait for)."""
 
 
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]

@@ -24,7 +24,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import inciden
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.alerts import AlertVerdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, Sighting
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, settle_canary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, held_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Attempt,
@@ -414,6 +414,11 @@ class Memory:
         """The host that tries a new plan first in its run: this one, unless another host of the run has it."""
         with self._transaction() as db:
             return claim_canary(db, key, host=host, owner=owner, at=at)
+
+    def canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+        """How the plan's canary stands, for a host that waits for it: read without the write lock, and claimed for
+        ``host`` only when it is free (a hundred waiting forks poll it)."""
+        return held_canary(self._db, key, host=host) or self.claim_canary(key, host=host, owner=owner, at=at)
 
     def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
         """What a failing host's check saw, for the other hosts of its run and later runs to count: the failures it saw

@@ -52,13 +52,15 @@ class ScriptedExecutor:
     def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
         self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
         self.timeouts: list[float | None] = []
+        self.alone: list[bool] = []
         self.outputs = outputs or {}
         self.unreachable = unreachable
 
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
-            started: Callable[[str], None] | None = None, timeout: float | None = None) -> RunReport:
+            started: Callable[[str], None] | None = None, timeout: float | None = None, alone: bool = False) -> RunReport:
         self.runs.append((purpose, [step.argv for step in steps]))
         self.timeouts.append(timeout)
+        self.alone.append(alone)
         if started is not None:
             started(f"/nonexistent/{purpose}-{len(self.runs)}")
         if self.unreachable and purpose == "remediation":

@@ -12,7 +12,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import H
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 
 
-def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int, privileges: dict[str, str] | None = None,
+def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int, privileges: dict[str, str] | None = None, alone: frozenset[str] = frozenset(),
           ) -> tuple[dict[str, RunReport | Exception], dict[str, str]]:
     reports: dict[str, RunReport | Exception] = {}
     told: dict[str, str] = {}
@@ -26,7 +26,7 @@ def _meet(tmp_path: Path, hosts: dict[str, Target], run_hosts: int, privileges: 
         step = RunStep(argv=argv, become=False, on_host=HostRequest(name, "0123456789abcdef", (argv,), 0) if privilege == "executor" else None)
         try:
             reports[name] = executor.run(hosts[name], [step], purpose="remediation",
-                                         started=lambda run_dir: told.__setitem__(name, run_dir), timeout=60)
+                                         started=lambda run_dir: told.__setitem__(name, run_dir), timeout=60, alone=name in alone)
         except Exception as exc:  # noqa: BLE001 - the test reports what each fork got
             reports[name] = exc
 
@@ -57,6 +57,14 @@ def test_a_fork_with_other_connection_secrets_or_alone_in_its_run_runs_by_itself
     assert len({report.artifacts for report in reports.values()}) == 2  # type: ignore[union-attr]
     alone, _told = _meet(tmp_path / "alone", {"web1": Target(name="web1", host_vars=LOCAL)}, run_hosts=1)
     assert isinstance(alone["web1"], RunReport) and alone["web1"].results[0].stdout == "web1"
+
+
+def test_a_fork_told_to_run_alone_neither_gathers_nor_joins_the_others(tmp_path: Path) -> None:
+    hosts = {name: Target(name=name, host_vars=LOCAL) for name in ("web1", "web2", "web3")}
+    reports, told = _meet(tmp_path, hosts, run_hosts=3, alone=frozenset({"web1"}))  # web1 is its plan's canary
+    assert all(isinstance(report, RunReport) for report in reports.values()), reports
+    assert told["web1"] not in (told["web2"], told["web3"]) and told["web2"] == told["web3"]
+    assert len(list(tmp_path.glob("*/*-remediation-*"))) == 2
 
 
 def test_forks_that_get_root_another_way_run_apart_and_a_joined_forks_steps_keep_what_the_executor_is_told(tmp_path: Path) -> None:

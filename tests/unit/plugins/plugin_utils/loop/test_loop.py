@@ -21,12 +21,13 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import CANARY_POLL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, decoded_episode
@@ -501,6 +502,8 @@ def test_a_new_plan_runs_on_its_canary_first_and_once_verified_there_on_the_othe
     assert second.state.status == "healed" and second.to_dict()["plan"]["source"] == "memory"
     assert not any(line["node"] == "rollout" for line in second.state.timeline)
     assert executor.remediations == [[("service", "nginx", "restart")]] * 2
+    # the canary ran at once, by itself (the others wait for its verdict, none would join its run); the proven plan did not
+    assert executor.alone == [True, False]
 
 
 @pytest.mark.parametrize(("canary_outcome", "status", "ran"), [("failed", "deferred", False), ("healed", "healed", True)])
@@ -518,19 +521,57 @@ def test_a_host_waits_for_the_canary_of_a_new_plan_and_runs_it_only_if_it_verifi
     def canary_settles(seconds: float) -> None:
         waits.append(seconds)
         now[0] += seconds
-        if len(waits) == 3 and tools.memory is not None:  # web1's fork records its attempt while web2 waits
+        if len(waits) == 12 and tools.memory is not None:  # web1's fork records its attempt while web2 waits
             plan = tools.planner.plan(nginx_failure("not_running", host="web1"), Diagnosis("x", None, {}), frozenset(), None)
             tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"), run_id="run-1",
                                         attempt=Attempt(number=1, plan=plan, outcome=canary_outcome), canary=key)
 
     outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_settles, clock=lambda: now[0]))
-    assert outcome.state.status == status and len(waits) == 3
+    assert outcome.state.status == status and waits == [CANARY_POLL_S] * 12
     assert executor.remediations == ([[("service", "nginx", "restart")]] if ran else [])
+    assert executor.alone == ([False] if ran else [])
     if ran:
         assert "verified on web1 first in this run (3 s waited)" in " ".join(line["message"] for line in outcome.state.timeline)
     else:
         assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "record", "deferred"]
         assert "failed verification on web1, the first host to try it in this run; it runs on no other host" in outcome.state.reason
+
+
+def test_a_canary_freed_while_a_host_waits_is_taken_over_by_it(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    tools = _generic_fleet(tmp_path, executor, [HEALTHY])
+    assert tools.memory is not None
+    key = _canary_of(tools, "web1")
+    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    waits: list[float] = []
+
+    def canary_gives_up(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2 and tools.memory is not None:  # web1's attempt ended without running (its host went away)
+            plan = tools.planner.plan(nginx_failure("not_running", host="web1"), Diagnosis("x", None, {}), frozenset(), None)
+            tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"), run_id="run-1",
+                                        attempt=Attempt(number=1, plan=plan, outcome="unreachable"), canary=key)
+
+    outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_gives_up))
+    assert outcome.state.status == "healed" and len(waits) == 2
+    assert "tried here first, the canary of this run" in " ".join(line["message"] for line in outcome.state.timeline)
+    assert executor.alone == [True]
+
+
+def test_a_host_waiting_for_a_canary_reads_it_while_another_fork_holds_the_memorys_write_lock(tmp_path: Path) -> None:
+    tools = _generic_fleet(tmp_path, ScriptedExecutor(), [HEALTHY])
+    assert tools.memory is not None and tools.memory.path is not None
+    key = _canary_of(tools, "web1")
+    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    writer = sqlite3.connect(tools.memory.path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another fork records its episode
+    try:
+        began = time.monotonic()
+        assert tools.memory.canary(key, host="web2", owner=process_owner(), at=time.time()) == Canary(host="web1", outcome="running")
+        assert time.monotonic() - began < 1  # a claim would wait for the lock (the memory's busy timeout)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
 
 
 def test_the_canary_of_a_job_that_died_is_taken_over_and_one_never_verified_in_time_defers(tmp_path: Path) -> None:
