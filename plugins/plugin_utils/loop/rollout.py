@@ -80,8 +80,8 @@ class RolloutNode(ToolNode):
         if key is None:
             return Proceed()
         began = self.tools.clock()
-        canary = memory.claim_canary(key, host=host, owner=process_owner(), at=began)
         while True:
+            canary = memory.canary(key, host=host, owner=process_owner(), at=self.tools.clock())
             waited = self.tools.clock() - began
             if canary.host == host:
                 return Proceed(canary=key, waited=waited)
@@ -99,7 +99,6 @@ class RolloutNode(ToolNode):
                 return Deferred(f"this new plan is tried on {canary.host} first, and had not verified there before the incident's "
                                 f"deadline ({waited:.0f} s waited)")
             self.tools.sleep(CANARY_POLL_S)
-            canary = memory.canary(key, host=host, owner=process_owner(), at=self.tools.clock())
 
     def post(self, state: IncidentState, prep_res: Rollout | FleetHeld, exec_res: Proceed | Halted | Deferred | Suspended | FleetHeld) -> str:
         service, fleet = state.failure.service, state.fleet_incident

@@ -416,8 +416,8 @@ class Memory:
             return claim_canary(db, key, host=host, owner=owner, at=at)
 
     def canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
-        """How the plan's canary stands, for a host that waits for it: read without the write lock, and claimed for
-        ``host`` only when it is free (a hundred waiting forks poll it)."""
+        """How the plan's canary stands for ``host``: read without the write lock, and claimed for ``host`` only when it is
+        free (a hundred forks waiting for it poll it)."""
         return held_canary(self._db, key, host=host) or self.claim_canary(key, host=host, owner=owner, at=at)
 
     def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
