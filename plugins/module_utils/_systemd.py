@@ -23,8 +23,10 @@ UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
     "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite", "After",
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
-    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory",
+    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit",
 )
+# what tells a unit that fronts others from one whose parts they are (``umbrella_members``)
+UMBRELLA_PROPERTIES = ("Id", "ConsistsOf", "Type", "RemainAfterExit")
 EXEC_PROPERTIES = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost", "ExecStop", "ExecStopPost")
 START_STEPS = ("ExecCondition", "ExecStartPre", "ExecStart", "ExecStartPost")
 # how a process ended, as systemd numbers it (CLD_* of waitid(2))
@@ -69,11 +71,12 @@ def read_unit(name, timeout, journal_lines):
     if not requested or requested[0].get("LoadState") == "not-found":
         return None
     unit = requested[0]
-    members = unit.get("ConsistsOf", "").split()
+    members = umbrella_members(unit)
     if members:
         states = _show(members, UNIT_PROPERTIES, timeout)
         if states:
-            wrapper = dict((key, unit.get(key, "")) for key in ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "ConsistsOf"))
+            wrapper = dict((key, unit.get(key, "")) for key in ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState"))
+            wrapper["ConsistsOf"] = " ".join(members)
             unit = next((state for state in states if state.get("ActiveState") != "active"), states[0])
             unit["Wrapper"] = wrapper
     unit["failed_step"] = _failed_step(unit["Id"], timeout)
@@ -85,19 +88,32 @@ def read_unit(name, timeout, journal_lines):
     return unit
 
 
+def umbrella_members(unit):
+    """The services a unit fronts, when it is an umbrella: a unit that runs nothing of its own (a target, or a oneshot
+    that remains active after an ExecStart= such as Debian's postgresql's /bin/true) whose ``ConsistsOf=`` names the
+    services that are ``PartOf=`` it (postgresql@15-main). A unit with a process of its own is the service, and what is
+    part of it (a timer, a socket, a helper service declared ``PartOf=`` it) is the service's, never its runner; []."""
+    runs_nothing = unit.get("Id", "").endswith(".target") or (
+        unit.get("Type") == "oneshot" and unit.get("RemainAfterExit") == "yes")
+    if not runs_nothing:
+        return []
+    return [member for member in unit.get("ConsistsOf", "").split() if member.endswith(".service")]
+
+
 def fronted_units(name, timeout):
-    """The units a unit fronts (its ``ConsistsOf=``: the units that are ``PartOf=`` it, as Debian's postgresql fronts
-    postgresql@15-main) with whether each is active; [] for a unit that fronts none."""
-    [unit] = _show([name], ("Id", "ConsistsOf"), timeout) or [{}]
-    members = unit.get("ConsistsOf", "").split()
+    """The units an umbrella fronts (``umbrella_members``: as Debian's postgresql fronts postgresql@15-main) with whether
+    each is active; [] for a unit that fronts none."""
+    [unit] = _show([name], UMBRELLA_PROPERTIES, timeout) or [{}]
+    members = umbrella_members(unit)
     return [(member.get("Id", ""), member.get("ActiveState") == "active") for member in _show(members, ("Id", "ActiveState"), timeout)] \
         if members else []
 
 
 def units_of(unit):
-    """The units of the service whose unit service_check read (``read_unit``): that unit, and for a wrapper the
-    wrapper and every unit it fronts."""
+    """The units of the service whose unit service_check read (``read_unit``): that unit and the services that are part
+    of it, and for a wrapper the wrapper and every unit it fronts."""
     units = set([unit["Id"]])
+    units.update(member for member in unit.get("ConsistsOf", "").split() if member.endswith(".service"))
     wrapper = unit.get("Wrapper") or {}
     if wrapper.get("Id"):
         units.add(wrapper["Id"])

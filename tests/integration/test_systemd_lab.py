@@ -157,6 +157,40 @@ def test_redis_killed_on_a_systemd_host_is_back_before_the_check(mixed: Any, fau
     assert sh(mixed, "node2", "redis-cli", "ping").strip() == "PONG"
 
 
+# a timer of the host's own that is part of nginx's unit (stopped and restarted with it), as a log check or backup is
+LOGCHECK_UNITS = {
+    "/etc/systemd/system/nginx-logcheck.service": "[Unit]\nDescription=nginx log check\n\n[Service]\nType=oneshot\nExecStart=/bin/true\n",
+    "/etc/systemd/system/nginx-logcheck.timer": "[Unit]\nDescription=nginx log check\nPartOf=nginx.service\n\n"
+                                                "[Timer]\nOnUnitActiveSec=1h\n\n[Install]\nWantedBy=timers.target\n",
+}
+
+
+def test_a_timer_part_of_the_service_is_left_alone_and_the_service_itself_is_healed(mixed: Any, faults: Faults, tmp_path: Path) -> None:
+    """nginx's unit lists the timer in its ConsistsOf= (PartOf=nginx.service): the unit runs nginx itself, so it is no
+    umbrella, and the heal restarts nginx, not the timer."""
+    for path, text in LOGCHECK_UNITS.items():
+        sh(mixed, "node1", "sh", "-c", f"printf '%s' \"$1\" > {path}", "-", text)
+    try:
+        sh(mixed, "node1", "systemctl", "daemon-reload")
+        sh(mixed, "node1", "systemctl", "start", "nginx-logcheck.timer")
+        assert "nginx-logcheck.timer" in unit(mixed, "node1", "nginx", "ConsistsOf")["ConsistsOf"]
+        timer_before = unit(mixed, "node1", "nginx-logcheck.timer", "ActiveState", "ActiveEnterTimestampMonotonic")
+        assert timer_before["ActiveState"] == "active"
+        faults.inject("node1", "nginx-killed")
+        run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+        assert run.rc == 0, run.output
+        assert "node1: nginx healed in 1 attempt" in one_line(run.output)
+        assert sh(mixed, "node1", "systemctl", "is-active", "nginx").strip() == "active"
+        assert unit(mixed, "node1", "nginx-logcheck.timer", "ActiveState", "ActiveEnterTimestampMonotonic") == timer_before
+        ran = remediations(tmp_path, "node1")
+        assert ran and not any("nginx-logcheck" in " ".join(argv) for argv in ran), ran
+        assert any(argv[-1] in ("nginx", "nginx.service") for argv in ran), ran
+    finally:
+        sh(mixed, "node1", "systemctl", "stop", "nginx-logcheck.timer")
+        sh(mixed, "node1", "rm", "-f", *LOGCHECK_UNITS)
+        sh(mixed, "node1", "systemctl", "daemon-reload")
+
+
 def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixed: Any) -> None:
     init_pids = [status.pid for status in mixed.status() if status.init_system == "systemd"]
     assert mixed._lab_cgroups(), "a systemd host lives in a cgroup of its own"

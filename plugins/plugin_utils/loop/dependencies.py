@@ -84,7 +84,7 @@ def _needs(failure: Failure, other: Failure) -> bool:
 def _unit_names(failure: Failure) -> set[str]:
     unit = failure.evidence.get("unit") or {}
     names = {f"{failure.init_service}.service"}
-    for found in (unit, unit.get("wrapper") or {}):
+    for found in (unit, unit.get("Wrapper") or {}):
         if found.get("Id"):
             names.add(str(found["Id"]))
     return names

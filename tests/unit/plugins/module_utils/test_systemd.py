@@ -5,9 +5,22 @@ systemd hosts run the real commands (tests/integration/test_systemd_lab.py)."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import classify, describe, journal_cause, timespan_seconds, units_of
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
+    classify,
+    describe,
+    fronted_units,
+    journal_cause,
+    read_unit,
+    timespan_seconds,
+    units_of,
+)
 
 NGINX_DROP_IN = "\n".join([
     "2026-11-23T23:27:41+0000 node1 systemd[1]: Starting nginx.service - A high performance web server and a reverse proxy server...",
@@ -121,3 +134,78 @@ def test_the_units_of_a_service_behind_a_wrapper_are_the_wrapper_and_every_unit_
               "Wrapper": {"Id": "postgresql.service", "ConsistsOf": "postgresql@15-main.service postgresql@16-reporting.service"}}
     assert units_of(behind) == {"postgresql.service", "postgresql@15-main.service", "postgresql@16-reporting.service"}
     assert units_of({"Id": "nginx.service"}) == {"nginx.service"}  # no wrapper: no other unit, and never None
+
+
+# systemctl and journalctl answering from the units given: `show` prints each unit's properties as systemd does
+_SCRIPTED_SYSTEMD = """#!/usr/bin/env python3
+import json, os, sys
+units = json.load(open(os.environ["SCRIPTED_UNITS"]))
+if os.path.basename(sys.argv[0]) == "journalctl" or sys.argv[1] != "show":
+    sys.exit(0)
+names = sys.argv[sys.argv.index("--") + 1:]
+wanted = next(arg for arg in sys.argv if arg.startswith("--property=")).split("=", 1)[1].split(",")
+blocks = []
+for name in names:
+    unit = units.get(name) or units.get(name + ".service") or {"Id": name, "LoadState": "not-found"}
+    blocks.append("\\n".join("%s=%s" % (key, unit.get(key, "")) for key in wanted))
+print("\\n\\n".join(blocks))
+"""
+
+
+@pytest.fixture
+def scripted_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, dict[str, str]]], None]:
+    """systemd's answers for the units a test gives, on PATH in place of the machine's (a unit test never reads it)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("systemctl", "journalctl"):
+        (bin_dir / program).write_text(_SCRIPTED_SYSTEMD)
+        (bin_dir / program).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    def units(known: dict[str, dict[str, str]]) -> None:
+        (tmp_path / "units.json").write_text(json.dumps(known))
+        monkeypatch.setenv("SCRIPTED_UNITS", str(tmp_path / "units.json"))
+    return units
+
+
+def _failed(name: str, **properties: str) -> dict[str, str]:
+    return dict({"Id": name, "LoadState": "loaded", "ActiveState": "failed", "SubState": "failed", "Result": "signal",
+                 "Type": "notify", "RemainAfterExit": "no", "ExecMainCode": "2", "ExecMainStatus": "9"}, **properties)
+
+
+def test_a_timer_part_of_a_service_is_the_services_and_never_taken_for_the_unit_that_runs_it(
+        scripted_systemd: Callable[[dict[str, dict[str, str]]], None]) -> None:
+    """mariadb.service runs mariadb itself; a backup timer declared PartOf=mariadb.service is listed in its ConsistsOf=
+    but runs nothing of mariadb's: the unit to heal stays mariadb.service, and the timer's being active says nothing
+    of whether mariadb is up."""
+    scripted_systemd({
+        "mariadb.service": _failed("mariadb.service", ConsistsOf="mariadb-backup.timer mariadb-backup.service"),
+        "mariadb-backup.timer": {"Id": "mariadb-backup.timer", "LoadState": "loaded", "ActiveState": "active", "SubState": "waiting"},
+        "mariadb-backup.service": {"Id": "mariadb-backup.service", "LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
+                                   "Type": "oneshot"},
+    })
+    unit = read_unit("mariadb", 5, 20)
+    assert unit is not None and unit["Id"] == "mariadb.service" and "Wrapper" not in unit
+    assert fronted_units("mariadb", 5) == []
+    # what is part of the service is the service's own: a process of its helper on the port is no stranger
+    assert units_of(unit) == {"mariadb.service", "mariadb-backup.service"}
+
+
+def test_a_unit_that_runs_nothing_itself_fronts_the_services_part_of_it(
+        scripted_systemd: Callable[[dict[str, dict[str, str]]], None]) -> None:
+    """Debian's postgresql.service (Type=oneshot, ExecStart=/bin/true, RemainAfterExit=yes) fronts its clusters: the
+    cluster that is down is the unit that runs the service, and a timer part of the umbrella is no cluster."""
+    scripted_systemd({
+        "postgresql.service": {"Id": "postgresql.service", "LoadState": "loaded", "ActiveState": "active", "SubState": "exited",
+                               "Type": "oneshot", "RemainAfterExit": "yes",
+                               "ConsistsOf": "postgresql@15-main.service pg-vacuum.timer postgresql@16-reporting.service"},
+        "postgresql@15-main.service": {"Id": "postgresql@15-main.service", "LoadState": "loaded", "ActiveState": "active",
+                                       "SubState": "running", "Type": "forking"},
+        "postgresql@16-reporting.service": _failed("postgresql@16-reporting.service", Type="forking"),
+        "pg-vacuum.timer": {"Id": "pg-vacuum.timer", "LoadState": "loaded", "ActiveState": "active", "SubState": "waiting"},
+    })
+    unit = read_unit("postgresql", 5, 20)
+    assert unit is not None and unit["Id"] == "postgresql@16-reporting.service"
+    assert unit["Wrapper"]["Id"] == "postgresql.service"
+    assert unit["Wrapper"]["ConsistsOf"] == "postgresql@15-main.service postgresql@16-reporting.service"
+    assert fronted_units("postgresql", 5) == [("postgresql@15-main.service", True), ("postgresql@16-reporting.service", False)]
