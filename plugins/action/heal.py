@@ -16,7 +16,7 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.heal.plugins.module_utils._text import printable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC, list_option_errors_of_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message, parse_shipped_files
 
 display = Display()
@@ -35,6 +35,10 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
+        role = self._task._role.get_name() if self._task._role else None
+        entry_errors = list_option_errors_of_task(self.argument_spec, self._task.args, role)
+        if entry_errors:
+            raise AnsibleActionFail("; ".join(entry_errors))
         _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec)
         task = TaskContext(action=self, connection=self._connection, templar=self._templar, task_vars=task_vars or {},
                            check_mode=self._task.check_mode, diff=self._task.diff, ask_operator=self._ask_operator, show=display.display)

@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import time
 import unicodedata
+from datetime import datetime
 
 
 def clip(text: str, limit: int, keep: str = "start") -> str:
@@ -26,3 +28,26 @@ def printable(text: str) -> str:
         char if char in "\n\t" or unicodedata.category(char) not in ("Cc", "Cf", "Co", "Cs", "Zl", "Zp") else "\\u%04x" % ord(char)
         for char in text
     )
+
+
+def moment(at: float, now: float | None = None) -> str:
+    """A time as a person reads it: ISO 8601 in the host's zone, with its offset, and how far it is from now
+    (``2026-12-01T21:50:00+00:00, in 23 min``); machine fields keep their epoch seconds."""
+    now = time.time() if now is None else now
+    return "%s, %s" % (datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds"), relative(at - now))
+
+
+def relative(seconds: float) -> str:
+    """``in 23 min``, ``3 h 5 min ago``, ``now``: a span from now in the two largest units that matter."""
+    span = round(abs(seconds))
+    if span < 1:
+        return "now"
+    parts: list[str] = []
+    for name, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if span >= size and len(parts) < 2:
+            parts.append("%d %s" % (span // size, name))
+            span %= size
+        elif parts:
+            break
+    said = " ".join(parts)
+    return "in %s" % said if seconds > 0 else "%s ago" % said

@@ -100,8 +100,10 @@ results:
       duration: 0.012
 """
 
+from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sentinel.heal.plugins.module_utils._entries import checked_spec
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence
 
 ARGUMENT_SPEC = dict(
@@ -113,7 +115,10 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    spec, entry_errors = checked_spec(ARGUMENT_SPEC, basic._load_params())
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if entry_errors:
+        module.fail_json(msg="; ".join(entry_errors))
     try:
         results = read_evidence(module.params["commands"], module.params["privilege"], module.params["timeout"])
     except EvidenceConfigError as exc:

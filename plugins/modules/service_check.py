@@ -417,8 +417,11 @@ failures:
         unit:
           description:
             - On a systemd host, the unit that really runs the service (aliases resolved; for a wrapper unit
-              such as Debian's C(postgresql), the member unit that is not active, with the wrapper's state and the
-              units it fronts under C(Wrapper)) as C(systemctl show) reports it - C(Id), C(LoadState), C(ActiveState), C(SubState),
+              such as Debian's C(postgresql) - one that runs nothing itself, a target or a C(oneshot) that remains
+              active, and fronts the services C(PartOf=) it - the member unit that is not active, with the wrapper's
+              state and the units it fronts under C(Wrapper); a timer or a helper C(PartOf=) a unit that runs a
+              process of its own is that service's, never its runner) as C(systemctl show) reports it - C(Id),
+              C(LoadState), C(ActiveState), C(SubState), C(Type), C(RemainAfterExit),
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
               C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and the
@@ -456,13 +459,18 @@ facts:
   sample: {service_manager: sysv, os: {id: debian, version_id: "12"}, maintenance: null}
 """
 
+from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sentinel.heal.plugins.module_utils._entries import checked_spec
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUMENT_SPEC, ProbeConfigError, check_services
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, required_if=[("through_executor", True, ("policy_version",))])
+    spec, entry_errors = checked_spec(ARGUMENT_SPEC, basic._load_params())
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_if=[("through_executor", True, ("policy_version",))])
+    if entry_errors:
+        module.fail_json(msg="; ".join(entry_errors))
     check = check_services
     if module.params["through_executor"]:
         # imported only when asked: a host compiles the judge and its policy language from the module's zip at every start

@@ -29,6 +29,11 @@ def test_an_approved_plan_does_not_run_while_suspended_silenced_or_flapping_and_
     assert waiting.startswith("rc=0") and "awaits approval of plan" in waiting, waiting
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", waiting)
     approve = ("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob")
+    # the listing a person reads: times in ISO 8601 with the zone and from now, not epoch seconds
+    listing = play("playbooks/approve.yml")
+    assert re.search(r"waiting_since: \S*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, (?:\d+ s ago|now)", listing), listing
+    assert re.search(r"expires: \S*\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, in 23 h 59 min", listing), listing
+    assert plan_id in listing and "created_at" not in listing and "expires_at" not in listing
 
     assert play("playbooks/suspend.yml", "-e", "reason='disk swap'", "-e", "by=alice").startswith("rc=0")
     refused = play(*approve)
@@ -39,6 +44,7 @@ def test_an_approved_plan_does_not_run_while_suspended_silenced_or_flapping_and_
                 "-e", "by=alice").startswith("rc=0")
     refused = play(*approve)
     assert refused.startswith("rc=2") and "ledger on localhost is silenced by alice until" in refused, refused
+    assert re.search(r"silenced by alice until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, in 59 min", refused), refused
     assert play("playbooks/silence.yml", "-e", "target=localhost", "-e", "lift=true", "-e", "by=alice").startswith("rc=0")
     assert _status(state, plan_id) == "pending" and not service.up
 

@@ -20,6 +20,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible.vars.manager import VariableManager
 
+from ansible_collections.sentinel.heal.plugins.module_utils._entries import entry_errors
+from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 # the role's variables an event source reads as the heal jobs will (the memory they share, the fleet thresholds)
@@ -114,9 +116,13 @@ def role_defaults() -> dict[str, Any]:
 
 
 def _service_names(host: str, declared: Any) -> tuple[str, ...]:
-    if not isinstance(declared, list) or not all(isinstance(spec, Mapping) and isinstance(spec.get("name"), str) for spec in declared):
-        raise ConfigError(f"autoheal_services of {host} is not a list of services with a name", field="autoheal_services", value=declared,
+    if not isinstance(declared, list):
+        raise ConfigError(f"autoheal_services of {host} is not a list of services", field="autoheal_services", value=declared,
                           hint="declare the services in the form of service_check's services option")
+    errors = [f"{host}: {error}" for error in entry_errors("autoheal_services", declared, SERVICE_OPTIONS)]
+    if errors:
+        raise ConfigError("; ".join(errors), field="autoheal_services", value=host,
+                          hint="declare the services in the form of service_check's services option (ansible-doc sentinel.heal.service_check)")
     return tuple(spec["name"] for spec in declared)
 
 

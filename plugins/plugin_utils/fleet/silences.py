@@ -10,11 +10,11 @@ import dataclasses
 import datetime
 import fnmatch
 import re
-import time
 import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 ALL_SERVICES = "*"
@@ -42,8 +42,7 @@ class Silence:
         return any(fnmatch.fnmatchcase(name, self.hosts) for name in names) and fnmatch.fnmatchcase(service, self.service)
 
     def describe(self) -> str:
-        until = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.until))
-        return f"silenced by {self.set_by} until {until}: {self.reason}"
+        return f"silenced by {self.set_by} until {moment(self.until)}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,7 +81,7 @@ def marker_holds(marker: Mapping[str, Any] | None, service: str, now: float) -> 
     if (services and service not in services) or (until is not None and until <= now):
         return None
     who = f" by {marker['by']}" if marker.get("by") else ""
-    when = f" until {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(until))}" if until is not None else " until it is removed"
+    when = f" until {moment(until, now)}" if until is not None else " until it is removed"
     why = f": {marker['reason']}" if marker.get("reason") else ""
     return f"in maintenance{who}{when} ({path}){why}"
 
@@ -184,5 +183,5 @@ def _instant(value: Any, field: str) -> float:
     return moment.timestamp()
 
 
-def _stamp(moment: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(moment))
+def _stamp(at: float) -> str:
+    return moment(at)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -78,6 +79,9 @@ class StoredPlan:
             "policy_version": self.policy_version,
             "created_at": self.created_at,
             "expires_at": self.expires_at,
+            # the same times for the person who decides (the epochs above are for machines)
+            "waiting_since": moment(self.created_at),
+            "expires": moment(self.expires_at),
             "decided_by": self.decided_by,
         }
 
@@ -122,7 +126,7 @@ def authorize(stored: StoredPlan, *, host: str, policy: Policy, now: float | Non
         raise ApprovalRefused(f"{where} was already {stored.status}{by}", field="status", value=stored.status,
                               hint="run heal again for a new plan")
     if now > stored.expires_at:
-        raise ApprovalRefused(f"{where} expired at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(stored.expires_at))}",
+        raise ApprovalRefused(f"{where} expired at {moment(stored.expires_at, now)}",
                               field="expires_at", value=stored.expires_at, hint="run heal again for a new plan")
     if host != stored.host:
         raise ApprovalRefused(f"{where} was made for host {stored.host}, not {host}", field="host", value=host)

@@ -4,10 +4,10 @@ evidence commands and how the failure reads, and the wait for systemd's own rest
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
@@ -243,7 +243,7 @@ def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, wind
     recent = memory.remediations(host, service, since=now - window)
     if len(recent) < limit:
         return None
-    until = time.strftime("%H:%M:%S", time.localtime(recent[-limit]["started_at"] + window))
+    until = moment(recent[-limit]["started_at"] + window, now)
     return (f"{service}: flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
             f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}); nothing runs until {until} or until a person "
             f"resets it (sentinel.heal.flapping_reset host={host} service={service} decided_by=YOU)")

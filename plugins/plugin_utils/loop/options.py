@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._entries import list_option_errors
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
@@ -87,3 +88,15 @@ def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
         timeout=options["timeout"], max_retries=options["max_retries"], token_budget=options["token_budget"],
         json_mode=options["json_mode"], schema=options["schema"], reads=options.get("reads") or "auto",
     )
+
+
+# the role that runs the heal: each of its variables autoheal_X is the task's option X
+ROLE = "sentinel.heal.autoheal"
+ROLE_VARIABLE_PREFIX = "autoheal_"
+
+
+def list_option_errors_of_task(argument_spec: Mapping[str, Any], args: Mapping[str, Any], role: str | None) -> list[str]:
+    """What is wrong in the task's list options, each error where a person wrote it: the option, or in the role the
+    variable that gave it (``autoheal_services[3] (redis): ports: ...``)."""
+    in_role = role in (ROLE, ROLE.rsplit(".", 1)[-1])
+    return list_option_errors(argument_spec, args, label=(lambda option: ROLE_VARIABLE_PREFIX + option) if in_role else None)

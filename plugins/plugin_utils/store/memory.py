@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import alerts as alerts_throttle
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import incidents
@@ -78,8 +78,7 @@ class Suspension:
     resumed_by: str | None = None
 
     def describe(self) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.suspended_at))
-        return f"suspended by {self.suspended_by} at {when}: {self.reason}"
+        return f"suspended by {self.suspended_by} at {moment(self.suspended_at)}: {self.reason}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

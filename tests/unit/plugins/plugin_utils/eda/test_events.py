@@ -111,3 +111,10 @@ def test_options_are_validated_as_a_module_s(tmp_path: Path) -> None:
         source_options("watchdog", WATCHDOG_OPTIONS, {"inventory": "inv", "interval": 0.1})
     with pytest.raises(ConfigError, match="inventory"):
         source_options("watchdog", WATCHDOG_OPTIONS, {})
+
+
+def test_a_wrong_value_in_a_hosts_declared_services_stops_the_source_naming_host_entry_field_and_value(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yml"
+    path.write_text("web:\n  hosts:\n    web1:\n      autoheal_services: [{name: nginx, ports: [80]}, {name: app, ports: [eighty]}]\n")
+    with pytest.raises(ConfigError, match=r"web1: autoheal_services\[1\] \(app\): ports: \['eighty'\]: .*int"):
+        read_fleet(str(path))
