@@ -128,10 +128,12 @@ test: setup
 	{ $(MAKE) --no-print-directory ee-image && nice -n 19 $(MAKE) --no-print-directory lint sanity unit platform; } > "$$checks_log" 2>&1 & checks_pid=$$!; \
 	trap 'kill $$checks_pid 2>/dev/null || true; rm -f "$$checks_log"' EXIT; \
 	scenarios=0; $(MAKE) --no-print-directory integration || scenarios=$$?; \
+	echo "== the lab scenarios took $$SECONDS s (exit $$scenarios)"; \
 	checks=0; wait $$checks_pid || checks=$$?; \
-	echo "== the execution environment's build, lint, sanity, unit and platform (exit $$checks)"; cat "$$checks_log"; \
-	[ $$checks -eq 0 ] && [ $$scenarios -eq 0 ]
-	$(MAKE) --no-print-directory molecule
+	echo "== the execution environment's build, lint, sanity, unit and platform (exit $$checks), done at $$SECONDS s"; cat "$$checks_log"; \
+	if [ $$checks -ne 0 ] || [ $$scenarios -ne 0 ]; then exit 1; fi; \
+	$(MAKE) --no-print-directory molecule; \
+	echo "== make test passed in $$SECONDS s"
 
 # antsibull-docs reads the collection where Ansible finds it (ansible_collections/sentinel/heal): the guides of
 # docs/docsite/ (their markup, code blocks and references) and every plugin's and role's documentation.

@@ -20,6 +20,7 @@ from typing import Any
 
 from conftest import ROOT, Faults, sh
 from guides import CodeBlock, code_block
+from readme_figures import about, stated
 
 CLONE_URL = "https://github.com/sentinel-heal/sentinel.heal.git"
 FILE_HEADER = re.compile(r"#\s*(?P<path>~/\S+)\n")
@@ -89,6 +90,9 @@ def test_a_user_installs_from_the_tarball_and_heals_the_lab_from_a_directory_of_
     assert {"MANIFEST.json", "requirements.txt", "requirements-model.txt", "docs/docsite/rst/command_line.rst",
             "docs/docsite/extra-docs.yml", "docs/docsite/links.yml"} <= set(shipped)
     print(f"collection tarball: {tarballs[0].stat().st_size} bytes, {len(shipped)} entries")
+    # the virtualenv the guide made (requirements.txt and the model) is as large as the README says
+    venv_mb = sum(path.lstat().st_size for path in (reader.home / ".venvs" / "sentinel-heal").rglob("*")) / 1e6
+    assert about(venv_mb, stated("virtualenv")), f"the virtualenv is {venv_mb:.0f} MB, README.md says about {stated('virtualenv')} MB"
     assert (reader.home / ".ansible" / "collections" / "ansible_collections" / "sentinel" / "heal" / "MANIFEST.json").is_file()
 
     reader.follow(settings)
