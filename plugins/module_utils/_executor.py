@@ -216,7 +216,8 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     # the host's own setting for services that do not say (sentinel.heal.host's host_restore_known_good)
     spec = dict(spec, restore_known_good=spec.get("restore_known_good") or services.get("restore_known_good") or "approve")
     manager = detect_service_manager()
-    incident = _Incident(spec["name"], spec, evidence_of(spec, manager), manager)
+    others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
+    incident = _Incident(spec["name"], spec, evidence_of(spec, manager, others=others), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
     verdicts, _decision = judge_steps(request["plan"], context, policy)
     verdict = verdicts[request["step"]]

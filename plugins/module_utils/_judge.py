@@ -551,9 +551,17 @@ def _own_unit(arg: str, context: PolicyContext) -> bool:
 
 def _own_pids(context: PolicyContext) -> frozenset[int]:
     """The service's own processes: those service_check saw running it, and the port owners that carry its
-    process name (an orphaned server its init script lost). Signalling them stops the service."""
+    process name (an orphaned server its init script lost), but never a process of another service. Signalling them
+    stops the service."""
     names = {context.process, (context.process or "")[:15]} - {None, ""}
-    return context.service_pids | {pid for pid, name in context.port_owners.items() if name in names}
+    named = {pid for pid, name in context.port_owners.items() if name in names}
+    return (context.service_pids | named) - set(context.other_service_pids)
+
+
+def _squatters(context: PolicyContext) -> frozenset[int]:
+    """The port owners that are no service's processes: neither the incident's own nor another service's (its systemd
+    unit's, or another declared service's)."""
+    return frozenset(context.port_owners) - _own_pids(context) - set(context.other_service_pids)
 
 
 def _pid_placeholder(pids: Callable[[PolicyContext, Policy], Iterable[int]]) -> Callable[[str, str, PolicyContext, Policy], bool]:
@@ -761,7 +769,8 @@ RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, P
 PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "init_service": lambda arg, letters, context, policy: context.init_service is not None and arg == context.init_service,
     "process": lambda arg, letters, context, policy: context.process is not None and arg in (context.process, context.process[:15]),
-    "port_owner_pid": _pid_placeholder(lambda c, p: set(c.port_owners) - _own_pids(c)),
+    "port_owner_pid": _pid_placeholder(lambda c, p: _squatters(c)),
+    "other_service_pid": _pid_placeholder(lambda c, p: set(c.other_service_pids)),
     "service_pid": _pid_placeholder(lambda c, p: _own_pids(c)),
     "protected_pid": lambda arg, letters, context, policy: _is_canonical_int(arg.lstrip("-"))
     and int(arg.lstrip("-")) in _protected_pids(context, policy),

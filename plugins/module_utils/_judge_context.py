@@ -27,6 +27,9 @@ class PolicyContext:
     unit: str | None = None
     process: str | None = None
     port_owners: Mapping[int, str] = field(default_factory=dict)
+    # the port owners that are another service's processes, each with that service (the systemd unit whose cgroup holds
+    # it, or the other declared service whose process or pid file it is): that service, never a squatter
+    other_service_pids: Mapping[int, str] = field(default_factory=dict)
     service_pids: frozenset[int] = frozenset()
     ports: frozenset[int] = frozenset()
     stale_pidfile: str | None = None
@@ -74,6 +77,9 @@ class PolicyContext:
         }
         # a port owner in the cgroup of one of the service's own units is the service's own, whatever its name
         in_own_units = {int(owner["pid"]) for owner in evidence.get("port_owners") or [] if owner.get("own") and isinstance(owner.get("pid"), int)}
+        own_names = {failure.init_service, failure.unit}
+        other_services = {int(owner["pid"]): other for owner in evidence.get("port_owners") or [] if isinstance(owner.get("pid"), int)
+                          for other in [_other_service(owner, own_names)] if other}
         process = str(spec.get("process") or failure.init_service)
         names = dict.fromkeys((failure.service, failure.init_service))
         logs = [str(p) for p in spec.get("logs") or ()]
@@ -84,6 +90,7 @@ class PolicyContext:
             unit=failure.unit,
             process=process,
             port_owners=owners,
+            other_service_pids=other_services,
             service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)) | in_own_units,
             ports=frozenset(int(port) for port in spec.get("ports") or []),
             stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
@@ -104,6 +111,18 @@ class PolicyContext:
             cached_packages=frozenset(str(change["cached"]) for change in (evidence.get("changes") or {}).get("packages") or []
                                       if isinstance(change, Mapping) and change.get("cached")),
         )
+
+
+def _other_service(owner: Mapping[str, Any], own_units: AbstractSet[str | None]) -> str | None:
+    """The other service a port owner is a process of: the declared service service_check named, or the systemd service
+    whose cgroup holds it when that is none of the incident's own units; None for a process outside any service's unit
+    (a login session's, a scope's, a host without systemd's), which is a squatter."""
+    if owner.get("own"):
+        return None
+    if owner.get("service"):
+        return str(owner["service"])
+    unit = str(owner.get("unit") or "")
+    return unit if unit.endswith(".service") and unit[:-len(".service")] not in own_units else None
 
 
 def _own_files_of(failure: Any) -> tuple[str, ...]:

@@ -127,7 +127,8 @@ def check_services(params, keep_known_good=False):
     if marker is not None:
         reads = {}
     results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
-                          (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120))) for spec in services]
+                          (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120)),
+                          others=[other for other in services if other is not spec]) for spec in services]
     if keep_known_good:
         for spec, result in zip(services, results):
             if result["healthy"] and spec.get("known_good", True):
@@ -217,7 +218,7 @@ def detect_service_manager():
     return "unknown"
 
 
-def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120)):
+def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120), others=()):
     name = spec["name"]
     init_service = spec.get("service") or name
     process_name = spec.get("process") or init_service
@@ -244,7 +245,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     result = dict(name=name, healthy=healthy, checks=checks, spec=dict(spec))
     if healthy:
         return result
-    evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values)
+    evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values, others)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
     if reads and failure_class not in ("masked", "auto_restart"):
@@ -354,14 +355,16 @@ def _command(command, indicator, timeout):
     return True, "%s: ok" % command
 
 
-def evidence_of(spec, manager, log_lines=1):
+def evidence_of(spec, manager, log_lines=1, others=()):
     """The evidence of a declared service as it is now, failing or not (the executor's context at a step: what changed
-    since its last known good configuration included, which a restore is bound to)."""
+    since its last known good configuration included, which a restore is bound to). ``others``: the host's other
+    declared services, whose processes on the service's port are theirs."""
     init_service = spec.get("service") or spec["name"]
-    return _evidence(spec, init_service, spec.get("process") or init_service, None, manager, log_lines, spec.get("timeout") or 5.0)
+    return _evidence(spec, init_service, spec.get("process") or init_service, None, manager, log_lines, spec.get("timeout") or 5.0,
+                     others=others)
 
 
-def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values=()):
+def _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values=(), others=()):
     if status is None:
         status = _status(init_service, manager, timeout)
     unit = _systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None
@@ -371,6 +374,8 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         own_units = _systemd.units_of(unit)
         for owner in owners:
             owner["own"] = owner["unit"] in own_units
+    for owner in owners:
+        owner["service"] = None if owner.get("own") else _declared_service_of(owner, process_name, others)
     since = _last_start(unit, spec)
     offset = time.localtime().tm_gmtoff
     program = _program(process_name)
@@ -723,6 +728,18 @@ def port_owners(port):
                 owners.append(dict(port=port, pid=pid, process=_comm(pid) or "?", cmdline=_cmdline(pid), unit=_unit_of(pid)))
                 break
     return owners[:MAX_PIDS]
+
+
+def _declared_service_of(owner, process_name, others):
+    """The other declared service a port owner is a process of: the one whose pid file names its pid, or whose process
+    name it carries (unless it is the incident's own process name too, which then says nothing of whose it is); None."""
+    for other in others:
+        named = (other.get("process") or other.get("service") or other["name"])[:15]
+        if other.get("pidfile") and read_pidfile(other["pidfile"], named)["pid"] == owner["pid"]:
+            return other["name"]
+        if owner["process"] == named != process_name[:15]:
+            return other["name"]
+    return None
 
 
 def _unit_of(pid):

@@ -352,6 +352,9 @@ failures:
             - The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline), and C(unit), the
               systemd unit whose cgroup holds the process, or null). On a systemd host also C(own), true for a process
               of the service's own units (its unit, the unit it fronts or that fronts it), never a stranger on the port.
+            - C(service), the other declared service the process is (its pid file names the pid, or it carries that
+              service's process name), or null. A process of another systemd service or of another declared service
+              is that service, not a squatter the policy lets a plan stop unattended.
           type: list
           elements: dict
         pidfile:
