@@ -359,6 +359,9 @@ def _effect_target(executable: str, args: Sequence[str], context: PolicyContext)
     if executable == "pg_ctlcluster" and len(args) >= 2:
         return f"{context.init_service}@{args[0]}-{args[1]}"
     named = next((_unit_name(arg) for arg in args if _own_unit(arg, context)), None)
+    # an alias is the unit it names: stopping redis and starting redis-server leaves nothing stopped
+    if named in context.unit_names:
+        named = context.unit
     return named or context.unit or context.init_service or ""
 
 
@@ -531,13 +534,14 @@ def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
 
 
 def own_units(context: PolicyContext) -> frozenset[str]:
-    """The units of the incident, without ``.service``: its init service, the unit service_check found running it,
-    and the instances of the PostgreSQL clusters it declares (``postgresql@15-main``). Never another instance of a
-    template: ``postgresql@14-main`` is another cluster, another incident."""
+    """The units of the incident, without ``.service``: its init service, the unit service_check found running it
+    under every name systemd knows it by (its aliases: redis for redis-server), and the instances of the PostgreSQL
+    clusters it declares (``postgresql@15-main``). Never another instance of a template: ``postgresql@14-main`` is
+    another cluster, another incident."""
     if context.init_service is None:
         return frozenset()
     clusters = {f"{context.init_service}@{version}-{name}" for version, name in context.pg_clusters}
-    return frozenset({context.init_service, *([context.unit] if context.unit else []), *clusters})
+    return frozenset({context.init_service, *([context.unit] if context.unit else []), *context.unit_names, *clusters})
 
 
 def _unit_name(arg: str) -> str:

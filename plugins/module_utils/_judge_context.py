@@ -25,6 +25,8 @@ class PolicyContext:
     init_service: str | None = None
     # the systemd unit service_check found running the service (postgresql@15-main behind Debian's postgresql)
     unit: str | None = None
+    # every name systemd knows that unit by (its Names=, without .service): Debian's redis-server is redis too
+    unit_names: frozenset[str] = frozenset()
     process: str | None = None
     port_owners: Mapping[int, str] = field(default_factory=dict)
     # the port owners that are another service's processes, each with that service (the systemd unit whose cgroup holds
@@ -88,6 +90,7 @@ class PolicyContext:
             service=failure.service,
             init_service=failure.init_service,
             unit=failure.unit,
+            unit_names=_unit_names(failure),
             process=process,
             port_owners=owners,
             other_service_pids=other_services,
@@ -111,6 +114,15 @@ class PolicyContext:
             cached_packages=frozenset(str(change["cached"]) for change in (evidence.get("changes") or {}).get("packages") or []
                                       if isinstance(change, Mapping) and change.get("cached")),
         )
+
+
+def _unit_names(failure: Any) -> frozenset[str]:
+    """The names of the unit service_check found running the service, as systemd reports them (its ``Names=``: the
+    unit and its aliases), without ``.service``."""
+    if failure.unit is None:
+        return frozenset()
+    names = str((failure.evidence.get("unit") or {}).get("Names") or "").split()
+    return frozenset(name[:-len(".service")] if name.endswith(".service") else name for name in names)
 
 
 def _other_service(owner: Mapping[str, Any], own_units: AbstractSet[str | None]) -> str | None:

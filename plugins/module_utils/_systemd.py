@@ -23,7 +23,7 @@ UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
     "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite", "After",
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
-    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit",
+    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit", "Names",
 )
 # what tells a unit that fronts others from one whose parts they are (``umbrella_members``)
 UMBRELLA_PROPERTIES = ("Id", "ConsistsOf", "Type", "RemainAfterExit")

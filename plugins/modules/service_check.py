@@ -427,7 +427,8 @@ failures:
               C(LoadState), C(ActiveState), C(SubState), C(Type), C(RemainAfterExit),
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
-              C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and the
+              C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory), C(Names)
+              (every name systemd knows the unit by, so Debian's C(redis-server.service) is C(redis.service) too) and the
               timestamps of its last start; null elsewhere.
             - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -
               C(step), C(path), C(code), C(status), such as 203 for EXEC or 217 for USER), C(failed_requirements),

@@ -209,3 +209,11 @@ def test_a_unit_that_runs_nothing_itself_fronts_the_services_part_of_it(
     assert unit["Wrapper"]["Id"] == "postgresql.service"
     assert unit["Wrapper"]["ConsistsOf"] == "postgresql@15-main.service postgresql@16-reporting.service"
     assert fronted_units("postgresql", 5) == [("postgresql@15-main.service", True), ("postgresql@16-reporting.service", False)]
+
+
+def test_the_unit_is_read_with_every_name_systemd_knows_it_by(scripted_systemd: Callable[[dict[str, dict[str, str]]], None]) -> None:
+    """Debian's redis-server.service is also redis.service (its Alias=): the guard takes either name for the incident's
+    unit only because service_check reports both."""
+    scripted_systemd({"redis-server.service": _failed("redis-server.service", Names="redis-server.service redis.service")})
+    unit = read_unit("redis-server", 5, 20)
+    assert unit is not None and unit["Names"].split() == ["redis-server.service", "redis.service"]

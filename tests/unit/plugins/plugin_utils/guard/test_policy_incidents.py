@@ -120,3 +120,33 @@ def test_a_port_holder_service_check_finds_to_be_another_declared_service_is_tha
     [verdict], _decision = evaluate_plan([f"kill -TERM {pid}"], PolicyContext.from_failure(failure), POLICY)
     assert (verdict.decision.value, verdict.rule) == (("allow", "kill-port-squatter") if declared == "none" else
                                                       ("approve", "signal-another-service"))
+
+
+# ---- a unit under every name systemd knows it by ----------------------------------------------------------------
+
+REDIS = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "pidfile": "/run/redis/redis-server.pid",
+         "logs": ["/var/log/redis/redis-server.log"], "user": "redis", "paths": ["/var/lib/redis", "/run/redis"]}
+
+
+def _redis_down(names: str) -> PolicyContext:
+    return PolicyContext.from_failure(_failure(REDIS, "not_running", unit=_unit("redis-server.service", names)))
+
+
+@pytest.mark.parametrize(("plan", "expected"), [
+    (["systemctl restart redis"], [("allow", "systemctl-control")]),
+    (["journalctl -u redis -n 50 --no-pager"], [("allow", "journal-reading")]),
+    (["systemctl status redis.service"], [("allow", "systemctl-status-own-unit")]),
+    # the alias is the unit: stopped under one name, started under the other, nothing is left stopped
+    (["systemctl stop redis", "systemctl start redis-server"], [("allow", "systemctl-control")] * 2),
+    (["systemctl stop redis-server", "systemctl start redis"], [("allow", "systemctl-control")] * 2),
+    (["systemctl stop redis"], [("approve", "plan-leaves-service-stopped")]),
+])
+def test_an_alias_systemd_reports_for_the_incidents_unit_is_that_unit(plan: list[str], expected: list[tuple[str, str]]) -> None:
+    assert _decide(_redis_down("redis-server.service redis.service"), *plan) == expected
+
+
+@pytest.mark.parametrize("command", ["systemctl restart redis", "journalctl -u redis -n 50", "systemctl restart redis-sentinel"])
+def test_a_name_systemd_does_not_report_for_the_unit_is_not_the_incidents(command: str) -> None:
+    """No alias without the host's word for it (redis.service exists only where the unit was enabled), and a name that
+    merely starts like the service's is another unit."""
+    assert _decide(_redis_down("redis-server.service"), command)[0][0] == "approve"
