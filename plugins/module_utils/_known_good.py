@@ -31,6 +31,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._redact import redac
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
 KNOWN_GOOD_DIR = "/var/lib/sentinel-heal/known-good"
+ETC = "/etc"
 DPKG_INFO = "/var/lib/dpkg/info"
 DPKG_STATUS = "/var/lib/dpkg/status"
 DPKG_LOG = "/var/log/dpkg.log"
@@ -55,9 +56,10 @@ class KnownGoodError(Exception):
     """The known-good directory cannot be trusted or written (another owner, others may read it, a full disk)."""
 
 
-def configuration_files(spec, packages, info_dir=DPKG_INFO, etc="/etc"):
+def configuration_files(spec, packages, info_dir=None, etc=None):
     """The service's configuration files, sorted, at most MAX_FILES: its packages' conffiles that exist, the files in the
     include directories beside them, its local unit file and drop-ins, and the declared ``configs``."""
+    info_dir, etc = info_dir or DPKG_INFO, etc or ETC
     conffiles = []
     for package in packages:
         conffiles.extend(_conffiles(package, info_dir))
@@ -112,7 +114,7 @@ def keep(name, spec, packages_of, root=None, now=None, timeout=30):
                                                 for path, entry in sorted(files.items())])
 
 
-def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_log=DPKG_LOG):
+def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_log=None):
     """What changed in the service's configuration and packages since it was last seen good, or None when it never
     was (nothing is guessed then). Each file change has its kind, its time and, for a kept text file, a unified diff
     of the good version against the current one; each package change its action, versions and time."""
@@ -209,13 +211,13 @@ def _read_text_blob(directory, sha256):
     return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
-def package_changes(packages, since, dpkg_log=DPKG_LOG, archives=APT_ARCHIVES):
+def package_changes(packages, since, dpkg_log=None, archives=None):
     """Installs, upgrades and removals of ``packages`` in dpkg's log after ``since``, oldest first (at most
     MAX_PACKAGE_CHANGES, the latest kept). An upgrade or removal whose previous version apt still keeps in its archive
     names that package file (``cached``): what a downgrade would install."""
     wanted, found = set(packages), []
     try:
-        with open(dpkg_log, errors="replace") as log:
+        with open(dpkg_log or DPKG_LOG, errors="replace") as log:
             for line in log:
                 match = _DPKG_LINE.match(line.strip())
                 if not match or match.group(3).split(":")[0] not in wanted:
@@ -228,7 +230,7 @@ def package_changes(packages, since, dpkg_log=DPKG_LOG, archives=APT_ARCHIVES):
                 if at + 1 > since:
                     change = dict(action=match.group(2), package=match.group(3).split(":")[0], at=at,
                                   before=_version(match.group(4)), after=_version(match.group(5)))
-                    cached = _cached_package(match.group(3), change["before"], archives) if change["action"] != "install" else None
+                    cached = _cached_package(match.group(3), change["before"], archives or APT_ARCHIVES) if change["action"] != "install" else None
                     if cached:
                         change["cached"] = cached
                     found.append(change)

@@ -25,9 +25,10 @@ KEYS = ("reason", "services", "until", "by")
 MAX_BYTES = 4096
 
 
-def read_marker(path: str = MARKER) -> dict | None:
-    """None when there is no marker; else its ``path``, ``reason``, ``services``, ``until`` (seconds since the epoch,
-    or None), ``by`` and ``problem`` (None when it reads as written)."""
+def read_marker(path: str | None = None) -> dict | None:
+    """None when there is no marker (at ``path``, by default MARKER); else its ``path``, ``reason``, ``services``,
+    ``until`` (seconds since the epoch, or None), ``by`` and ``problem`` (None when it reads as written)."""
+    path = MARKER if path is None else path
     try:
         info = os.lstat(path)
     except FileNotFoundError:

@@ -100,6 +100,10 @@ MAX_OWNED_DIRECTORIES = 64
 MAX_MOUNTS = 256
 MAX_PACKAGE_FILES = 200
 DPKG_INFO = "/var/lib/dpkg/info"
+# the host's configuration, and the directory systemd makes when it is the service manager: read where the probe is
+# called, so that a test can give it a host of its own
+ETC = "/etc"
+SYSTEMD_RUNTIME = "/run/systemd/system"
 # mount points of the kernel's own filesystems, never below a service's directories
 KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
 # where daemons live besides PATH (a module's PATH often lacks the sbin directories)
@@ -154,7 +158,7 @@ def _keep_known_good(spec):
 def _packages_of(spec):
     """The Debian packages of the service's unit file, init script or program."""
     init_service = spec.get("service") or spec["name"]
-    found = installed_by(["/lib/systemd/system/%s.service" % init_service, "/etc/init.d/%s" % init_service,
+    found = installed_by(["/lib/systemd/system/%s.service" % init_service, _init_script(init_service),
                           _program(spec.get("process") or init_service)])
     return (found or {}).get("names") or []
 
@@ -211,9 +215,9 @@ def _evidence_commands(commands, services, timeout):
 
 
 def detect_service_manager():
-    if os.path.isdir("/run/systemd/system"):
+    if os.path.isdir(SYSTEMD_RUNTIME):
         return "systemd"
-    if os.path.isdir("/etc/init.d"):
+    if os.path.isdir(os.path.join(ETC, "init.d")):
         return "sysv"
     return "unknown"
 
@@ -310,8 +314,8 @@ def _classify(checks, evidence, process_name, managed):
 def _status(init_service, manager, timeout):
     if manager == "systemd":
         command = ["systemctl", "status", "--no-pager", "--lines=0", init_service]
-    elif os.path.exists("/etc/init.d/%s" % init_service):
-        command = ["/etc/init.d/%s" % init_service, "status"]
+    elif os.path.exists(_init_script(init_service)):
+        command = [_init_script(init_service), "status"]
     else:
         return dict(command=["service", init_service, "status"], rc=None,
                     output="no init script or unit named %s (service manager: %s)" % (init_service, manager))
@@ -393,14 +397,18 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         path_owners=path_owners(_declared_paths(spec)),
         mounts=mount_points(),
-        packages=installed_by([(unit or {}).get("FragmentPath"), "/etc/init.d/%s" % init_service, program]),
+        packages=installed_by([(unit or {}).get("FragmentPath"), _init_script(init_service), program]),
         unit=unit,
-        installed=dict(unit=unit is not None, init_script=os.path.exists("/etc/init.d/%s" % init_service),
+        installed=dict(unit=unit is not None, init_script=os.path.exists(_init_script(init_service)),
                        program=program),
         # what changed since its last known good configuration (None when it was never seen good, or keeps none)
         changes=changes_since_good(spec["name"], spec, time.time(), redact_values) if spec.get("known_good", True) else None,
         collected_at=time.time(),
     )
+
+
+def _init_script(name):
+    return os.path.join(ETC, "init.d", name)
 
 
 def _program(name):
@@ -467,7 +475,7 @@ def installed_by(paths):
             continue
         if wanted.intersection(listed):
             packages.append(name[:-len(".list")].split(":")[0])
-            files.update(path for path in listed if path.startswith("/etc/") and not os.path.isdir(path))
+            files.update(path for path in listed if path.startswith(ETC + "/") and not os.path.isdir(path))
     return dict(names=packages, etc=sorted(files)[:MAX_PACKAGE_FILES])
 
 
@@ -787,7 +795,7 @@ def _cmdline(pid):
 def _os_release():
     facts = {}
     try:
-        with open("/etc/os-release") as handle:
+        with open(os.path.join(ETC, "os-release")) as handle:
             for line in handle:
                 key, _sep, value = line.strip().partition("=")
                 if key in ("ID", "VERSION_ID", "ID_LIKE"):

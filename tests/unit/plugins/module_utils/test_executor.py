@@ -1,9 +1,11 @@
 """The executor on the host, run as the host runs it: a process reading one request on standard input, with the
-host's policy and declared services in a root-owned directory. This machine is the host here (no lab): the context is
-what the executor reads on it, the decision log the file it writes where there is no journal."""
+host's policy and declared services in a root-owned directory. This machine is the host here (no lab), with the
+packages, init scripts and /etc of an empty host of the test's own (tests/empty_host.py): the context is what the
+executor reads there and on this machine, the decision log the file it writes where there is no journal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from empty_host import in_python
 
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import MAX_VALIDITY_S
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import keep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import host_policy_document, load_policy
@@ -34,13 +39,18 @@ def host(tmp_path: Path) -> Path:
     return config
 
 
+def executor(config: Path) -> str:
+    """The executor's program as sudo starts it on the host, with the host's configuration in ``config``, its log and
+    its used approvals beside it, on the host this test reads."""
+    return (f"import sys; {in_python()}; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
+            f"sys.exit(main({str(config)!r}, {str(config.parent / 'log' / 'exec.log')!r}, {str(config.parent / 'approvals')!r}))")
+
+
 def execute(config: Path, request: Any) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """The exit status, the response and the decision log of one request."""
     log = config.parent / "log" / "exec.log"
-    program = ("import sys; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
-               f"sys.exit(main({str(config)!r}, {str(log)!r}, {str(config.parent / 'approvals')!r}))")
     raw = request if isinstance(request, bytes) else json.dumps(request).encode()
-    proc = subprocess.run([sys.executable, "-c", program], input=raw, capture_output=True, timeout=60, check=False,
+    proc = subprocess.run([sys.executable, "-c", executor(config)], input=raw, capture_output=True, timeout=60, check=False,
                           env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
     assert proc.stderr == b"", proc.stderr.decode()
     lines = [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()] if log.exists() else []
@@ -162,6 +172,27 @@ def test_a_policy_document_that_is_not_one_refuses_with_its_reason_not_a_traceba
     assert log[0]["decision"] == "refused"
 
 
+def test_a_restore_the_hosts_configuration_test_still_fails_with_puts_the_edit_back_and_names_that_test(host: Path) -> None:
+    """The good copy goes back and the test the host declares for the service runs on it: when the configuration still
+    fails (an include it needs is gone), the person's edit is put back as it was, not a half-restored configuration."""
+    site, include = host.parent / "site.conf", host.parent / "upstreams.conf"
+    site.write_text("server { listen 80 default_server; include upstreams.conf; }\n")
+    include.write_text("upstream app { server 127.0.0.1:8080; }\n")
+    web = {"name": "web", "configs": [str(site)], "config_test": f"test -s {include}", "restore_known_good": "auto"}
+    (host / "services.json").write_text(json.dumps({"host": "node1", "services": [NGINX, web], "probe_hosts": ["node1"]}))
+    [good] = keep("web", web, lambda spec: [])["files"]
+    edit = "server { listen 80 defualt_server; include upstreams.conf; }\n"
+    site.write_text(edit)
+    include.unlink()
+    rc, response, log = execute(host, request(["sentinel-heal-restore", str(site), good["sha256"]], service="web"))
+    assert (rc, response["refused"], response["rule"]) == (1, False, "restore-last-known-good"), response
+    assert response["stderr"] == "the configuration test failed with the last known good version, so the current one was put back"
+    done = json.loads(response["stdout"])
+    assert not done["restored"] and done["test"]["argv"] == ["test", "-s", str(include)] and done["test"]["rc"] == 1
+    assert site.read_text() == edit and Path(done["aside"]).read_text() == edit
+    assert log[-1]["rc"] == 1
+
+
 @pytest.fixture
 def approver(host: Path, tmp_path: Path) -> ApprovalSigner:
     """Alice's SSH key (hers, not the controller's), listed on the host as the role writes host_approvers."""
@@ -216,6 +247,18 @@ def test_an_approval_that_does_not_hold_runs_nothing(host: Path, approver: Appro
     assert not marker.exists()
 
 
+def test_an_approval_signed_to_hold_for_more_than_a_day_runs_nothing_as_it_would_outlive_its_used_once_record(
+        host: Path, approver: ApprovalSigner, tmp_path: Path) -> None:
+    """The host forgets an approval it used two days later: one valid longer could then be sent again and run again."""
+    marker = tmp_path / "ran"
+    plan = [["touch", str(marker)]]
+    lasting = dataclasses.replace(approver, validity=MAX_VALIDITY_S + 3600)
+    rc, response, _log = execute(host, request(*plan, approval=lasting.sign("node1", "nginx", plan, nonce="lasting", now=time.time())))
+    assert rc == REFUSED and response["rule"] == "approval", response
+    assert f"an approval is valid for at most {MAX_VALIDITY_S} seconds" in response["reason"]
+    assert not marker.exists()
+
+
 def test_an_approval_never_runs_what_the_policy_blocks(host: Path, approver: ApprovalSigner) -> None:
     rc, response, _log = execute(host, approved(approver, ["cat", "/etc/shadow"]))
     assert rc == REFUSED and response["rule"] == "secrets-are-never-read" and response["decision"] == "block"
@@ -231,20 +274,17 @@ def test_a_step_past_its_timeout_or_told_to_stop_is_stopped_with_what_it_started
     rc, response, _log = execute(host, approved(approver, ["sleep", "31.5"], nonce="timeout", timeout=1))
     assert (rc, response["rc"], response["stderr"]) == (124, 124, "killed on the host at its timeout of 1 s") and sleeping("31.5") == []
 
-    log = host.parent / "log" / "exec.log"
-    program = ("import sys; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
-               f"sys.exit(main({str(host)!r}, {str(log)!r}, {str(host.parent / 'approvals')!r}))")
     sent = host.parent / "request.json"
     sent.write_text(json.dumps(approved(approver, ["sleep", "32.5"], nonce="stopped")))
     with sent.open("rb") as request_file:
-        executor = subprocess.Popen([sys.executable, "-c", program], stdin=request_file, stdout=subprocess.PIPE,
-                                    env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
+        running = subprocess.Popen([sys.executable, "-c", executor(host)], stdin=request_file, stdout=subprocess.PIPE,
+                                   env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
     deadline = time.monotonic() + 30
     while not sleeping("32.5") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert sleeping("32.5"), "the step never started"
-    executor.terminate()
-    stdout, _stderr = executor.communicate(timeout=30)
+    running.terminate()
+    stdout, _stderr = running.communicate(timeout=30)
     assert json.loads(stdout)["rc"] == -9 and sleeping("32.5") == []
 
 

@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
     package_changes,
     restore,
 )
+from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK
 
 SITE = "server {\n    listen 80 default_server;\n    root /var/www/html;\n}\n"
 
@@ -188,16 +189,15 @@ def test_an_upgrade_whose_previous_version_apt_still_keeps_names_that_package_fi
         assert [c.get("cached") for c in changes] == [None, None, None]  # only a file root owns
 
 
-def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_reads_what_changed_when_it_fails(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_reads_what_changed_when_it_fails(tmp_path: Path) -> None:
     spec, site = _site_spec(tmp_path)
-    monkeypatch.setattr(_known_good, "KNOWN_GOOD_DIR", str(tmp_path / "known-good"))
+    known_good = Path(_known_good.KNOWN_GOOD_DIR)
     flag = tmp_path / "up"
     flag.write_text("")
     service = dict(spec, status_check=False, check_command=f"test -e {flag}")
     params: dict[str, Any] = {"services": [service], "log_lines": 5}
     assert "known_good" not in _probe.check_services(params)["services"][0]  # check mode: nothing kept
-    assert not (tmp_path / "known-good").exists()
+    assert not known_good.exists()
     [healthy] = _probe.check_services(params, keep_known_good=True)["services"]
     assert healthy["known_good"]["changed"] and [f["path"] for f in healthy["known_good"]["files"]] == [str(site)]
     site.write_text(SITE.replace("listen 80", "listen 8o"))
@@ -211,7 +211,7 @@ def test_service_check_keeps_a_healthy_services_copy_outside_check_mode_and_read
     flag.write_text("")
     off = dict(service, name="off", known_good=False)
     [checked] = _probe.check_services({"services": [off], "log_lines": 5}, keep_known_good=True)["services"]
-    assert "known_good" not in checked and not (tmp_path / "known-good" / "off").exists()
+    assert "known_good" not in checked and not (known_good / "off").exists()
 
 
 def test_a_restore_keeps_the_edit_aside_byte_for_byte_puts_the_good_copy_back_and_undoes_itself_when_the_test_fails(
@@ -230,6 +230,18 @@ def test_a_restore_keeps_the_edit_aside_byte_for_byte_puts_the_good_copy_back_an
     undone = restore("nginx", str(site), good["sha256"], ["false"], root=root, now=1_795_000_100.0)
     assert not undone["restored"] and undone["test"]["rc"] == 1 and site.read_text() == edit
     assert Path(undone["aside"]).read_text() == edit
+
+
+def test_what_the_configuration_test_of_a_restore_prints_is_redacted_before_it_leaves_the_host(tmp_path: Path) -> None:
+    """A configuration test quotes the line it stops at, a credential in it included; the restore's answer goes to the
+    controller."""
+    spec, site = _site_spec(tmp_path)
+    root = str(tmp_path / "known-good")
+    [good] = keep("nginx", spec, _none, root=root)["files"]
+    site.write_text("edited\n")
+    quoting = ["sh", "-c", f"echo 'unknown directive in {site}:3: auth_basic_user_file password=hunter2;'; exit 1"]
+    undone = restore("nginx", str(site), good["sha256"], quoting, root=root)
+    assert undone["test"]["output"] == f"unknown directive in {site}:3: auth_basic_user_file password={MASK};\n", undone
 
 
 def test_a_restore_of_a_copy_other_than_the_one_approved_is_refused_and_changes_nothing(tmp_path: Path) -> None:

@@ -313,13 +313,21 @@ def test_the_owner_of_each_directory_on_the_way_to_a_declared_path_is_reported_w
     assert owners[str(data / "link")] == "(link)" and str(data / "link" / "shadow") not in owners
 
 
-@pytest.mark.skipif(not Path("/lib/systemd/system/postgresql@.service").exists(), reason="postgresql-common is not installed")
 @pytest.mark.parametrize("unit_file", ["/lib/systemd/system/postgresql@.service", "/usr/lib/systemd/system/postgresql@.service"])
-def test_the_packages_of_a_service_and_their_configuration_files_come_from_dpkgs_lists(unit_file: str) -> None:
-    installed = _probe.installed_by([unit_file, None, "/nonexistent/program"])
-    assert installed is not None and installed["names"] == ["postgresql-common"]
-    assert "/etc/logrotate.d/postgresql-common" in installed["etc"]
-    assert all(path.startswith("/etc/") and not Path(path).is_dir() for path in installed["etc"])
+def test_the_packages_of_a_service_and_their_configuration_files_come_from_dpkgs_lists(empty_host: Path, unit_file: str) -> None:
+    """dpkg lists /lib/... where a merged-/usr host's systemd names /usr/lib/...; a package's /etc files are what it lists
+    there but the directories."""
+    etc, info = empty_host / "etc", empty_host / "var" / "lib" / "dpkg" / "info"
+    (etc / "logrotate.d").mkdir()
+    (etc / "logrotate.d" / "postgresql-common").write_text("/var/log/postgresql/*.log {\n}\n")
+    (etc / "postgresql-common" / "pg_upgradecluster.d").mkdir(parents=True)
+    (info / "postgresql-common.list").write_text("\n".join([
+        "/.", str(etc), f"{etc}/logrotate.d", f"{etc}/logrotate.d/postgresql-common", f"{etc}/postgresql-common",
+        f"{etc}/postgresql-common/pg_upgradecluster.d", f"{etc}/postgresql-common/createcluster.conf", "/lib/systemd/system/postgresql@.service",
+        "/usr/bin/pg_lsclusters"]) + "\n")
+    (info / "nginx-common.list").write_text(f"{etc}/nginx/nginx.conf\n/lib/systemd/system/nginx.service\n")
+    assert _probe.installed_by([unit_file, None, "/nonexistent/program"]) == {
+        "names": ["postgresql-common"], "etc": [f"{etc}/logrotate.d/postgresql-common", f"{etc}/postgresql-common/createcluster.conf"]}
 
 
 def test_the_mount_points_but_the_kernels_own_are_reported() -> None:

@@ -51,6 +51,8 @@ class ScriptedExecutor:
 
     def __init__(self, outputs: Mapping[str, str] | None = None, unreachable: bool = False) -> None:
         self.runs: list[tuple[str, list[tuple[str, ...]]]] = []
+        # each run's steps whole: what the runner would tell the host besides the argv
+        self.steps: list[tuple[RunStep, ...]] = []
         self.timeouts: list[float | None] = []
         self.alone: list[bool] = []
         self.outputs = outputs or {}
@@ -59,6 +61,7 @@ class ScriptedExecutor:
     def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None = None,
             started: Callable[[str], None] | None = None, timeout: float | None = None, alone: bool = False) -> RunReport:
         self.runs.append((purpose, [step.argv for step in steps]))
+        self.steps.append(tuple(steps))
         self.timeouts.append(timeout)
         self.alone.append(alone)
         if started is not None:

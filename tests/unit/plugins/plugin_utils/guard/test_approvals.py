@@ -145,6 +145,19 @@ def test_a_plan_edited_in_the_database_is_refused(memory_place: MemoryPlace) -> 
     assert caught.value.field == "plan_hash"
 
 
+@pytest.mark.parametrize(("column", "value"), [("service", "redis"), ("fingerprint", "0" * 32)])
+def test_a_stored_plan_moved_to_another_service_or_fingerprint_is_refused(memory_place: MemoryPlace, column: str, value: str) -> None:
+    """The same steps on the same host, but for another failure: approved and verified, they would be remembered as its fix."""
+    tools, _executor, stored = _waiting(memory_place)
+    memory_place.sql(f"UPDATE plans SET {column} = ? WHERE plan_id = ?", (value, stored.plan_id))
+    assert tools.memory is not None
+    moved = approvals.load(tools.memory, stored.plan_id)
+    assert getattr(moved, column) == value and moved.plan == stored.plan
+    with pytest.raises(ApprovalRefused, match="changed after it was stored") as caught:
+        approvals.authorize(moved, host="web1", policy=tools.policy)
+    assert caught.value.field == "plan_hash"
+
+
 def test_a_step_the_policy_blocks_today_is_refused_even_with_a_matching_hash(memory_place: MemoryPlace) -> None:
     tools, _executor, stored = _waiting(memory_place)
     evil = replace(stored.plan, steps=(Step(template="reboot", argv=("reboot",)),))

@@ -157,6 +157,23 @@ def test_an_escalation_leads_with_what_changed_since_the_service_last_worked_and
     jsonschema.Draft202012Validator(schema).validate(opened)
 
 
+def test_a_restore_is_handed_to_the_host_with_the_services_own_configuration_test_and_no_other_step_is(tmp_path: Path) -> None:
+    """Without the executor on the host, the module that puts the file back runs the test the step carries: this
+    service's declared one (a configuration nginx -t alone does not read), which undoes a restore it fails."""
+    site, good = "/etc/nginx/sites-available/default", "a" * 64
+    executor = ScriptedExecutor({"nginx -t": f'nginx: [emerg] invalid parameter "defualt_server" in {site}:2\n'
+                                             "nginx: configuration file /etc/nginx/nginx.conf test failed"})
+    failure = nginx_failure("not_running")
+    changed = {"good_at": 1000.0, "packages": [], "files": [dict(CHANGED["files"][0], path=site, good_sha256=good)]}
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": changed}, spec={
+        **failure.spec, "restore_known_good": "auto", "config_test": "/usr/sbin/nginx -t -c /etc/nginx/prod.conf"})
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.state.status == "healed"
+    restore, restart = executor.steps[-1]
+    assert restore.argv == ("sentinel-heal-restore", site, good) and restart.argv == ("service", "nginx", "restart")
+    assert (restore.restore_test, restart.restore_test) == (("/usr/sbin/nginx", "-t", "-c", "/etc/nginx/prod.conf"), ())
+
+
 def test_plan_needing_approval_is_stored_and_nothing_runs(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
     policy_file = tmp_path / "strict.yml"

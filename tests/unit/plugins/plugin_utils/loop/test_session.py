@@ -1,15 +1,30 @@
-"""What the play's own process does for the workers Ansible forks from it: the shipped policy and runbooks parsed once
-there, when it loads the heal action, so that no worker parses them again."""
+"""The heal task on one host, as the action plugin starts it: what the play's own process does for the workers Ansible
+forks from it (the shipped policy and runbooks parsed once there, when it loads the heal action, so that no worker parses
+them again), and what of the host's failures its fleet view counts, with a real memory."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.plugins.loader import connection_loader
+from ansible.template import Templar
 
 from ansible_collections.sentinel.heal.plugins.action import heal as heal_action
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from helpers import NGINX_SPEC, nginx_failure
 
 
 def test_the_shipped_files_parsed_where_the_action_loads_are_not_parsed_again_in_a_forked_worker() -> None:
@@ -31,3 +46,38 @@ def test_the_shipped_files_parsed_where_the_action_loads_are_not_parsed_again_in
     parsed_in_the_worker = json.loads(os.read(read, 100))
     os.close(read)
     assert status == 0 and parsed_in_the_worker == [0, 0]
+
+
+def _stopped(service: str) -> Failure:
+    return Failure(host="web1", service=service, failure_class="not_running", summary=f"{service} is not running", evidence={},
+                   spec={"name": service, "process": service})
+
+
+def _session(state_dir: Path, failures: list[Failure], **options: Any) -> HealSession:
+    """The heal task on web1 over Ansible's local connection, given what its check found (``failures``): nothing is
+    checked, read or run on this machine (there is no action plugin to run a module through)."""
+    params = dict(services=[NGINX_SPEC, *({"name": failure.service} for failure in failures if failure.service != "nginx")],
+                  state_dir=str(state_dir), failures=[failure.to_dict() for failure in failures], **options)
+    validated = ArgumentSpecValidator(HEAL_SPEC).validate(params)
+    assert not validated.error_messages, validated.error_messages
+    task = TaskContext(action=None, connection=connection_loader.get("local", PlayContext(), None), templar=Templar(loader=DataLoader()),
+                       task_vars={"inventory_hostname": "web1"}, check_mode=False, diff=False, ask_operator=lambda *_: None,
+                       show=lambda _line: None)
+    return HealSession(validated.validated_parameters, task)
+
+
+def test_with_fleet_incidents_on_a_unit_a_person_masked_or_a_service_a_person_silenced_counts_toward_none(tmp_path: Path) -> None:
+    """Their decisions are theirs, not a fleet's failure: at a threshold of one host, the service this host fails opens a
+    fleet incident of its own (it flaps, so nothing runs for it either), the masked nginx and the silenced redis open none."""
+    now = time.time()
+    with Memory(tmp_path) as memory:
+        memory.silence(hosts="web1", service="redis", until=now + 3600, reason="migrating", by="alice", at=now)
+        memory.record_attempt(incident_id="earlier", failure=_stopped("app"), attempt=Attempt(number=1, outcome="failed", started_at=now - 60))
+    result = _session(tmp_path, [nginx_failure("masked"), _stopped("redis"), _stopped("app")], fleet_min_hosts=1, flap_limit=1).run()
+    incidents = {incident["service"]: incident for incident in result["incidents"]}
+    assert {service: incident["status"] for service, incident in incidents.items()} == {
+        "nginx": "masked", "redis": "silenced", "app": "escalated"}
+    assert incidents["app"]["fleet_incident"]["hosts"] == ["web1"]
+    assert incidents["nginx"]["fleet_incident"] is None and incidents["redis"]["fleet_incident"] is None
+    with Memory(tmp_path) as memory:
+        assert [incident.service for incident in memory.fleet_incidents()] == ["app"]
