@@ -77,12 +77,13 @@ class Verdict:
 
 
 # Characters that mean something to a shell. The executor never uses a shell, so a command that
-# contains them is either an attack or a plan that would not do what it says. Globs and braces
-# mean nothing inside quotes, so there a rule may accept them: the glob characters for arguments
-# it matches with {glob} (find -name '*.gz'), braces with {curl_write_out} (curl -w '%{http_code}').
+# contains them is either an attack or a plan that would not do what it says. Globs, braces and a
+# backslash mean nothing inside quotes, so there a rule may accept them: the glob characters for
+# arguments it matches with {glob} (find -name '*.gz'), braces and the backslash of a newline with
+# {curl_write_out} (curl -w '%{http_code}\n', where curl, not a shell, reads the \n).
 SHELL_SYNTAX = frozenset(";&|<>`$(){}*?[]\\!#~")
 GLOB_CHARACTERS = frozenset("*?[]")
-BRACE_CHARACTERS = frozenset("{}")
+BRACE_CHARACTERS = frozenset("{}\\")
 QUOTABLE_CHARACTERS = GLOB_CHARACTERS | BRACE_CHARACTERS
 TRUSTED_BIN_DIRS = frozenset({"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin"})
 ANY_EXECUTABLE = "*"
@@ -94,9 +95,24 @@ _SED_PRINT = re.compile(r"^([1-9][0-9]*(,[1-9][0-9]*)?)?p$")
 # curl -w text that prints only numbers curl measured: not @FILE (reads a file), %output{} (writes one), %header{},
 # %{url}, %{json} or any other variable that carries what the server or the command said.
 _CURL_WRITE_OUT = re.compile(
-    r"^[A-Za-z0-9 :=,._/-]*(%\{(http_code|response_code|http_connect|time_namelookup|time_connect|time_appconnect|time_pretransfer"
+    r"^([A-Za-z0-9 :=,._/-]|\\n)*(%\{(http_code|response_code|http_connect|time_namelookup|time_connect|time_appconnect|time_pretransfer"
     r"|time_redirect|time_starttransfer|time_total|size_download|size_header|size_request|size_upload|speed_download|speed_upload"
-    r"|num_connects|num_redirects|exitcode)\}[A-Za-z0-9 :=,._/-]*)+$")
+    r"|num_connects|num_redirects|exitcode)\}([A-Za-z0-9 :=,._/-]|\\n)*)+$")
+# What systemctl show -p may print of a unit: its state, its main process, its resources and limits, its files' and
+# its dependencies' names. Never Environment=, the Exec*= command lines or the credentials, which may hold secrets.
+UNIT_PROPERTIES = frozenset({
+    "Id", "Names", "Description", "Type", "LoadState", "LoadError", "ActiveState", "SubState", "Result", "UnitFileState",
+    "UnitFilePreset", "FragmentPath", "DropInPaths", "SourcePath", "MainPID", "ExecMainPID", "ExecMainCode", "ExecMainStatus",
+    "ExecMainStartTimestamp", "ExecMainExitTimestamp", "NRestarts", "StatusText", "StatusErrno", "Restart", "RestartUSec",
+    "RemainAfterExit", "StartLimitBurst", "StartLimitIntervalUSec", "StartLimitAction", "TimeoutStartUSec", "TimeoutStopUSec",
+    "WatchdogUSec", "ActiveEnterTimestamp", "ActiveExitTimestamp", "InactiveEnterTimestamp", "InactiveExitTimestamp",
+    "StateChangeTimestamp", "ConditionResult", "AssertResult", "User", "Group", "PIDFile", "WorkingDirectory",
+    "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "ConfigurationDirectory", "ControlGroup",
+    "MemoryCurrent", "MemoryPeak", "MemoryHigh", "MemoryMax", "TasksCurrent", "TasksMax", "CPUUsageNSec", "LimitNOFILE",
+    "LimitNOFILESoft", "LimitNPROC", "LimitNPROCSoft", "LimitCORE", "OOMPolicy", "OOMScoreAdjust", "KillMode", "KillSignal",
+    "Requires", "Requisite", "Wants", "BindsTo", "PartOf", "ConsistsOf", "WantedBy", "RequiredBy", "Conflicts", "Before",
+    "After",
+})
 # A value that starts with "-" becomes an option of the tool, or of one it wraps (service passes it to systemctl).
 _WORD = re.compile(r"^[A-Za-z0-9@._+,:%=][A-Za-z0-9@._+,:%=-]*$")
 _NAME = re.compile(r"^[A-Za-z0-9@._+][A-Za-z0-9@._+-]*$")
@@ -415,7 +431,7 @@ def judge_argv(argv: Sequence[Any], context: PolicyContext, policy: Policy, *, c
             judged = verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become)
             return judged, None if effect is None else (effect, _effect_target(executable, args, context))
     if globbed or braced:
-        reason = "glob characters or braces where no rule of the policy accepts them"
+        reason = "glob characters, braces or a backslash where no rule of the policy accepts them"
         return verdict(command, argv, Decision.BLOCK, reason, "shell-syntax", policy), None
     # What a human approves without a rule runs as root, like remediation does; a rule can say otherwise.
     return verdict(command, argv, Decision.APPROVE, f"no rule of the policy covers {executable} with these arguments",
@@ -616,6 +632,18 @@ def _service_url(arg: str, letters: str, context: PolicyContext, policy: Policy)
     return match is not None and url_port(match) in context.http_ports
 
 
+def _service_data(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
+    """A path in one of the incident's own data directories (in a data area: /var/lib/NAME, a declared path there),
+    secrets included, for its size alone; never a dot file in it (an account's credentials, keys and histories)."""
+    path = policy.paths.canonical(arg)
+    if path is None or policy.is_protected(path):
+        return False
+    for directory in _own_dirs(context.service_dirs, policy):
+        if _holds_data(directory) and _under(path, directory):
+            return not any(part.startswith(".") for part in path[len(directory):].split("/"))
+    return False
+
+
 def _probe_host(arg: str, letters: str, context: PolicyContext, policy: Policy) -> bool:
     return arg in LOOPBACK_HOSTS or arg in context.probe_hosts
 
@@ -805,6 +833,8 @@ PLACEHOLDERS: dict[str, Callable[[str, str, PolicyContext, Policy], bool]] = {
     "glob": lambda arg, letters, context, policy: bool(_GLOB.match(arg)),
     "sed_print": lambda arg, letters, context, policy: bool(_SED_PRINT.match(arg)),
     "curl_write_out": lambda arg, letters, context, policy: bool(_CURL_WRITE_OUT.match(arg)),
+    "unit_properties": lambda arg, letters, context, policy: set(arg.split(",")) <= UNIT_PROPERTIES,
+    "service_data": _service_data,
     "service_url": _service_url,
     "pg_version": lambda arg, letters, context, policy: arg in {version for version, _name in context.pg_clusters},
     "pg_cluster": lambda arg, letters, context, policy: arg in {name for _version, name in context.pg_clusters},

@@ -426,8 +426,10 @@ def _service_directories(spec):
 
 
 def _declared_paths(spec):
-    """Every path the service declares: its paths, logs, sockets and pid file."""
-    return list(spec.get("paths") or []) + list(spec.get("logs") or []) + list(spec.get("sockets") or []) + (
+    """Every path the service declares: its paths, logs, sockets and pid file, and each socket's lock file (read as
+    the socket's evidence: what it is, a file or a link, tells whether a read of it could be led elsewhere)."""
+    sockets = list(spec.get("sockets") or [])
+    return list(spec.get("paths") or []) + list(spec.get("logs") or []) + sockets + [path + ".lock" for path in sockets] + (
         [spec["pidfile"]] if spec.get("pidfile") else [])
 
 

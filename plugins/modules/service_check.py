@@ -400,10 +400,11 @@ failures:
           elements: dict
         path_owners:
           description:
-            - Who owns each component on the way to each declared path, log, socket and pid file, the path itself
-              included (a dict from path to account name, C((link)) for a symbolic link, below which nothing is
-              looked at; at most 64). The guard allows an ownership or mode repair only where every directory on the
-              way is root's, since any other account could put a link in place of what it holds.
+            - Who owns each component on the way to each declared path, log, socket (and its lock file) and pid file,
+              the path itself included (a dict from path to account name, C((link)) for a symbolic link, below which
+              nothing is looked at; at most 64). The guard allows an ownership or mode repair only where every
+              directory on the way is root's, since any other account could put a link in place of what it holds, and
+              a read in a directory the service's account owns only of a file seen there that is no link.
           type: dict
         packages:
           description:

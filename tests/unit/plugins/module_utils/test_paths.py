@@ -186,6 +186,9 @@ PATH_RULES = {
     "describe-files": (_NGINX, "stat PATH"),
     "list-directories": (_NGINX, "ls -la PATH"),
     "disk-usage": (_NGINX, "du -sh PATH"),
+    "disk-usage-of-the-incidents-data": (_POSTGRES, "du -s PATH"),
+    "describe-files-in-a-format": (_NGINX, "stat -c %a PATH"),
+    "dpkg-search-paths": (_NGINX, "dpkg -S PATH"),
     "filesystem-usage": (_NGINX, "df -h PATH"),
     "mounted-filesystems": (_NGINX, "findmnt PATH"),
     "list-scheduled-scripts": (_NGINX, "run-parts --test PATH"),
@@ -221,7 +224,7 @@ CUSTOM = parse_policy({"version": 1, "include_default": True, "rules": [
 CUSTOM_PATH_RULES = {"my-list": (_NGINX, "ls PATH"), "my-touch": (_NGINX, "touch PATH"), "my-rmdir": (_NGINX, "rmdir PATH"),
                      "my-tail": (_NGINX, "tail PATH")}
 _PATH_PLACEHOLDERS = ("{stale_pidfile}", "{log_file}", "{service_dir}", "{service_file}", "{service_log_file}", "{rotated_log}",
-                      "{runtime_dir}", "{package_path}", "{readable_file}", "{incident_file}")
+                      "{runtime_dir}", "{package_path}", "{readable_file}", "{incident_file}", "{service_data}")
 TARGETS += ["/run/nginx/nginx.sock", "/run/redis/redis-server.sock", "/var/log/nginx", "/var/log/nginx/../../log", "/run/nginx/../sshd",
             "/var/log/nginx/error.log.1", "/var/log/nginx/access.log", "/var/lib/postgresql/15/main/global/pg_control",
             "/etc/ssl/certs/ssl-cert-snakeoil.pem", "/etc/haproxy/haproxy.cfg", "/var/log/nginx/../../lib/dpkg/status"]
@@ -270,5 +273,6 @@ def test_a_rule_allows_an_alias_only_when_it_allows_what_the_kernel_opens(rule_i
     verdict = evaluate(template.replace("PATH", alias), context, policy)
     if verdict.decision is Decision.ALLOW:
         opened = kernel_open(alias)
-        assert not policy.is_secret(opened), (alias, opened)
+        # the one rule that names secrets: the size of the incident's own data, which the opened file must be too (below)
+        assert not policy.is_secret(opened) or verdict.rule == "disk-usage-of-the-incidents-data", (alias, opened)
         assert evaluate(template.replace("PATH", opened), context, policy).decision is Decision.ALLOW, (alias, opened)

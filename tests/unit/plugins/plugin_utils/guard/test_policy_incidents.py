@@ -8,8 +8,11 @@ service's process on the incident's port is that service, and stopping it waits 
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -150,3 +153,116 @@ def test_a_name_systemd_does_not_report_for_the_unit_is_not_the_incidents(comman
     """No alias without the host's word for it (redis.service exists only where the unit was enabled), and a name that
     merely starts like the service's is another unit."""
     assert _decide(_redis_down("redis-server.service"), command)[0][0] == "approve"
+
+
+# ---- what an SRE runs first: the shapes of reads and repairs the rules once misread ----------------------------------
+
+POSTGRESQL = {"name": "postgresql", "ports": [5432], "process": "postgres", "user": "postgres",
+              "paths": ["/var/lib/postgresql/15/main", "/run/postgresql"], "logs": ["/var/log/postgresql/postgresql-15-main.log"],
+              "pidfile": "/var/lib/postgresql/15/main/postmaster.pid", "sockets": ["/run/postgresql/.s.PGSQL.5432"]}
+# who owns what on the way to PostgreSQL's declared paths on Debian, as service_check reports it
+POSTGRESQL_OWNERS = {"/var": "root", "/var/lib": "root", "/var/lib/postgresql": "postgres", "/var/lib/postgresql/15": "postgres",
+                     "/var/lib/postgresql/15/main": "postgres", "/run": "root", "/run/postgresql": "postgres",
+                     "/var/log": "root", "/var/log/postgresql": "root", "/var/log/postgresql/postgresql-15-main.log": "postgres"}
+
+
+def _nginx_config_error() -> PolicyContext:
+    return PolicyContext.from_failure(_failure(
+        NGINX, "start_failed", unit=_unit("nginx.service"),
+        path_owners={"/var": "root", "/var/log": "root", "/var/log/nginx": "root", "/var/log/nginx/error.log": "root", "/run": "root"}))
+
+
+def _postgresql_down() -> PolicyContext:
+    return PolicyContext.from_failure(_failure(
+        POSTGRESQL, "not_running", unit=_unit("postgresql@15-main.service", fragment="/lib/systemd/system/postgresql@.service"),
+        path_owners=POSTGRESQL_OWNERS))
+
+
+def _redis_killed() -> PolicyContext:
+    return PolicyContext.from_failure(_failure(
+        REDIS, "not_running", unit=_unit("redis-server.service", "redis-server.service redis.service"),
+        path_owners={"/var": "root", "/var/lib": "root", "/var/lib/redis": "redis", "/run": "root", "/run/redis": "redis"}))
+
+
+INCIDENTS = {"nginx": _nginx_config_error, "postgresql": _postgresql_down, "redis": _redis_killed}
+
+
+@pytest.mark.parametrize(("incident", "command", "rule"), [
+    # stat's format is its -c option's value, never a path
+    ("nginx", "stat -c '%U:%G %a' /var/log/nginx", "describe-files-in-a-format"),
+    ("postgresql", "stat -c %a /var/lib/postgresql/15/main", "describe-files-in-a-format"),
+    # dpkg's answers about a path, and its check of the installed files against their packages
+    ("nginx", "dpkg -S /usr/sbin/nginx", "dpkg-search-paths"),
+    ("redis", "dpkg -S /etc/redis/redis.conf", "dpkg-search-paths"),
+    ("nginx", "dpkg -V", "dpkg-verify"),
+    ("nginx", "dpkg -V nginx-core", "dpkg-verify"),
+    # nginx's own configuration as nginx reads it
+    ("nginx", "nginx -T", "nginx-config-dump"),
+    # a unit's properties that hold no secret, one or several
+    ("nginx", "systemctl show -p NRestarts nginx", "systemctl-show-state"),
+    ("postgresql", "systemctl show -p ActiveState,SubState,MainPID,ExecMainStatus postgresql@15-main", "systemctl-show-state"),
+    ("redis", "systemctl show --property=MemoryCurrent redis-server", "systemctl-show-state-long-option"),
+    # curl prints the status, and the newline curl itself reads in -w
+    ("nginx", "curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1/", "local-http-probe"),
+    ("nginx", 'curl -s -o /dev/null -w "%{http_code} %{time_total}\\n" http://127.0.0.1/', "local-http-probe"),
+    # the size of the incident's own data, whose files are secrets to read
+    ("postgresql", "du -sh /var/lib/postgresql/15/main/base", "disk-usage-of-the-incidents-data"),
+    ("postgresql", "du -sh /var/lib/postgresql/15/main/base /var/lib/postgresql/15/main/pg_wal", "disk-usage-of-the-incidents-data"),
+    ("redis", "du -sh /var/lib/redis/appendonlydir", "disk-usage-of-the-incidents-data"),
+    ("redis", "du -s /var/lib/redis/dump.rdb", "disk-usage-of-the-incidents-data"),
+])
+def test_what_an_sre_runs_first_runs_unattended(incident: str, command: str, rule: str) -> None:
+    assert _decide(INCIDENTS[incident](), command) == [("allow", rule)]
+
+
+@pytest.mark.parametrize(("incident", "command"), [
+    ("nginx", "stat -c %a /etc/shadow"),                                  # a secret stays one, whatever the format
+    ("nginx", "stat -c %a"),                                              # a format is no file
+    ("nginx", "dpkg -S /etc/ssl/private/site.key"),
+    ("postgresql", "nginx -T"),                                           # another service's configuration, printed
+    ("nginx", "nginx -T -c /tmp/other.conf"),                             # another configuration, run as root
+    ("nginx", "systemctl show nginx"),                                    # every property, Environment= included
+    ("nginx", "systemctl show -p Environment nginx"),
+    ("nginx", "systemctl show -p ActiveState,ExecStart nginx"),           # a command line may hold a password
+    ("nginx", "systemctl show -p ActiveState, nginx"),
+    ("nginx", "curl -s -o /dev/null -w '%{http_code}\\t' http://127.0.0.1/"),  # only curl's newline
+    ("nginx", "curl -s -o /dev/null -w '%{url}\\n' http://127.0.0.1/"),
+    ("nginx", "curl -s -o /dev/null -w %{http_code}\\\\n http://127.0.0.1/"),  # a backslash a shell would read
+    ("nginx", "tail -n 50 '/var/log/nginx/error.log\\n'"),              # a backslash where no rule takes one
+    ("redis", "du -sh /var/lib/postgresql/15/main/base"),                 # another service's data
+    ("postgresql", "du -sh /var/lib/postgresql/.pgpass"),                 # an account's dot files are no data
+    ("postgresql", "du -sh /run/postgresql/server.key"),                  # nor a key beside its socket
+    ("postgresql", "du -ah /var/lib/postgresql/15/main/base"),            # every file's name
+    ("postgresql", "du -sh /var/lib/postgresql/15/x/../main/base"),
+])
+def test_what_is_next_to_those_shapes_still_needs_a_person(incident: str, command: str) -> None:
+    [(decision, rule)] = _decide(INCIDENTS[incident](), command)
+    assert decision != "allow", rule
+
+
+@pytest.fixture
+def left_over_socket() -> Iterator[tuple[Path, Path]]:
+    """A socket a killed daemon left in a directory its account owns (PostgreSQL's /run/postgresql), and its lock file
+    naming a dead pid: (socket, lock). In a short directory: a socket's path has at most 107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="sock") as directory:
+        socket_path, lock = Path(directory) / ".s.PGSQL.5432", Path(directory) / ".s.PGSQL.5432.lock"
+        subprocess.run([sys.executable, "-c", "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])", str(socket_path)],
+                       check=True)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        lock.write_text(f"{dead.pid}\n{directory}\n")
+        os.chown(directory, pwd.getpwnam("nobody").pw_uid, -1)
+        yield socket_path, lock
+
+
+def test_the_left_over_socket_and_lock_service_check_saw_are_read_and_removed_in_one_command(left_over_socket: tuple[Path, Path]) -> None:
+    """service_check saw the lock file itself, a file and no link, in the directory the service's account owns: a read
+    of it prints the lock, not what a link planted there would lead to; and the remnants go in one rm."""
+    socket_path, lock = left_over_socket
+    failure = _checked({"name": "postgresql", "status_check": False, "process": "definitely-not-postgres", "paths": [str(socket_path.parent)],
+                        "sockets": [str(socket_path)]})
+    assert failure.evidence["path_owners"][str(socket_path.parent)] == "nobody"
+    context = PolicyContext.from_failure(failure)
+    assert _decide(context, f"cat {lock}", f"rm -f {socket_path} {lock}") == [("allow", "read-files"), ("allow", "remove-stale-socket")]
+    # what service_check did not see there may be a link the account put in its place: a person reads it
+    assert _decide(context, f"cat {socket_path.parent}/notes")[0][0] == "approve"
