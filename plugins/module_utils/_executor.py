@@ -15,10 +15,13 @@ says changes them; a request for another policy version is refused until the rol
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import grp
 import json
 import os
 import pwd
+import re
 import signal
 import socket
 import stat
@@ -33,6 +36,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._host_approval impor
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import KNOWN_GOOD_SETTINGS, Decision, judge_steps, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test, restore_step
+from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds, read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     MAX_LOG_LINES,
@@ -55,6 +59,15 @@ MAX_TIMEOUT = 600
 # what a refusal exits with (EX_NOPERM): the controller tells it from a step that ran and failed
 REFUSED = 77
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# what sudo itself sets for the executor (who called it): all of the caller's environment the executor keeps
+_FROM_SUDO = ("SUDO_USER", "SUDO_UID", "SUDO_GID")
+# one decision-log entry at most (the request's fields cut to fit, and counted), and at most so many entries per
+# caller and minute: more are counted and said in one entry ("N requests suppressed"), not written one by one
+MAX_LOG_ENTRY_BYTES = 4096
+MAX_LOG_FIELD_CHARS = 512
+MAX_LOG_ARGS = 16
+LOG_RATE = 60
+LOG_RATE_WINDOW_S = 60
 _KINDS = ("step", "read", "check")
 # what sudo passes on when the controller's side goes away (the job killed, its timeout, the session hung up)
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -82,20 +95,29 @@ class _Incident(object):
 
 def main(config_dir=CONFIG_DIR, log_file=LOG_FILE, approvals_dir=USED_DIR):
     """Read one request from standard input, decide, run, log; the exit status is the step's, or REFUSED."""
+    clean_environment()
     raw = sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1)
     caller = os.environ.get("SUDO_USER") or pwd.getpwuid(os.getuid()).pw_name
     request = {}
     try:
         request = _parse_request(raw)
-        response = check(request, config_dir) if request.get("kind") == "check" else handle(request, config_dir, approvals_dir)
+        response = check(request, config_dir, approvals_dir) if request.get("kind") == "check" else handle(request, config_dir, approvals_dir)
     except RequestRefused as exc:
         response = dict(refused=True, decision=Decision.BLOCK.value, rule=exc.rule, reason=exc.describe())
     except Exception as exc:  # noqa: BLE001 - the controller reads JSON, and a person never a traceback: nothing ran
         response = dict(refused=True, decision=Decision.BLOCK.value, rule="executor-error",
                         reason="the executor could not decide (%s: %s); nothing ran" % (type(exc).__name__, exc))
-    record_decision(caller, request, response, log_file)
+    record_decision(caller, request, response, log_file, os.path.join(os.path.dirname(approvals_dir), "decisions"))
     sys.stdout.write(json.dumps(response, sort_keys=True) + "\n")
     return REFUSED if response.get("refused") else int(response.get("rc", 0))
+
+
+def clean_environment():
+    """Nothing of the caller's environment reaches what the executor starts (evidence, configuration tests, steps):
+    where sudo keeps PATH, root would otherwise run the caller's systemctl. Only what sudo sets about the caller stays."""
+    kept = dict((name, os.environ[name]) for name in _FROM_SUDO if name in os.environ)
+    os.environ.clear()
+    os.environ.update(kept, PATH=SAFE_PATH, LANG="C.UTF-8", HOME="/root")
 
 
 def _parse_request(raw):
@@ -123,6 +145,9 @@ def _parse_request(raw):
     timeout = request.get("timeout", 120)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= MAX_TIMEOUT:
         raise RequestRefused("timeout must be 1 to %d seconds" % MAX_TIMEOUT, "request", field="timeout", value=timeout)
+    if request.get("kind", "step") == "step" and not (isinstance(request.get("run"), str) and _RUN_ID.match(request["run"])):
+        raise RequestRefused("a step names the run of its plan it belongs to (letters, digits and ._:- only, at most 96)", "request",
+                             field="run", value=request.get("run"), hint="the controller names each attempt's run of its plan")
     return request
 
 
@@ -143,7 +168,7 @@ def _parse_check(request):
     return request
 
 
-def check(request, config_dir=CONFIG_DIR):
+def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     """service_check as root on the host, of services the host declares, as it declares them: the request chooses which,
     never what is read for them."""
     _enforced_policy(request, config_dir)
@@ -154,12 +179,18 @@ def check(request, config_dir=CONFIG_DIR):
                              value=unknown, hint="declare it in autoheal_services and apply the sentinel.heal.host role")
     params = dict(services=[_with_defaults(declared[name], SERVICE_OPTIONS) for name in request["services"]],
                   log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
+    marker, now = read_marker(), time.time()
+    # a check in maintenance changes nothing either: no copy of what a person is in the middle of is kept as good
+    keep = request.get("keep_known_good") is True and not any(marker_holds(marker, name, now) for name in request["services"])
     try:
-        return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
-                    check=check_services(params, keep_known_good=request.get("keep_known_good") is True))
+        checked = check_services(params, keep_known_good=keep)
     except ProbeConfigError as exc:
         raise RequestRefused("the host's declared services cannot be checked: %s" % exc, "host-configuration", field="services",
                              value=request["services"], hint="fix autoheal_services and apply the sentinel.heal.host role") from None
+    # a plan this host began and nobody finished: visible to the run that checks next
+    checked["facts"]["unfinished_plans"] = unfinished_runs(approvals_dir, request["services"], now)
+    return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
+                check=checked)
 
 
 def _with_defaults(spec, options):
@@ -215,23 +246,153 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
                              value=request["service"], hint="declare it in autoheal_services and apply the sentinel.heal.host role")
     # the host's own setting for services that do not say (sentinel.heal.host's host_restore_known_good)
     spec = dict(spec, restore_known_good=spec.get("restore_known_good") or services.get("restore_known_good") or "approve")
+    kind = request.get("kind", "step")
+    _refuse_when_a_person_said_so(spec, services, kind)
     manager = detect_service_manager()
     others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
     incident = _Incident(spec["name"], spec, evidence_of(spec, manager, others=others), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
     verdicts, _decision = judge_steps(request["plan"], context, policy)
-    verdict = verdicts[request["step"]]
+    if kind == "step":
+        return _run_in_plan(request, verdicts, spec, services, context, policy, (config_dir, approvals_dir))
+    return _decide_and_run(request, verdicts[request["step"]], spec, services, context, policy, (config_dir, approvals_dir))
+
+
+def _run_in_plan(request, verdicts, spec, services, context, policy, places):
+    """A step of a plan, run only as part of that plan (its progress kept here, root only, under the request's ``run``):
+    in order, once, and never a piece the plan's own rules would not allow alone. A step whose plan-level rule holds
+    only with later steps (a stop that its plan's start undoes) runs here with those steps, in one request: a plan cut
+    into pieces leaves no service stopped. A step that already ran answers what it did, without running again."""
+    plan, index = request["plan"], request["step"]
+    if verdicts[index].decision is Decision.BLOCK:  # refused whenever it comes, in order or not
+        return _decide_and_run(request, verdicts[index], spec, services, context, policy, places)
+    with _PlanRun(_runs_dir(places[1]), request["run"], spec["name"], plan) as run:
+        if index in run.answers:
+            return dict(run.answers[index], ran_before=True)
+        if index != len(run.answers):
+            raise RequestRefused("step %d of run %s comes before step %d of its plan has run: steps run in order, once each"
+                                 % (index + 1, request["run"], len(run.answers) + 1), "plan-order", field="step", value=index,
+                                 hint="send the plan's steps in order, each once, under one run")
+        last = _safe_piece_end(plan, index, verdicts, context, policy)
+        unattended = (Decision.ALLOW,) if "approval" not in request else (Decision.ALLOW, Decision.APPROVE)
+        if any(verdicts[later].decision not in unattended for later in range(index + 1, last + 1)):
+            raise RequestRefused("step %d cannot run alone (its plan's own rules hold only with the steps after it), and those "
+                                 "do not run unattended" % (index + 1), "plan-piece", field="step", value=index,
+                                 hint="a person approves the whole plan; the host runs it in one piece")
+        for current in range(index, last + 1):
+            answer = _decide_and_run(dict(request, step=current), verdicts[current], spec, services, context, policy, places)
+            run.record(current, answer)
+            if answer.get("refused") or answer.get("rc"):
+                break
+        with_it = [dict(step=later, argv=plan[later], rc=run.answers[later].get("rc"), refused=run.answers[later].get("refused"))
+                   for later in range(index + 1, last + 1) if later in run.answers]
+        return dict(run.answers[index], **({"ran_with_it": with_it} if with_it else {}))
+
+
+# the progress of the plans the executor ran steps of: one root-only file per run, kept a day
+PLAN_RUN_TTL_S = 86400
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,95}$")
+
+
+def _runs_dir(approvals_dir):
+    return os.path.join(os.path.dirname(approvals_dir), "runs")
+
+
+class _PlanRun(object):
+    """One run of a plan on this host, locked while a request works on it: the plan, the service, each step's answer.
+    A run names one plan: the same run with another plan or service is refused, so a run cannot be stitched together."""
+
+    def __init__(self, runs_dir, run_id, service, plan):
+        self.runs_dir, self.run_id, self.service, self.plan = runs_dir, run_id, service, plan
+        self.answers = {}
+        self._handle = None
+
+    def __enter__(self):
+        with contextlib.suppress(FileExistsError):
+            os.makedirs(self.runs_dir, mode=0o700)
+        _prune_runs(self.runs_dir, time.time())
+        fd = os.open(os.path.join(self.runs_dir, self.run_id), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        self._handle = os.fdopen(fd, "r+")
+        fcntl.flock(self._handle, fcntl.LOCK_EX)
+        kept = self._handle.read()
+        if kept:
+            record = json.loads(kept)
+            if record.get("plan") != self.plan or record.get("service") != self.service:
+                self._handle.close()
+                raise RequestRefused("run %s is a run of another plan: a run's steps all come from one plan" % self.run_id, "plan-run",
+                                     field="run", value=self.run_id, hint="send each plan's steps under a run of its own")
+            self.answers = dict((int(step), answer) for step, answer in record.get("answers", {}).items())
+        return self
+
+    def record(self, step, answer):
+        self.answers[step] = answer
+        self._handle.seek(0)
+        self._handle.truncate()
+        self._handle.write(json.dumps(dict(service=self.service, plan=self.plan, at=time.time(),
+                                           answers=dict((str(k), v) for k, v in self.answers.items()))))
+        self._handle.flush()
+
+    def __exit__(self, *_exc):
+        if self._handle is not None and not self._handle.closed:
+            self._handle.close()
+
+
+def unfinished_runs(approvals_dir, services, now, idle_s=MAX_TIMEOUT):
+    """The runs of the services' plans that stopped halfway (a step not sent for longer than a step may take, and no
+    step failed): a plan abandoned on this host, for the next check to report."""
+    found = []
+    runs_dir = _runs_dir(approvals_dir)
+    for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        with contextlib.suppress(OSError, ValueError):
+            fd = os.open(os.path.join(runs_dir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as handle:
+                record = json.loads(handle.read() or "{}")
+            answers = record.get("answers") or {}
+            ended = any(answer.get("refused") or answer.get("rc") for answer in answers.values())
+            if (record.get("service") in services and not ended and len(answers) < len(record.get("plan") or ())
+                    and now - record.get("at", now) > idle_s):
+                found.append(dict(run=name, service=record["service"], plan=record["plan"], ran=sorted(int(step) for step in answers),
+                                  at=record["at"]))
+    return found
+
+
+def _prune_runs(runs_dir, now):
+    for name in os.listdir(runs_dir):
+        path = os.path.join(runs_dir, name)
+        with contextlib.suppress(OSError):
+            if now - os.lstat(path).st_mtime > PLAN_RUN_TTL_S:
+                os.unlink(path)
+
+
+def _safe_piece_end(plan, index, verdicts, context, policy):
+    """The last step of the smallest piece from ``index`` on that the plan's own rules allow as a plan of its own (its
+    prefix judged as the whole plan: nothing stricter than the whole plan's verdicts)."""
+    for last in range(index, len(plan)):
+        piece, _decision = judge_steps(plan[:last + 1], context, policy)
+        if all(piece[step].decision.value == verdicts[step].decision.value for step in range(last + 1)):
+            return last
+    return len(plan) - 1
+
+
+def _decide_and_run(request, verdict, spec, services, context, policy, places):
+    """The step's verdict held against the host's mode and a person's approval, then the step run (or refused)."""
+    config_dir, approvals_dir = places
+    kind = request.get("kind", "step")
     response = dict(refused=False, decision=verdict.decision.value, rule=verdict.rule, reason=verdict.reason,
                     policy_version=policy.version, argv=list(verdict.argv))
-    if verdict.decision is Decision.APPROVE and "approval" in request:
-        response["approved_by"] = _approved_by(request, services, config_dir, approvals_dir)
-    elif verdict.decision is not Decision.ALLOW:
-        needs = " (with a person's approval signed by a key the host lists)" if verdict.decision is Decision.APPROVE else ""
-        response.update(refused=True, reason="this host's policy says %s%s: %s" % (verdict.decision.value, needs, verdict.reason))
+    in_review = kind == "step" and _mode(spec, services) == "review"
+    if verdict.decision is Decision.BLOCK or ((verdict.decision is Decision.APPROVE or in_review) and "approval" not in request):
+        needs = " (with a person's approval signed by a key the host lists)" if verdict.decision is not Decision.BLOCK else ""
+        said = "this host's policy says %s%s: %s" % (verdict.decision.value, needs, verdict.reason)
+        if verdict.decision is Decision.ALLOW:
+            said = "this host runs %s in review mode: every step needs a person's approval signed by a key the host lists" % spec["name"]
+        response.update(refused=True, reason=said)
         return response
+    if "approval" in request and verdict.decision is not Decision.BLOCK:
+        response["approved_by"] = _approved_by(request, services, config_dir, approvals_dir)
     # none for a step no rule knows, which a person approved
     rule = next((rule for rule in policy.rules if rule.id == verdict.rule), None)
-    if request.get("kind", "step") == "read" and not (rule and rule.read_only):
+    if kind == "read" and not (rule and rule.read_only):
         response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
     started = time.time()
@@ -243,6 +404,23 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
         response.update(_run(verdict.argv, verdict.become, request.get("timeout", 120)))
     response["seconds"] = round(time.time() - started, 3)
     return response
+
+
+def _mode(spec, services):
+    """How far sentinel.heal acts on the service, as the host declares it: the service's own mode, else the host's."""
+    return spec.get("mode") or services.get("mode") or "autonomous"
+
+
+def _refuse_when_a_person_said_so(spec, services, kind):
+    """A person's word on the host, read here (never the controller's word for it): the maintenance marker holds every
+    request for the service back, and in observe mode nothing changes it."""
+    held = marker_holds(read_marker(), spec["name"], time.time())
+    if held:
+        raise RequestRefused("%s: %s; the host holds every request for it back" % (spec["name"], held), "maintenance", field="service",
+                             value=spec["name"], hint="wait until the marker's end, or remove it when the work is done")
+    if kind == "step" and _mode(spec, services) == "observe":
+        raise RequestRefused("this host runs %s in observe mode: nothing changes it" % spec["name"], "observe-mode", field="service",
+                             value=spec["name"], hint="set the service's mode (or host_mode) to review or autonomous and apply sentinel.heal.host")
 
 
 def _approved_by(request, services, config_dir, approvals_dir):
@@ -368,18 +546,102 @@ def _restore_known_good(spec, argv):
     return restore_step(spec["name"], argv[1], argv[2], test_argv=configuration_test(spec))
 
 
-def record_decision(caller, request, response, log_file=LOG_FILE):
-    """One line per request to the journal (or the log file): who asked, what, the decision, its rule, the status."""
+def record_decision(caller, request, response, log_file=LOG_FILE, rate_dir=None, now=None):
+    """One bounded line per request to the journal (or the log file): who asked, what, the decision, its rule, the
+    status; past LOG_RATE entries a caller's minute, only the count of those suppressed, once the minute is over."""
     entry = dict(caller=caller, host=request.get("host"), service=request.get("service"), policy_version=request.get("policy_version"),
                  step=response.get("argv") or _requested_step(request),
                  decision="refused" if response.get("refused") else response.get("decision"), rule=response.get("rule"),
                  reason=response.get("reason"), rc=response.get("rc"))
     if response.get("approved_by"):
         entry["approved_by"] = response["approved_by"]
-    line = json.dumps(entry, sort_keys=True)
+    if response.get("ran_with_it"):
+        entry["ran_with_it"] = [" ".join(later["argv"]) for later in response["ran_with_it"]]
+    if request.get("run"):
+        entry["run"] = request["run"]
+    suppressed, write = _rate(caller, rate_dir, time.time() if now is None else now)
+    if suppressed:
+        _write_log_line(json.dumps(dict(caller=caller, decision="suppressed", suppressed=suppressed,
+                                        reason="%d requests suppressed (over %d a minute)" % (suppressed, LOG_RATE)), sort_keys=True),
+                        True, log_file)
+    if write:
+        _write_log_line(bounded_log_line(entry), bool(response.get("refused")), log_file)
+
+
+def bounded_log_line(entry):
+    """The entry as one JSON line of at most MAX_LOG_ENTRY_BYTES: each field cut (a step's arguments counted too) and
+    what was cut counted under ``truncated``; JSON escapes every control character, so nothing is echoed unescaped."""
+    truncated = {}
+    bounded = {}
+    for key, value in entry.items():
+        if isinstance(value, list):
+            args = [_cut(str(arg), MAX_LOG_FIELD_CHARS // 4) for arg in value[:MAX_LOG_ARGS]]
+            if len(value) > MAX_LOG_ARGS or args != [str(arg) for arg in value]:
+                truncated[key] = len(json.dumps(value))
+            bounded[key] = args
+        elif isinstance(value, str) and len(value) > MAX_LOG_FIELD_CHARS:
+            truncated[key] = len(value)
+            bounded[key] = _cut(value, MAX_LOG_FIELD_CHARS)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            bounded[key] = value
+        else:
+            truncated[key] = len(json.dumps(value, default=str))
+            bounded[key] = _cut(json.dumps(value, default=str), MAX_LOG_FIELD_CHARS)
+    if truncated:
+        bounded["truncated"] = truncated
+    line = json.dumps(bounded, sort_keys=True)
+    # escapes can still make a line longer than its characters: cut the longest field again until it fits
+    while len(line.encode("utf-8")) > MAX_LOG_ENTRY_BYTES:
+        key = max((k for k in bounded if k != "truncated"), key=lambda k: len(json.dumps(bounded[k])))
+        text = json.dumps(bounded[key])
+        bounded[key] = _cut(text, len(text) // 2)
+        truncated[key] = truncated.get(key) or len(text)
+        bounded["truncated"] = truncated
+        line = json.dumps(bounded, sort_keys=True)
+    return line
+
+
+def _cut(text, limit):
+    return text if len(text) <= limit else text[:limit] + "[...]"
+
+
+def _rate(caller, rate_dir, now):
+    """(requests suppressed in the caller's last minute, to be said now; whether this request's entry is written),
+    counted in a root-only file per caller under ``rate_dir``, locked: requests run at once count once each."""
+    if rate_dir is None:
+        return 0, True
+    with contextlib.suppress(FileExistsError):
+        os.makedirs(rate_dir, mode=0o700)
+    path = os.path.join(rate_dir, "".join(char if char.isalnum() or char in "._-" else "_" for char in caller)[:64] or "_")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return 0, True  # a link planted there: write every entry rather than trust it
+        raise
+    with os.fdopen(fd, "r+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            window, count, suppressed = json.loads(handle.read() or "[0, 0, 0]")
+        except ValueError:
+            window, count, suppressed = 0, 0, 0
+        said = 0
+        if now - window >= LOG_RATE_WINDOW_S:
+            window, count, said, suppressed = now, 0, suppressed, 0
+        count += 1
+        write = count <= LOG_RATE
+        if not write:
+            suppressed += 1
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps([window, count, suppressed]))
+    return said, write
+
+
+def _write_log_line(line, warning, log_file):
     if _has_journal():
         syslog.openlog(LOG_IDENTIFIER, syslog.LOG_PID, syslog.LOG_AUTHPRIV)
-        syslog.syslog(syslog.LOG_WARNING if response.get("refused") else syslog.LOG_NOTICE, line)
+        syslog.syslog(syslog.LOG_WARNING if warning else syslog.LOG_NOTICE, line)
         syslog.closelog()
         return
     os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)

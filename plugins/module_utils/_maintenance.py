@@ -20,6 +20,8 @@ import os
 import re
 import stat
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
+
 MARKER = "/etc/sentinel-heal/maintenance"
 KEYS = ("reason", "services", "until", "by")
 MAX_BYTES = 4096
@@ -71,3 +73,23 @@ def read_marker(path: str | None = None) -> dict | None:
 
 def _marker(path: str, problem: str | None = None) -> dict:
     return {"path": path, "reason": "", "services": [], "until": None, "by": "", "problem": problem}
+
+
+def marker_holds(marker: dict | None, service: str, now: float) -> str | None:
+    """What the maintenance marker a person left on the host (``read_marker``, or service_check's
+    ``facts.maintenance``) says about the service, or None when it does not cover it (no marker, another service, or
+    its ``until`` has passed). A marker that cannot be read as written covers everything: hands off until a person
+    fixes or removes it. The controller and the executor on the host both ask this."""
+    if not marker:
+        return None
+    path = marker.get("path", "the maintenance marker")
+    if marker.get("problem"):
+        return "held back: the host's maintenance marker %s %s; hands off until a person fixes or removes it" % (path, marker["problem"])
+    services = marker.get("services") or []
+    until = marker.get("until")
+    if (services and service not in services) or (until is not None and until <= now):
+        return None
+    who = " by %s" % marker["by"] if marker.get("by") else ""
+    when = " until %s" % moment(until, now) if until is not None else " until it is removed"
+    why = ": %s" % marker["reason"] if marker.get("reason") else ""
+    return "in maintenance%s%s (%s)%s" % (who, when, path, why)

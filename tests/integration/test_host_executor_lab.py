@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -37,8 +38,11 @@ def as_healing_account(lab: Any, *argv: str, input_text: str | None = None, host
     return lab.run_in(host, ["runuser", "-u", "sentinel", "--", *argv], input_text=input_text, timeout=60)
 
 
-def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None, host: str = NODE) -> tuple[int, dict[str, Any]]:
-    request = {"host": host, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step}
+def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None, host: str = NODE,
+         run: str | None = None) -> tuple[int, dict[str, Any]]:
+    """One request as the healing account sends it, in a run of its plan of its own unless ``run`` names one."""
+    request = {"host": host, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step,
+               "run": run or f"lab-{uuid.uuid4().hex}"}
     proc = as_healing_account(lab, "sudo", "-n", EXEC, input_text=json.dumps(request), host=host)
     return proc.returncode, json.loads(proc.stdout)
 

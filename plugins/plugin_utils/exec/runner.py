@@ -64,6 +64,8 @@ class HostRequest:
     kind: str = "step"
     # a person's signed approval, for a step the policy sends to a person (guard/host_approval.py)
     approval: Mapping[str, Any] | None = None
+    # the run of the plan the step belongs to (one per attempt): the host runs a plan's steps in order, once each
+    run: str = ""
 
 
 @dataclass(frozen=True)
@@ -514,6 +516,8 @@ def _host_request(host: str, step: RunStep, step_timeout: int) -> str:
                "plan": [list(argv) for argv in on_host.plan], "step": on_host.index, "kind": on_host.kind, "timeout": int(step_timeout)}
     if on_host.approval is not None:
         request["approval"] = dict(on_host.approval)
+    if on_host.kind == "step":
+        request["run"] = on_host.run
     return json.dumps(request, sort_keys=True)
 
 

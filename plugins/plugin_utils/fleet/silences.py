@@ -14,6 +14,7 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
@@ -65,25 +66,6 @@ def hands_off(silence: str | None, marker: Mapping[str, Any] | None, windows: It
     """What holds the loop's hands off the service now - a person's silence in memory (what it says), the host's
     maintenance marker or a declared window - or None when nothing does. The heal loop and approvals both ask this."""
     return silence or marker_holds(marker, service, now) or next((window.describe() for window in windows if window.covers(service, now)), None)
-
-
-def marker_holds(marker: Mapping[str, Any] | None, service: str, now: float) -> str | None:
-    """What the maintenance marker a person left on the host (service_check's ``facts.maintenance``) says about the
-    service, or None when it does not cover it (no marker, another service, or its ``until`` has passed). A marker
-    that cannot be read as written covers everything: hands off until a person fixes or removes it."""
-    if not marker:
-        return None
-    path = marker.get("path", "the maintenance marker")
-    if marker.get("problem"):
-        return f"held back: the host's maintenance marker {path} {marker['problem']}; hands off until a person fixes or removes it"
-    services = marker.get("services") or []
-    until = marker.get("until")
-    if (services and service not in services) or (until is not None and until <= now):
-        return None
-    who = f" by {marker['by']}" if marker.get("by") else ""
-    when = f" until {moment(until, now)}" if until is not None else " until it is removed"
-    why = f": {marker['reason']}" if marker.get("reason") else ""
-    return f"in maintenance{who}{when} ({path}){why}"
 
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

@@ -45,14 +45,17 @@ class ExecuteNode(ToolNode):
             raise FlowError("execute reached without ALLOW or a human's approval", field="decision", value=decision.value)
         judged = tuple(verdict.argv for verdict in state.attempt.verdicts)
         approval = None
-        if decision is Decision.APPROVE and self.tools.approval_signer is not None:
+        # signed whenever a person approved: the policy's APPROVE, or a plan it allows that review mode sent to a person
+        # (a host in review mode runs no step without the signature)
+        if state.attempt.approved_by and self.tools.approval_signer is not None:
             approval = self.tools.approval_signer.sign(self.tools.target.name, state.failure.service, judged,
                                                        nonce=state.approved_plan_id or f"{state.incident_id}-{state.attempt.number}",
                                                        now=self.tools.clock())
         restore_test = tuple(configuration_test(state.failure.spec))
         steps = [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
-                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval),
+                    on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval,
+                                        run=f"{state.incident_id}-{state.attempt.number}"),
                     restore_test=restore_test if verdict.argv[0] == RESTORE_PROGRAM else ())
             for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
         ]

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from empty_host import in_python
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED, SAFE_PATH
 from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import MAX_VALIDITY_S
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import keep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
@@ -58,7 +59,9 @@ def execute(config: Path, request: Any) -> tuple[int, dict[str, Any], list[dict[
 
 
 def request(*steps: list[str], step: int = 0, **fields: Any) -> dict[str, Any]:
-    return {"host": "node1", "service": "nginx", "policy_version": load_policy().version, "plan": list(steps), "step": step, **fields}
+    """A step of a plan, in a run of its own unless ``run`` says which."""
+    return {"host": "node1", "service": "nginx", "policy_version": load_policy().version, "plan": list(steps), "step": step,
+            "run": f"run-{uuid.uuid4().hex}", **fields}
 
 
 def check_request(services: Any, **fields: Any) -> dict[str, Any]:
@@ -66,12 +69,14 @@ def check_request(services: Any, **fields: Any) -> dict[str, Any]:
 
 
 def test_a_step_the_policy_allows_runs_and_its_decision_is_logged(host: Path) -> None:
-    rc, response, log = execute(host, request(["df", "-h", "/"]))
+    sent = request(["df", "-h", "/"])
+    rc, response, log = execute(host, sent)
     assert rc == 0, response
     assert (response["refused"], response["decision"], response["rule"]) == (False, "allow", "filesystem-usage")
     assert "Filesystem" in response["stdout"]
     assert log == [{"caller": "sentinel", "host": "node1", "service": "nginx", "policy_version": load_policy().version,
-                    "step": ["df", "-h", "/"], "decision": "allow", "rule": "filesystem-usage", "reason": response["reason"], "rc": 0}]
+                    "step": ["df", "-h", "/"], "decision": "allow", "rule": "filesystem-usage", "reason": response["reason"], "rc": 0,
+                    "run": sent["run"]}]
 
 
 @pytest.mark.parametrize(("steps", "rule"), [
@@ -220,7 +225,10 @@ def test_a_step_a_person_approved_runs_with_their_signature_once_and_the_log_nam
     rc, response, log = execute(host, sent)
     assert rc == 0 and response["stdout"] == "approved\n" and response["approved_by"] == "alice", response
     assert log[-1]["approved_by"] == "alice" and log[-1]["decision"] == "approve"
-    rc, response, _log = execute(host, sent)
+    # sent again in its run, it answers what it did without running again; replayed in a run of its own, it is refused
+    rc, again, _log = execute(host, sent)
+    assert rc == 0 and again["ran_before"] is True and again["stdout"] == "approved\n"
+    rc, response, _log = execute(host, dict(sent, run="replayed"))
     assert rc == REFUSED and response["rule"] == "approval" and "was used for step 1 already" in response["reason"]
 
 
@@ -308,3 +316,142 @@ def test_what_a_step_prints_is_redacted_before_the_answer_leaves_the_host(host: 
         os.chmod(unit.name, 0o644)
         rc, response, _log = execute(host, approved(approver, ["cat", unit.name], nonce="printed"))
     assert rc == 0 and response["stdout"] == "[Service]\nEnvironment=********\nEnvironmentFile=********\nall good\n", response
+
+
+def _declare(config: Path, services: list[dict[str, Any]], **host: Any) -> None:
+    (config / "services.json").write_text(json.dumps({"host": "node1", "services": services, "probe_hosts": ["node1"], **host}))
+
+
+def test_with_the_maintenance_marker_no_request_of_any_kind_changes_anything_and_the_refusal_names_it(
+        host: Path, approver: ApprovalSigner, empty_host: Path, tmp_path: Path) -> None:
+    """The marker is a person's word on the host, read there: a step, a read, a step a person signed and a check that
+    would keep a known good copy all change nothing while it holds; the signed approval is not used up."""
+    marker = empty_host / "etc" / "sentinel-heal" / "maintenance"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("reason: swapping the disk\nby: alice\n")
+    site = tmp_path / "site.conf"
+    site.write_text("server { listen 80; }\n")
+    _declare(host, [NGINX, {"name": "site", "status_check": False, "check_command": "true", "configs": [str(site)]}])
+    signed = approved(approver, NEEDS_A_PERSON, nonce="in-maintenance")
+    for sent in (request(["df", "-h", "/"]), request(["df", "-h", "/"], kind="read"), signed):
+        rc, response, log = execute(host, sent)
+        assert rc == REFUSED and response["rule"] == "maintenance", response
+        assert "in maintenance by alice until it is removed" in response["reason"] and "swapping the disk" in response["reason"]
+        assert log[-1]["decision"] == "refused" and log[-1]["rule"] == "maintenance"
+    kept = empty_host / "var" / "lib" / "sentinel-heal" / "known-good"
+    rc, response, _log = execute(host, check_request(["site"], keep_known_good=True))
+    assert rc == 0 and response["check"]["facts"]["maintenance"]["by"] == "alice", response
+    assert response["check"]["healthy"] and not list(kept.glob("**/*"))
+    marker.unlink()
+    rc, response, _log = execute(host, check_request(["site"], keep_known_good=True))
+    assert rc == 0 and (kept / "site" / "manifest.json").is_file(), response  # without the marker the same check keeps it
+    rc, response, _log = execute(host, signed)
+    assert rc == 0 and response["approved_by"] == "alice", response  # held back, never used up
+    rc, response, _log = execute(host, request(["df", "-h", "/"]))
+    assert rc == 0 and response["rule"] == "filesystem-usage"
+
+
+def test_the_hosts_own_mode_observe_runs_no_step_and_review_none_without_a_signed_approval(host: Path, approver: ApprovalSigner) -> None:
+    _declare(host, [NGINX], mode="observe")
+    rc, response, _log = execute(host, request(["df", "-h", "/"]))
+    assert rc == REFUSED and response["rule"] == "observe-mode" and "observe mode: nothing changes it" in response["reason"]
+    rc, response, _log = execute(host, request(["df", "-h", "/"], kind="read"))
+    assert rc == 0 and response["rule"] == "filesystem-usage", response  # reads still run: they change nothing
+    # the service's own mode wins over the host's
+    _declare(host, [dict(NGINX, mode="review")], mode="autonomous")
+    rc, response, _log = execute(host, request(["df", "-h", "/"]))
+    assert rc == REFUSED and response["decision"] == "allow" and "review mode: every step needs a person's approval" in response["reason"]
+    rc, response, _log = execute(host, approved(approver, ["df", "-h", "/"], nonce="reviewed"))
+    assert rc == 0 and response["approved_by"] == "alice", response
+
+
+def test_a_request_that_would_flood_the_decision_log_leaves_one_bounded_escaped_entry(host: Path) -> None:
+    """A request under the size limit whose fields echo back large (escapes, a long reason) is one entry of at most
+    4 KiB with what was cut counted, and no control character reaches the log unescaped."""
+    hostile = "\x1b[31m\u202e" + "é\x00" * 4000
+    rc, response, log = execute(host, request(["cat", hostile], ["df", "-h", "/"] * 200))
+    assert rc == REFUSED, response
+    raw = (host.parent / "log" / "exec.log").read_text()
+    [line] = raw.splitlines()
+    assert len(line.encode()) <= 4096 + 30 and "\x1b" not in raw and "\x00" not in raw and "\u202e" not in raw
+    assert log[0]["truncated"] and log[0]["decision"] == "refused"
+
+
+def test_past_its_rate_a_callers_entries_are_counted_and_said_once(tmp_path: Path) -> None:
+    from ansible_collections.sentinel.heal.plugins.module_utils._executor import LOG_RATE, LOG_RATE_WINDOW_S, record_decision
+    log_file, rates = tmp_path / "exec.log", tmp_path / "decisions"
+    refused = dict(refused=True, rule="request", reason="the request is not JSON")
+    for _ in range(LOG_RATE + 25):
+        record_decision("mallory", {}, refused, str(log_file), str(rates), now=1000.0)
+    assert len(log_file.read_text().splitlines()) == LOG_RATE
+    record_decision("sentinel", {}, refused, str(log_file), str(rates), now=1001.0)  # another caller is not held back
+    record_decision("mallory", {}, refused, str(log_file), str(rates), now=1000.0 + LOG_RATE_WINDOW_S)
+    entries = [json.loads(line.split(" ", 1)[1]) for line in log_file.read_text().splitlines()]
+    assert len(entries) == LOG_RATE + 3
+    assert entries[-2] == {"caller": "mallory", "decision": "suppressed", "suppressed": 25,
+                           "reason": f"25 requests suppressed (over {LOG_RATE} a minute)"}
+    assert entries[-1]["caller"] == "mallory" and entries[-1]["decision"] == "refused"
+
+
+def test_what_the_executor_starts_gets_none_of_the_callers_environment(host: Path, tmp_path: Path) -> None:
+    """Where sudo keeps PATH, root would run the caller's systemctl: the executor's children see a fixed PATH and none
+    of the caller's variables (the check's command here prints what it was given)."""
+    shadow = tmp_path / "bin"
+    shadow.mkdir()
+    (shadow / "printenv").write_text("#!/bin/sh\necho the callers printenv\n")
+    (shadow / "printenv").chmod(0o755)
+    _declare(host, [{"name": "path", "status_check": False, "check_command": "printenv", "running_indicator": f"PATH={SAFE_PATH}\n"},
+                    {"name": "planted", "status_check": False, "check_command": "printenv", "running_indicator": "HINT=planted"},
+                    {"name": "sudo", "status_check": False, "check_command": "printenv", "running_indicator": "SUDO_USER=sentinel"}])
+    sent = json.dumps(check_request(["path", "planted", "sudo"])).encode()
+    caller = {"PYTHONPATH": str(ROOT / ".collections"), "PATH": f"{shadow}:{os.environ['PATH']}", "SUDO_USER": "sentinel",
+              "LD_PRELOAD_HINT": "planted", "SYSTEMD_PAGER": "less"}
+    proc = subprocess.run([sys.executable, "-c", executor(host)], input=sent, capture_output=True, timeout=60, check=False, env=caller)
+    answer = json.loads(proc.stdout)
+    # the host's printenv ran, with the fixed PATH; the caller's variable did not reach it, what sudo says of the caller did
+    assert {service["name"]: service["healthy"] for service in answer["check"]["services"]} == {"path": True, "planted": False, "sudo": True}
+
+
+def test_a_plans_steps_run_in_order_once_each_and_a_run_is_one_plan(host: Path) -> None:
+    plan = (["df", "-h", "/"], ["df", "-i", "/"])
+    rc, response, _log = execute(host, request(*plan, step=1, run="r1"))
+    assert rc == REFUSED and response["rule"] == "plan-order" and "before step 1 of its plan has run" in response["reason"]
+    rc, first, _log = execute(host, request(*plan, step=0, run="r1"))
+    assert rc == 0 and "Filesystem" in first["stdout"] and "ran_before" not in first
+    rc, again, _log = execute(host, request(*plan, step=0, run="r1"))
+    assert rc == 0 and again["ran_before"] is True and again["stdout"] == first["stdout"]
+    rc, response, _log = execute(host, request(["df", "-h", "/"], ["cat", "/etc/hostname"], step=1, run="r1"))
+    assert rc == REFUSED and response["rule"] == "plan-run"
+    rc, second, _log = execute(host, request(*plan, step=1, run="r1"))
+    assert rc == 0 and "Inodes" in second["stdout"]
+    rc, response, _log = execute(host, {key: value for key, value in request(*plan).items() if key != "run"})
+    assert rc == REFUSED and "field: run" in response["reason"]
+
+
+def test_a_plan_left_halfway_is_reported_by_the_next_check(host: Path) -> None:
+    from ansible_collections.sentinel.heal.plugins.module_utils._executor import MAX_TIMEOUT, unfinished_runs
+    execute(host, request(["df", "-h", "/"], ["df", "-i", "/"], run="left"))
+    execute(host, request(["df", "-h", "/"], run="done"))
+    [left] = unfinished_runs(str(host.parent / "approvals"), ["nginx"], time.time() + MAX_TIMEOUT + 1)
+    assert (left["run"], left["service"], left["ran"]) == ("left", "nginx", [0])
+    assert unfinished_runs(str(host.parent / "approvals"), ["nginx"], time.time()) == []  # still within a step's time
+    rc, response, _log = execute(host, check_request(["nginx"]))
+    assert rc == 0 and response["check"]["facts"]["unfinished_plans"] == []
+
+
+def test_a_stop_sent_without_the_start_that_makes_it_safe_runs_with_that_start(
+        host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 1 of [stop nginx, start nginx] alone would leave nginx stopped: the host runs the piece its plan's rules
+    allow alone (both steps), in one request, and answers the start from what it did when it is sent."""
+    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    ran: list[list[str]] = []
+    monkeypatch.setattr(_executor, "_run", lambda argv, become, timeout: ran.append(list(argv)) or dict(rc=0, stdout="", stderr=""))
+    plan = [["systemctl", "stop", "nginx"], ["systemctl", "start", "nginx"]]
+    approvals = str(host.parent / "approvals")
+    answer = _executor.handle(request(*plan, step=0, run="cut"), str(host), approvals)
+    assert ran == plan and answer["ran_with_it"] == [{"step": 1, "argv": plan[1], "rc": 0, "refused": False}], answer
+    answer = _executor.handle(request(*plan, step=1, run="cut"), str(host), approvals)
+    assert ran == plan and answer["ran_before"] is True
+    # a plan whose stop nothing undoes runs no piece of it
+    answer = _executor.handle(request(plan[0], ["df", "-h", "/"], step=0, run="stopped"), str(host), approvals)
+    assert answer["refused"] and ran == plan
