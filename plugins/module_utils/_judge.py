@@ -19,7 +19,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Tuple, Union
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, url_port
 from ansible_collections.sentinel.heal.plugins.module_utils._paths import PathResolver, compile_patterns
@@ -160,8 +160,16 @@ class Effect(StrEnum):
     REMOVES_LOGS = "removes_logs"
 
 
-# what a step does, and to which of the incident's units
-StepEffect = Tuple[Effect, str]
+class Repair(StrEnum):
+    """What a repair step leaves on one package directory, for the plan's end state (the judge's, never a policy's)."""
+
+    MADE = "made"            # made root's with mode 0755, its package's owner, group and mode still to give
+    OWNER = "owner"          # given its package's owner and group
+    MODE = "mode"            # given its package's mode
+
+
+# what a step does, and to which of the incident's units (or, for a repair, to which package directory)
+StepEffect = Tuple[Union[Effect, Repair], str]
 
 
 @dataclass(frozen=True)
@@ -343,13 +351,21 @@ def judge_steps(steps: Sequence[Sequence[str]], context: PolicyContext, policy: 
 
 def judge_plan(judged: Sequence[tuple[Verdict, StepEffect | None]], context: PolicyContext) -> tuple[list[Verdict], Decision]:
     """The plan as a whole, unit by unit: a stop is undone only by a start of the same unit (or of the init service,
-    which starts the unit it fronts), so stopping one instance and starting another leaves the first stopped."""
+    which starts the unit it fronts), so stopping one instance and starting another leaves the first stopped. A package
+    directory made root's ends as its package wants only when later steps give it the package's owner and group and
+    its mode: the plan's end state is judged as the one repair it makes (install -d -o -g -m)."""
     verdicts = [verdict for verdict, _effect in judged]
     service = context.service or "the service"
     stopped: dict[str, int] = {}
+    # each directory a step made root's, with what of its package's it still lacks
+    unfinished: dict[str, tuple[int, set[Repair]]] = {}
     for index, (verdict, step_effect) in enumerate(judged):
         effect, target = step_effect or (None, "")
-        if effect is Effect.STOPS:
+        if effect is Repair.MADE:
+            unfinished[target] = (index, {Repair.OWNER, Repair.MODE})
+        elif isinstance(effect, Repair) and target in unfinished:
+            unfinished[target][1].discard(effect)
+        elif effect is Effect.STOPS:
             stopped[target] = index
         elif effect is Effect.STARTS:
             stopped.pop(target, None)
@@ -359,6 +375,13 @@ def judge_plan(judged: Sequence[tuple[Verdict, StepEffect | None]], context: Pol
             verdicts[index] = dataclasses.replace(
                 verdict, decision=Decision.APPROVE, rule="plan-removes-logs",
                 reason=f"removes or empties logs of {service} ({verdict.rule}: {verdict.reason}); a person decides what evidence goes")
+    for path, (index, lacking) in unfinished.items():
+        if lacking and verdicts[index].decision is Decision.ALLOW:
+            made = verdicts[index]
+            verdicts[index] = dataclasses.replace(
+                made, decision=Decision.APPROVE, rule="plan-leaves-directory-unlike-its-package",
+                reason=f"makes {path} root's with mode 0755, and no later step of the plan gives it its package's "
+                       f"{' and '.join(text for repair, text in _LACKING.items() if repair in lacking)} ({made.rule}); a person decides that")
     for unit, index in stopped.items():
         if verdicts[index].decision is Decision.ALLOW:
             stop = verdicts[index]
@@ -367,6 +390,25 @@ def judge_plan(judged: Sequence[tuple[Verdict, StepEffect | None]], context: Pol
                 reason=f"the plan leaves {unit} of {service} stopped (nothing starts that unit after this step; {stop.rule}); "
                        "a person decides that")
     return verdicts, Decision.strictest([v.decision for v in verdicts])
+
+
+_LACKING = {Repair.OWNER: "owner and group (chown OWNER:GROUP)", Repair.MODE: "mode (chmod MODE)"}
+
+
+def _repair_of(rule: Rule, args: Sequence[str], context: PolicyContext, policy: Policy) -> StepEffect | None:
+    """What a repair step leaves on the one package directory it names, for the plan's end state: the package's owner
+    and group (chown OWNER:GROUP), its mode (chmod), or the directory made root's for later steps to finish; None for
+    any other step, and for a repair of several paths (a plan finishes a directory one path at a time)."""
+    repair = _REPAIRS.get(rule.restores or "")
+    parsed = None if repair is None else split_options(args, rule.options or {}, context, policy)
+    if repair is None or parsed is None:
+        return None
+    operands, _options = parsed
+    paths = operands if repair is Repair.MADE else operands[1:]
+    if len(paths) != 1 or (repair is Repair.OWNER and not operands[0].partition(":")[2]):
+        return None
+    path = policy.paths.canonical(paths[0])
+    return None if path is None else (repair, path)
 
 
 def _effect_target(executable: str, args: Sequence[str], context: PolicyContext) -> str:
@@ -429,7 +471,7 @@ def judge_argv(argv: Sequence[Any], context: PolicyContext, policy: Policy, *, c
         if rule.matches(args, context, policy):
             effect = rule.effect_of(args)
             judged = verdict(command, argv, rule.decision, rule.description, rule.id, policy, rule.become)
-            return judged, None if effect is None else (effect, _effect_target(executable, args, context))
+            return judged, _repair_of(rule, args, context, policy) if effect is None else (effect, _effect_target(executable, args, context))
     if globbed or braced:
         reason = "glob characters, braces or a backslash where no rule of the policy accepts them"
         return verdict(command, argv, Decision.BLOCK, reason, "shell-syntax", policy), None
@@ -770,6 +812,13 @@ def _restores_directory(operands: Sequence[str], options: Mapping[str, str], con
         and octal_mode(options.get("-m", "0755")) == entry.mode for _path, itself, entry in entries)
 
 
+def _makes_directory_for_the_plan(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
+    """mkdir of a package directory itself, on a path no service account can redirect, left root's with mode 0755: the
+    plan's later steps give it the package's owner, group and mode, or the plan waits for a person (judge_plan)."""
+    entries = _entries(operands, context, policy) or []
+    return bool(entries) and all(itself for _path, itself, _entry in entries)
+
+
 def _restores_known_good(setting: str) -> Callable[[Sequence[str], Mapping[str, str], PolicyContext, Policy], bool]:
     """sentinel-heal-restore FILE SHA256: a file of the incident that changed since the service last worked, and the
     hash of its last known good copy as the host recorded it, where the service's setting is ``setting``."""
@@ -787,6 +836,10 @@ def _restores_known_good(setting: str) -> Callable[[Sequence[str], Mapping[str, 
 KNOWN_GOOD_SETTINGS = {"known_good": "auto", "known_good_with_a_person": "approve"}
 
 
+# the restores whose step leaves a package directory part of the way to its package's owner, group and mode
+_REPAIRS = {"ownership": Repair.OWNER, "mode": Repair.MODE, "directory_for_the_plan": Repair.MADE}
+
+
 def octal_mode(text: str) -> int | None:
     return int(text, 8) if _OCTAL_MODE.match(text) else None
 
@@ -795,6 +848,7 @@ RESTORES: dict[str, Callable[[Sequence[str], Mapping[str, str], PolicyContext, P
     "ownership": _restores_ownership,
     "mode": _restores_mode,
     "directory": _restores_directory,
+    "directory_for_the_plan": _makes_directory_for_the_plan,
     **{restores: _restores_known_good(setting) for restores, setting in KNOWN_GOOD_SETTINGS.items()},
 }
 

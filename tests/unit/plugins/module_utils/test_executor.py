@@ -455,3 +455,25 @@ def test_a_stop_sent_without_the_start_that_makes_it_safe_runs_with_that_start(
     # a plan whose stop nothing undoes runs no piece of it
     answer = _executor.handle(request(plan[0], ["df", "-h", "/"], step=0, run="stopped"), str(host), approvals)
     assert answer["refused"] and ran == plan
+
+
+def test_a_directory_made_then_given_its_packages_owner_and_mode_is_repaired_on_the_host_as_one_piece(host: Path, tmp_path: Path) -> None:
+    """[mkdir -p D, chown OWNER:GROUP D, chmod MODE D] ends as the package makes D, and runs unattended; its mkdir alone
+    would leave D root's with mode 0755, so the host does the three repairs itself, in the one request of step 1."""
+    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    directory = tmp_path / "srv" / "nginx-cache"
+    directory.parent.mkdir()
+    own_policy = tmp_path / "policy.yml"
+    own_policy.write_text(f"version: 1\ninclude_default: true\npackage_paths:\n"
+                          f"  - {{services: [nginx], path: {directory}, owner: nobody, group: nogroup, mode: '0750'}}\n")
+    (host / "policy.json").write_text(json.dumps(host_policy_document(own_policy)))
+    (host / "services.json").write_text(json.dumps({"host": "node1", "services": [dict(NGINX, paths=[str(directory)])]}))
+    version = load_policy(own_policy).version
+    plan = [["mkdir", "-p", str(directory)], ["chown", "nobody:nogroup", str(directory)], ["chmod", "0750", str(directory)]]
+    approvals = str(host.parent / "approvals")
+    alone = _executor.handle(request(plan[0], step=0, run="alone", policy_version=version), str(host), approvals)
+    assert alone["refused"] and alone["rule"] == "plan-leaves-directory-unlike-its-package" and not directory.exists()
+    answer = _executor.handle(request(*plan, step=0, run="whole", policy_version=version), str(host), approvals)
+    assert answer["rc"] == 0 and [ran["rc"] for ran in answer["ran_with_it"]] == [0, 0], answer
+    info = directory.stat()
+    assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (65534, 65534, "0o750")

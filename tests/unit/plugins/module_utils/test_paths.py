@@ -213,6 +213,7 @@ PATH_RULES = {
     "mode-repair-needs-a-person": (_POSTGRES, "chmod 2775 PATH"),
     "directory-repair-needs-a-person": (_POSTGRES, "install -d -o postgres -g postgres -m 2775 PATH"),
     "make-runtime-directory": (_SSH, "mkdir -p PATH"),
+    "make-package-directory-the-plan-finishes": (_POSTGRES, "mkdir -p PATH"),
 }
 # The path placeholders the shipped policy does not use, in rules an operator could write.
 CUSTOM = parse_policy({"version": 1, "include_default": True, "rules": [

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import judge_steps
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import check_services
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
@@ -266,3 +267,48 @@ def test_the_left_over_socket_and_lock_service_check_saw_are_read_and_removed_in
     assert _decide(context, f"cat {lock}", f"rm -f {socket_path} {lock}") == [("allow", "read-files"), ("allow", "remove-stale-socket")]
     # what service_check did not see there may be a link the account put in its place: a person reads it
     assert _decide(context, f"cat {socket_path.parent}/notes")[0][0] == "approve"
+
+
+# ---- a plan that ends where the package wants is judged as the one repair it makes ---------------------------------
+
+def _postgresql_without_its_runtime_directory() -> PolicyContext:
+    """/run/postgresql is gone (a tmpfs after a reboot without the package's tmpfiles.d): service_check sees /run, root's,
+    and nothing below it."""
+    owners = {path: owner for path, owner in POSTGRESQL_OWNERS.items() if not path.startswith("/run/")}
+    return PolicyContext.from_failure(_failure(
+        POSTGRESQL, "not_running", unit=_unit("postgresql@15-main.service", fragment="/lib/systemd/system/postgresql@.service"),
+        path_owners=owners, paths=[{"path": "/run/postgresql", "exists": False}]))
+
+
+MADE, OWNED, MODED = "mkdir -p /run/postgresql", "chown postgres:postgres /run/postgresql", "chmod 2775 /run/postgresql"
+
+
+@pytest.mark.parametrize("plan", [[MADE, OWNED, MODED], [MADE, MODED, OWNED], [MADE, OWNED, MODED, "service postgresql start"]])
+def test_a_directory_made_and_given_its_packages_owner_group_and_mode_in_one_plan_is_one_repair(plan: list[str]) -> None:
+    """The plan's end state is install -d -o postgres -g postgres -m 2775 /run/postgresql, which runs unattended: so does
+    the plan, in the controller's judge and in the one the executor runs on the host."""
+    context = _postgresql_without_its_runtime_directory()
+    assert _decide(context, "install -d -o postgres -g postgres -m 2775 /run/postgresql") == [("allow", "create-runtime-directory")]
+    assert {decision for decision, _rule in _decide(context, *plan)} == {"allow"}
+    _verdicts, decision = judge_steps([step.split() for step in plan], context, POLICY)
+    assert decision.value == "allow"
+
+
+@pytest.mark.parametrize(("plan", "rule"), [
+    ([MADE], "plan-leaves-directory-unlike-its-package"),                               # root's, 0755
+    ([MADE, OWNED], "plan-leaves-directory-unlike-its-package"),                        # the mode never given
+    ([MADE, MODED], "plan-leaves-directory-unlike-its-package"),                        # the owner never given
+    ([MADE, "chown postgres /run/postgresql", MODED], "plan-leaves-directory-unlike-its-package"),  # the group left root's
+    ([OWNED, MODED, MADE], "plan-leaves-directory-unlike-its-package"),                 # made after: nothing finishes it
+    ([MADE, OWNED, MODED, MADE], "plan-leaves-directory-unlike-its-package"),           # made root's again at the end
+    # a chown of several paths: a plan finishes a directory one path at a time
+    ([MADE, "chown postgres:postgres /run/postgresql /var/lib/postgresql", MODED], "plan-leaves-directory-unlike-its-package"),
+    (["mkdir -p -m 0777 /run/postgresql", OWNED, MODED], "directory-repair-needs-a-person"),   # world-writable meanwhile
+    # the data directory lies in /var/lib/postgresql/15, which postgres owns: a link there would be followed
+    (["mkdir -p /var/lib/postgresql/15/main", "chown postgres:postgres /var/lib/postgresql/15/main",
+      "chmod 0700 /var/lib/postgresql/15/main"], "directory-repair-needs-a-person"),
+])
+def test_a_plan_that_does_not_end_where_the_package_wants_needs_a_person(plan: list[str], rule: str) -> None:
+    verdicts, decision = evaluate_plan(plan, _postgresql_without_its_runtime_directory(), POLICY)
+    assert decision.value == "approve"
+    assert rule in [verdict.rule for verdict in verdicts]
