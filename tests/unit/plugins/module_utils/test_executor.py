@@ -381,7 +381,7 @@ def test_past_its_rate_a_callers_entries_are_counted_and_said_once(tmp_path: Pat
     from ansible_collections.sentinel.heal.plugins.module_utils._executor import LOG_RATE, LOG_RATE_WINDOW_S, record_decision
     log_file, rates = tmp_path / "exec.log", tmp_path / "decisions"
     refused = dict(refused=True, rule="request", reason="the request is not JSON")
-    for _ in range(LOG_RATE + 25):
+    for _request in range(LOG_RATE + 25):
         record_decision("mallory", {}, refused, str(log_file), str(rates), now=1000.0)
     assert len(log_file.read_text().splitlines()) == LOG_RATE
     record_decision("sentinel", {}, refused, str(log_file), str(rates), now=1001.0)  # another caller is not held back
