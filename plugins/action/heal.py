@@ -15,7 +15,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import printable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC, list_option_errors_of_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message, parse_shipped_files
 
@@ -46,6 +46,9 @@ class ActionModule(ActionBase):
             result.update(self.session(args, task).run())
         except SentinelError as exc:
             raise AnsibleActionFail(error_message(args, exc)) from exc
+        if result.get("status") == Status.ESCALATED.value:
+            # a service it was asked to heal stays down: the task fails, as the role's summary fails the host
+            result.update(failed=True, msg="; ".join(result.get("summary") or ()) or "a service stays down")
         return result
 
     def _ask_operator(self, failure: Failure, plan: Plan, verdicts: Sequence[Verdict]) -> tuple[str, str] | None:

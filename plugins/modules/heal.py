@@ -44,6 +44,9 @@ description:
     A plan runs only when every step is allowed; a plan needing approval is stored and the host
     ends C(awaiting_approval), a blocked plan ends C(escalated). Nothing the policy does not
     understand runs unattended.
+  - When a service it was asked to heal stays down (C(status) V(escalated)) the task fails, with the summary as its
+    C(msg) and the whole result registered; the role P(sentinel.heal.autoheal#role) fails the host in its summary instead,
+    once it exported the plans waiting for a person.
   - The kill switch holds on every path - while healing is suspended (M(sentinel.heal.suspension),
     C(sentinel.heal.suspend)) no remediation starts, one running is cancelled
     before its next step, and the incident ends C(suspended) (the job does not fail). Checks, evidence

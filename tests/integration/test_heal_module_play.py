@@ -1,0 +1,41 @@
+"""sentinel.heal.heal used as a module (no lab needed): a service it was asked to heal and that stays down fails the
+task (failed, rc != 0, the summary as its msg), as the role fails the host after its summary and export."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import one_line, run_playbook
+
+# a service nothing can bring back on this machine: its check always fails, and no unit or init script has its name
+GHOST = '[{name: sentinel-ghost, status_check: false, check_command: "false"}]'
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: the heal module
+      sentinel.heal.heal: {services: GHOST, state_dir: "{{ autoheal_state_dir }}", max_attempts: 1, interactive_approval: false}
+      register: healed
+      ignore_errors: true
+    - {name: what the module said, ansible.builtin.debug: {msg: "module: failed={{ healed.failed }} status={{ healed.status }}"}}
+    - name: the role
+      block:
+        - name: the role
+          ansible.builtin.include_role: {name: sentinel.heal.autoheal}
+          vars: {autoheal_services: GHOST, autoheal_max_attempts: 1, autoheal_interactive_approval: false}
+      rescue:
+        - {name: what the role said, ansible.builtin.debug: {msg: "role: {{ ansible_failed_task.name }}"}}
+""".replace("GHOST", GHOST)
+
+
+def test_a_service_left_down_fails_the_heal_task_and_the_role_fails_the_host_in_its_summary(tmp_path: Path) -> None:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    run = run_playbook(str(playbook), "-e", "ansible_connection=local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
+                       state_dir=tmp_path / "state")
+    output = one_line(run.output)
+    assert "module: failed=True status=escalated" in output, run.output
+    assert re.search(r"fatal: \[localhost\]: FAILED! => .*msg: .?localhost: sentinel-ghost escalated", output), run.output
+    # the role's heal task does not fail on its own: the summary does, after the export of waiting plans
+    assert "role: Summarize the host, and fail it when a service stays broken" in output, run.output
