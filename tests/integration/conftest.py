@@ -64,6 +64,15 @@ def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str]
     return PlaybookRun(rc=proc.returncode, output=output)
 
 
+def run_on_localhost(playbook_text: str, tmp_path: Path) -> PlaybookRun:
+    """A playbook of the test's own against this machine (the local connection, the controller's Python), with a
+    memory of its own in ``tmp_path``: for what needs no lab."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(playbook_text)
+    return run_playbook(str(playbook), "-e", "ansible_connection=local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
+                        state_dir=tmp_path / "state")
+
+
 def episodes(state_dir: Path) -> list[dict[str, Any]]:
     path = state_dir / "memory.sqlite3"
     if not path.exists():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import one_line, run_playbook
+from conftest import one_line, run_on_localhost
 
 # a service nothing can bring back on this machine: its check always fails, and no unit or init script has its name
 GHOST = '[{name: sentinel-ghost, status_check: false, check_command: "false"}]'
@@ -30,10 +30,7 @@ PLAYBOOK = """
 
 
 def test_a_service_left_down_fails_the_heal_task_and_the_role_fails_the_host_in_its_summary(tmp_path: Path) -> None:
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
-    run = run_playbook(str(playbook), "-e", "ansible_connection=local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
-                       state_dir=tmp_path / "state")
+    run = run_on_localhost(PLAYBOOK, tmp_path)
     output = one_line(run.output)
     assert "module: failed=True status=escalated" in output, run.output
     assert re.search(r"fatal: \[localhost\]: FAILED! => .*msg: .?localhost: sentinel-ghost escalated", output), run.output

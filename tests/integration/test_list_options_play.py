@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import one_line, run_playbook
+from conftest import one_line, run_on_localhost
 
 SERVICES = [f"{{name: svc{index}, ports: [{8000 + index}]}}" for index in range(12)]
 SERVICES.insert(7, "{name: web, ports: [eighty]}")
@@ -34,10 +34,7 @@ PLAYBOOK = """
 
 
 def test_a_wrong_value_in_the_services_list_says_where_it_is_in_the_role_and_the_modules(tmp_path: Path) -> None:
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
-    run = run_playbook(str(playbook), "-e", "ansible_connection=local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
-                       state_dir=tmp_path / "state")
+    run = run_on_localhost(PLAYBOOK, tmp_path)
     output = one_line(run.output)
     said = re.search(r"msg: (?:'|\")?role: (?P<role>.*?)\s+TASK .*msg: (?:'|\")?heal: (?P<heal>.*) / service_check: (?P<check>.*?)\s+PLAY RECAP",
                      output)
