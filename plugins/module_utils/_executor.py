@@ -33,7 +33,7 @@ import time
 from ansible_collections.sentinel.heal.plugins.module_utils import _nofollow
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import APPROVERS_FILE, USED_DIR, ApprovalRefused, verify_approval
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import KNOWN_GOOD_SETTINGS, Decision, judge_steps, split_options
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import KNOWN_GOOD_SETTINGS, Decision, judge_argv, judge_plan, split_options
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, running_unit
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test, restore_step
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds, read_marker
@@ -252,18 +252,21 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
     incident = _Incident(spec["name"], spec, evidence_of(spec, manager, others=others), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
-    verdicts, _decision = judge_steps(request["plan"], context, policy)
+    # each step judged once; the plan's own rules then over the whole plan and, for a run, over its pieces
+    judged = [judge_argv(step, context, policy) for step in request["plan"]]
+    verdicts, _decision = judge_plan(judged, context)
     if kind == "step":
-        return _run_in_plan(request, verdicts, spec, services, context, policy, (config_dir, approvals_dir))
+        return _run_in_plan(request, (judged, verdicts), spec, services, context, policy, (config_dir, approvals_dir))
     return _decide_and_run(request, verdicts[request["step"]], spec, services, context, policy, (config_dir, approvals_dir))
 
 
-def _run_in_plan(request, verdicts, spec, services, context, policy, places):
+def _run_in_plan(request, judgement, spec, services, context, policy, places):
     """A step of a plan, run only as part of that plan (its progress kept here, root only, under the request's ``run``):
     in order, once, and never a piece the plan's own rules would not allow alone. A step whose plan-level rule holds
     only with later steps (a stop that its plan's start undoes) runs here with those steps, in one request: a plan cut
     into pieces leaves no service stopped. A step that already ran answers what it did, without running again."""
     plan, index = request["plan"], request["step"]
+    judged, verdicts = judgement
     if verdicts[index].decision is Decision.BLOCK:  # refused whenever it comes, in order or not
         return _decide_and_run(request, verdicts[index], spec, services, context, policy, places)
     with _PlanRun(_runs_dir(places[1]), request["run"], spec["name"], plan) as run:
@@ -273,7 +276,7 @@ def _run_in_plan(request, verdicts, spec, services, context, policy, places):
             raise RequestRefused("step %d of run %s comes before step %d of its plan has run: steps run in order, once each"
                                  % (index + 1, request["run"], len(run.answers) + 1), "plan-order", field="step", value=index,
                                  hint="send the plan's steps in order, each once, under one run")
-        last = _safe_piece_end(plan, index, verdicts, context, policy)
+        last = _safe_piece_end(judged, index, verdicts, context)
         unattended = (Decision.ALLOW,) if "approval" not in request else (Decision.ALLOW, Decision.APPROVE)
         if any(verdicts[later].decision not in unattended for later in range(index + 1, last + 1)):
             raise RequestRefused("step %d cannot run alone (its plan's own rules hold only with the steps after it), and those "
@@ -364,14 +367,14 @@ def _prune_runs(runs_dir, now):
                 os.unlink(path)
 
 
-def _safe_piece_end(plan, index, verdicts, context, policy):
+def _safe_piece_end(judged, index, verdicts, context):
     """The last step of the smallest piece from ``index`` on that the plan's own rules allow as a plan of its own (its
     prefix judged as the whole plan: nothing stricter than the whole plan's verdicts)."""
-    for last in range(index, len(plan)):
-        piece, _decision = judge_steps(plan[:last + 1], context, policy)
-        if all(piece[step].decision.value == verdicts[step].decision.value for step in range(last + 1)):
+    for last in range(index, len(judged)):
+        piece, _decision = judge_plan(judged[:last + 1], context)
+        if all(piece[step].decision is verdicts[step].decision for step in range(last + 1)):
             return last
-    return len(plan) - 1
+    return len(judged) - 1
 
 
 def _decide_and_run(request, verdict, spec, services, context, policy, places):
