@@ -593,12 +593,13 @@ def bounded_log_line(entry):
     if truncated:
         bounded["truncated"] = truncated
     line = json.dumps(bounded, sort_keys=True)
-    # escapes can still make a line longer than its characters: cut the longest field again until it fits
+    # escapes can still make a line longer than its characters: halve the longest field's own text (not its escaped
+    # form, which escaping again would grow) until it fits; a field too short to halve goes
     while len(line.encode("utf-8")) > MAX_LOG_ENTRY_BYTES:
         key = max((k for k in bounded if k != "truncated"), key=lambda k: len(json.dumps(bounded[k])))
-        text = json.dumps(bounded[key])
-        bounded[key] = _cut(text, len(text) // 2)
+        text = bounded[key] if isinstance(bounded[key], str) else json.dumps(bounded[key])
         truncated[key] = truncated.get(key) or len(text)
+        bounded[key] = _cut(text, len(text) // 2) if len(text) > 16 else None
         bounded["truncated"] = truncated
         line = json.dumps(bounded, sort_keys=True)
     return line

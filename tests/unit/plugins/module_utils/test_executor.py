@@ -477,3 +477,12 @@ def test_a_directory_made_then_given_its_packages_owner_and_mode_is_repaired_on_
     assert answer["rc"] == 0 and [ran["rc"] for ran in answer["ran_with_it"]] == [0, 0], answer
     info = directory.stat()
     assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (65534, 65534, "0o750")
+
+
+def test_an_entry_of_nothing_but_control_characters_is_cut_to_its_bound_too() -> None:
+    """Every field at its cut length and each character six once escaped: the entry is cut further until it fits."""
+    from ansible_collections.sentinel.heal.plugins.module_utils._executor import MAX_LOG_ENTRY_BYTES, bounded_log_line
+    fields = ("reason", "host", "service", "caller", "rule", "policy_version")
+    line = bounded_log_line(dict({field: chr(number) * 512 for number, field in enumerate(fields, start=1)}, step=["\x00" * 500] * 16))
+    assert len(line.encode()) <= MAX_LOG_ENTRY_BYTES
+    assert set(json.loads(line)["truncated"]) == {"step", *fields}
