@@ -42,15 +42,19 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     MAX_LOG_LINES,
     SERVICE_OPTIONS,
     ProbeConfigError,
+    check_one,
     check_services,
     detect_service_manager,
     evidence_of,
 )
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._sudo_rules import other_sudo_rules
 
 CONFIG_DIR = "/etc/sentinel-heal"
 # where the host role installs the executor: the healing account's one sudo rule
 EXECUTOR_PATH = "/usr/libexec/sentinel-heal/exec"
+# that rule as sudo -l prints it (the host role writes it)
+EXECUTOR_RULE = '(root) NOPASSWD: %s ""' % EXECUTOR_PATH
 LOG_IDENTIFIER = "sentinel-heal-exec"
 LOG_FILE = "/var/log/sentinel-heal/exec.log"
 MAX_REQUEST_BYTES = 65536
@@ -145,10 +149,19 @@ def _parse_request(raw):
     timeout = request.get("timeout", 120)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= MAX_TIMEOUT:
         raise RequestRefused("timeout must be 1 to %d seconds" % MAX_TIMEOUT, "request", field="timeout", value=timeout)
-    if request.get("kind", "step") == "step" and not (isinstance(request.get("run"), str) and _RUN_ID.match(request["run"])):
+    if request.get("kind", "step") == "step":
+        _parse_step(request)
+    return request
+
+
+def _parse_step(request):
+    if not (isinstance(request.get("run"), str) and _RUN_ID.match(request["run"])):
         raise RequestRefused("a step names the run of its plan it belongs to (letters, digits and ._:- only, at most 96)", "request",
                              field="run", value=request.get("run"), hint="the controller names each attempt's run of its plan")
-    return request
+    for key in ("failure_class", "fingerprint"):
+        if not isinstance(request.get(key), str):
+            raise RequestRefused("a step names the failure its plan was made for (%s, a string)" % key, "request", field=key,
+                                 value=request.get(key), hint="the controller sends the incident's failure class and fingerprint")
 
 
 def _parse_check(request):
@@ -160,8 +173,6 @@ def _parse_check(request):
         raise RequestRefused("services must name the declared services to check", "request", field="services", value=names)
     if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LOG_LINES:
         raise RequestRefused("log_lines must be 1 to %d" % MAX_LOG_LINES, "request", field="log_lines", value=lines)
-    if not isinstance(request.get("keep_known_good", False), bool):
-        raise RequestRefused("keep_known_good must be true or false", "request", field="keep_known_good", value=request.get("keep_known_good"))
     secrets = request.get("redact_values", [])
     if not isinstance(secrets, list) or not all(isinstance(secret, str) for secret in secrets):
         raise RequestRefused("redact_values must be a list of strings", "request", field="redact_values", value="(not shown)")
@@ -180,8 +191,10 @@ def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     params = dict(services=[_with_defaults(declared[name], SERVICE_OPTIONS) for name in request["services"]],
                   log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
     marker, now = read_marker(), time.time()
-    # a check in maintenance changes nothing either: no copy of what a person is in the middle of is kept as good
-    keep = request.get("keep_known_good") is True and not any(marker_holds(marker, name, now) for name in request["services"])
+    # what counts as good is the host's to say, never the caller's: every check keeps a healthy service's configuration
+    # (the caller cannot hold an older copy as good by not asking), and none in maintenance (what a person is in the
+    # middle of is not good yet)
+    keep = not any(marker_holds(marker, name, now) for name in request["services"])
     try:
         checked = check_services(params, keep_known_good=keep)
     except ProbeConfigError as exc:
@@ -189,6 +202,9 @@ def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
                              value=request["services"], hint="fix autoheal_services and apply the sentinel.heal.host role") from None
     # a plan this host began and nobody finished: visible to the run that checks next
     checked["facts"]["unfinished_plans"] = unfinished_runs(approvals_dir, request["services"], now)
+    # whether the executor is all the caller may run as root: otherwise the host runs without enforcement
+    others = other_sudo_rules(os.environ.get("SUDO_USER") or "root", EXECUTOR_RULE)
+    checked["facts"]["enforcement"] = dict(enforced=not others, other_rules=[other["rule"] for other in others])
     return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
                 check=checked)
 
@@ -205,14 +221,14 @@ def _with_defaults(spec, options):
     return filled
 
 
-def check_through_executor(params, keep_known_good=False):
+def check_through_executor(params):
     """service_check's result for the declared services ``params`` names, read as root by the executor on the host
     (the module's way with enforcement on the host: the healing account's one sudo rule is the executor)."""
     if params.get("evidence_commands"):
         raise ProbeConfigError("evidence_commands: with through_executor, evidence is read through the executor step by step, not in the check")
     answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
                       policy_version=params["policy_version"], log_lines=params["log_lines"],
-                      redact_values=params.get("redact_values") or [], keep_known_good=keep_known_good))
+                      redact_values=params.get("redact_values") or []))
     if answer.get("refused"):
         raise ProbeConfigError("the executor on the host refused the check (%s): %s" % (answer.get("rule"), answer.get("reason")))
     return answer["check"]
@@ -250,23 +266,58 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     _refuse_when_a_person_said_so(spec, services, kind)
     manager = detect_service_manager()
     others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
-    incident = _Incident(spec["name"], spec, evidence_of(spec, manager, others=others), manager)
+    failing = None
+    if kind == "step":
+        # the host's own check: a step changes only a service failing here, in the way its plan was made for
+        failing = _IncidentNow(check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, others))
+    evidence = failing.checked.get("evidence") if failing else None
+    incident = _Incident(spec["name"], spec, evidence or evidence_of(spec, manager, others=others), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
     # each step judged once; the plan's own rules then over the whole plan and, for a run, over its pieces
     judged = [judge_argv(step, context, policy) for step in request["plan"]]
     verdicts, _decision = judge_plan(judged, context)
-    if kind == "step":
-        return _run_in_plan(request, (judged, verdicts), spec, services, context, policy, (config_dir, approvals_dir))
+    if failing is not None:
+        return _run_in_plan(request, (judged, verdicts), spec, services, (context, failing), policy, (config_dir, approvals_dir))
     return _decide_and_run(request, verdicts[request["step"]], spec, services, context, policy, (config_dir, approvals_dir))
 
 
-def _run_in_plan(request, judgement, spec, services, context, policy, places):
+# the classes one failure of a stopped service passes through between the controller's check and a step (a crash loop
+# is not_running, then auto_restart, then restart_loop; a killed server leaves its pid file behind): the same failure
+DOWN_CLASSES = frozenset(("not_running", "auto_restart", "restart_loop", "start_limit_hit", "stale_pidfile", "stale_socket"))
+
+
+class _IncidentNow(object):
+    """The service as the host's own check finds it at a step: healthy, or failing and how."""
+
+    def __init__(self, checked):
+        self.checked = checked
+
+    def hold_to(self, request):
+        """Refuse a plan's first step unless the service fails here in the way the request says its plan was made for
+        (its failure class, or another of the same stopped service's). The fingerprint is not compared: the service's
+        own words change while it crash-loops (its journal's cause repeated, systemd's count of restarts)."""
+        name, checked = self.checked["name"], self.checked
+        if checked["healthy"]:
+            raise RequestRefused("%s is healthy on this host (%s): a plan for a failure does not run on it unattended"
+                                 % (name, "; ".join(check["detail"] for check in checked["checks"]) or "nothing to check"),
+                                 "service-healthy", field="service", value=name,
+                                 hint="a step on a healthy service runs only with a person's approval")
+        here, claimed = checked["failure_class"], request.get("failure_class")
+        if here != claimed and not {here, claimed} <= DOWN_CLASSES:
+            raise RequestRefused("%s fails on this host otherwise than its plan was made for: %s here (%s), the plan is for %s"
+                                 % (name, here, checked["summary"], claimed), "incident-changed", field="failure_class", value=claimed,
+                                 hint="check the service again and plan for the failure it has now")
+
+
+def _run_in_plan(request, judgement, spec, services, incident, policy, places):
     """A step of a plan, run only as part of that plan (its progress kept here, root only, under the request's ``run``):
     in order, once, and never a piece the plan's own rules would not allow alone. A step whose plan-level rule holds
     only with later steps (a stop that its plan's start undoes) runs here with those steps, in one request: a plan cut
-    into pieces leaves no service stopped. A step that already ran answers what it did, without running again."""
+    into pieces leaves no service stopped. A step that already ran answers what it did, without running again. The
+    run's first step runs only while the service fails here as the plan was made for, unless a person approved it."""
     plan, index = request["plan"], request["step"]
     judged, verdicts = judgement
+    context, failing = incident
     if verdicts[index].decision is Decision.BLOCK:  # refused whenever it comes, in order or not
         return _decide_and_run(request, verdicts[index], spec, services, context, policy, places)
     with _PlanRun(_runs_dir(places[1]), request["run"], spec["name"], plan) as run:
@@ -276,6 +327,8 @@ def _run_in_plan(request, judgement, spec, services, context, policy, places):
             raise RequestRefused("step %d of run %s comes before step %d of its plan has run: steps run in order, once each"
                                  % (index + 1, request["run"], len(run.answers) + 1), "plan-order", field="step", value=index,
                                  hint="send the plan's steps in order, each once, under one run")
+        if not run.answers and "approval" not in request:
+            failing.hold_to(request)
         last = _safe_piece_end(judged, index, verdicts, context)
         unattended = (Decision.ALLOW,) if "approval" not in request else (Decision.ALLOW, Decision.APPROVE)
         if any(verdicts[later].decision not in unattended for later in range(index + 1, last + 1)):
@@ -352,7 +405,7 @@ def unfinished_runs(approvals_dir, services, now, idle_s=MAX_TIMEOUT):
                 record = json.loads(handle.read() or "{}")
             answers = record.get("answers") or {}
             ended = any(answer.get("refused") or answer.get("rc") for answer in answers.values())
-            if (record.get("service") in services and not ended and len(answers) < len(record.get("plan") or ())
+            if (record.get("service") in services and answers and not ended and len(answers) < len(record.get("plan") or ())
                     and now - record.get("at", now) > idle_s):
                 found.append(dict(run=name, service=record["service"], plan=record["plan"], ran=sorted(int(step) for step in answers),
                                   at=record["at"]))
@@ -560,8 +613,9 @@ def record_decision(caller, request, response, log_file=LOG_FILE, rate_dir=None,
         entry["approved_by"] = response["approved_by"]
     if response.get("ran_with_it"):
         entry["ran_with_it"] = [" ".join(later["argv"]) for later in response["ran_with_it"]]
-    if request.get("run"):
-        entry["run"] = request["run"]
+    for key in ("run", "failure_class", "fingerprint"):  # which incident of the controller's the step was for
+        if request.get(key):
+            entry[key] = request[key]
     suppressed, write = _rate(caller, rate_dir, time.time() if now is None else now)
     if suppressed:
         _write_log_line(json.dumps(dict(caller=caller, decision="suppressed", suppressed=suppressed,

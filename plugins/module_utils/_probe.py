@@ -146,6 +146,13 @@ def check_services(params, keep_known_good=False):
     )
 
 
+def check_one(spec, manager, log_lines, others=()):
+    """service_check's result for one declared service (its declared options filled in), now: the executor's view of
+    the incident before a plan's first step."""
+    _validate([spec], log_lines)
+    return _check_one(spec, manager, log_lines, (), others=others)
+
+
 def _keep_known_good(spec):
     """What the controller is told of the copy kept (names, sizes, hashes), or why none could be kept: a check never
     fails for it."""

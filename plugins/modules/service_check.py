@@ -35,6 +35,9 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
+    details:
+      - With O(through_executor), the host keeps a healthy service's last known good configuration at every check,
+        check mode included - what counts as good is the host's to decide, never its caller's.
   diff_mode:
     support: none
   platform:
@@ -309,7 +312,7 @@ services:
       type: dict
     known_good:
       description:
-        - For a healthy service, outside check mode - its configuration as it was kept as the last known good, by
+        - For a healthy service, outside check mode (or through the executor) - its configuration as it was kept as the last known good, by
           C(at) (when), C(changed) (a file or its packages differ from the copy kept before) and C(files) (C(path),
           C(size), C(sha256) and C(kept), false for a file known by its hash only); or C(error), why nothing could be
           kept (the check does not fail for it). No file's content.
@@ -459,6 +462,9 @@ facts:
       left in C(/etc/sentinel-heal/maintenance) (root-owned; optional C(reason), C(services), C(until) and C(by)
       lines; empty means the whole host until removed), with its C(problem) when it cannot be read as written,
       or null when there is none. M(sentinel.heal.heal) keeps its hands off what a marker covers.
+    - With O(through_executor), also C(unfinished_plans) (the runs of a plan the executor began and nobody finished)
+      and C(enforcement) - C(enforced), whether the executor is all the healing account may run as root, and
+      C(other_rules), its other sudo rules (C(sudo -l)) when it is not.
   returned: always
   type: dict
   sample: {service_manager: sysv, os: {id: debian, version_id: "12"}, maintenance: null}
@@ -476,15 +482,15 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True, required_if=[("through_executor", True, ("policy_version",))])
     if entry_errors:
         module.fail_json(msg="; ".join(entry_errors))
-    check = check_services
-    if module.params["through_executor"]:
-        # imported only when asked: a host compiles the judge and its policy language from the module's zip at every start
-        # (about 35 ms), and only the executor needs them
-        from ansible_collections.sentinel.heal.plugins.module_utils._executor import check_through_executor
-        check = check_through_executor
     try:
-        # outside check mode a healthy service's configuration is kept on the host as its last known good
-        result = check(module.params, keep_known_good=not module.check_mode)
+        if module.params["through_executor"]:
+            # imported only when asked: a host compiles the judge and its policy language from the module's zip at every
+            # start (about 35 ms), and only the executor needs them
+            from ansible_collections.sentinel.heal.plugins.module_utils._executor import check_through_executor
+            result = check_through_executor(module.params)
+        else:
+            # outside check mode a healthy service's configuration is kept on the host as its last known good
+            result = check_services(module.params, keep_known_good=not module.check_mode)
     except ProbeConfigError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=any((service.get("known_good") or {}).get("changed") for service in result["services"]), **result)

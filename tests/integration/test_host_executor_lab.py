@@ -39,12 +39,27 @@ def as_healing_account(lab: Any, *argv: str, input_text: str | None = None, host
 
 
 def send(lab: Any, service: str, *plan: list[str], step: int = 0, version: str | None = None, host: str = NODE,
-         run: str | None = None) -> tuple[int, dict[str, Any]]:
-    """One request as the healing account sends it, in a run of its plan of its own unless ``run`` names one."""
-    request = {"host": host, "service": service, "policy_version": version or load_policy().version, "plan": list(plan), "step": step,
-               "run": run or f"lab-{uuid.uuid4().hex}"}
+         run: str | None = None, kind: str = "step") -> tuple[int, dict[str, Any]]:
+    """One request as the healing account sends it: a step in a run of its plan of its own unless ``run`` names one,
+    for the failure the service has on the host now (as the controller's check would see it)."""
+    version = version or load_policy().version
+    request: dict[str, Any] = {"host": host, "service": service, "policy_version": version, "plan": list(plan), "step": step, "kind": kind}
+    if kind == "step":
+        request.update(run=run or f"lab-{uuid.uuid4().hex}", **failing_now(lab, service, host, version))
+    return ask(lab, request, host)
+
+
+def ask(lab: Any, request: dict[str, Any], host: str = NODE) -> tuple[int, dict[str, Any]]:
     proc = as_healing_account(lab, "sudo", "-n", EXEC, input_text=json.dumps(request), host=host)
     return proc.returncode, json.loads(proc.stdout)
+
+
+def failing_now(lab: Any, service: str, host: str, version: str) -> dict[str, str]:
+    """The failure class of the service's failure as the executor's check finds it (empty when healthy, or when the check
+    is refused under another policy version, as the step is then), and a fingerprint of the controller's for it."""
+    _rc, answer = ask(lab, {"host": host, "kind": "check", "services": [service], "policy_version": version}, host)
+    failures = [] if answer["refused"] else [failure for failure in answer["check"]["failures"] if failure["name"] == service]
+    return {"failure_class": failures[0]["failure_class"] if failures else "", "fingerprint": "0" * 32}
 
 
 def journal(lab: Any) -> list[dict[str, Any]]:
@@ -64,6 +79,23 @@ def test_the_executor_is_the_healing_accounts_only_sudo_rule(executor: Any) -> N
         assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
     finally:
         sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+
+
+def test_the_host_role_fails_naming_each_other_sudo_rule_and_its_file_unless_they_are_meant_to_stay(executor: Any, tmp_path: Path) -> None:
+    """An account that keeps the image's NOPASSWD: ALL can walk around the executor: the role says so, and which line."""
+    refused = run_playbook("playbooks/host.yml", "--limit", NODE, "-e", "host_other_sudo_rules_stay=false", state_dir=tmp_path)
+    said = one_line(refused.output)
+    assert refused.rc != 0, refused.output
+    assert "sentinel has sudo rules besides the executor" in said and "(ALL) NOPASSWD: ALL" in said, said
+    assert "/etc/sudoers.d/sentinel:1: sentinel ALL=(ALL) NOPASSWD:ALL" in said, said
+    _rc, answer = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
+    assert answer["check"]["facts"]["enforcement"] == {"enforced": False, "other_rules": ["(ALL) NOPASSWD: ALL"]}, answer
+    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
+    try:
+        _rc, alone = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
+    finally:
+        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    assert alone["check"]["facts"]["enforcement"] == {"enforced": True, "other_rules": []}, alone
 
 
 def test_what_a_compromised_controller_sends_is_refused_logged_and_changes_nothing(executor: Any) -> None:
@@ -207,10 +239,10 @@ def test_on_a_host_without_systemd_the_executor_judges_the_same_and_logs_to_its_
         assert (rc, response["refused"]) == (REFUSED, True), response
         rc, response = send(lab, "nginx", ["cat", "/etc/shadow"], host=host)
         assert (rc, response["rule"]) == (REFUSED, "secrets-are-never-read"), response
-        rc, response = send(lab, "nginx", ["service", "nginx", "status"], host=host)
+        rc, response = send(lab, "nginx", ["service", "nginx", "status"], host=host, kind="read")
         assert (rc, response["decision"]) == (0, "allow"), response
         logged = [json.loads(line.split(" ", 1)[1]) for line in sh(lab, host, "cat", "/var/log/sentinel-heal/exec.log").splitlines()]
-        assert [(entry["step"], entry["decision"]) for entry in logged] == [
+        assert [(entry["step"], entry["decision"]) for entry in logged if entry["step"][0] != "service_check"] == [
             (["kill", "-9", sshd], "refused"), (["cat", "/etc/shadow"], "refused"), (["service", "nginx", "status"], "allow")]
         assert sh(lab, host, "stat", "-c", "%U %a", "/var/log/sentinel-heal/exec.log").strip() == "root 600"
     finally:

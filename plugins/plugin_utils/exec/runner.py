@@ -66,6 +66,9 @@ class HostRequest:
     approval: Mapping[str, Any] | None = None
     # the run of the plan the step belongs to (one per attempt): the host runs a plan's steps in order, once each
     run: str = ""
+    # the failure the plan was made for: the host's own check must find it before the plan's first step runs
+    failure_class: str = ""
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -517,7 +520,7 @@ def _host_request(host: str, step: RunStep, step_timeout: int) -> str:
     if on_host.approval is not None:
         request["approval"] = dict(on_host.approval)
     if on_host.kind == "step":
-        request["run"] = on_host.run
+        request.update(run=on_host.run, failure_class=on_host.failure_class, fingerprint=on_host.fingerprint)
     return json.dumps(request, sort_keys=True)
 
 

@@ -55,7 +55,8 @@ class ExecuteNode(ToolNode):
         steps = [
             RunStep(argv=verdict.argv, become=verdict.become, may_fail=step.may_fail,
                     on_host=HostRequest(state.failure.service, verdict.policy_version, judged, index, approval=approval,
-                                        run=f"{state.incident_id}-{state.attempt.number}"),
+                                        run=f"{state.incident_id}-{state.attempt.number}", failure_class=state.failure.failure_class,
+                                        fingerprint=state.failure.fingerprint),
                     restore_test=restore_test if verdict.argv[0] == RESTORE_PROGRAM else ())
             for index, (step, verdict) in enumerate(zip(plan.steps, state.attempt.verdicts, strict=True))
         ]

@@ -6,6 +6,7 @@ executor reads there and on this machine, the decision log the file it writes wh
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 from empty_host import in_python
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED, SAFE_PATH
+from ansible_collections.sentinel.heal.plugins.module_utils import _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED, SAFE_PATH, _with_defaults
 from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import MAX_VALIDITY_S
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import keep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
@@ -48,14 +50,34 @@ def executor(config: Path) -> str:
 
 
 def execute(config: Path, request: Any) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
-    """The exit status, the response and the decision log of one request."""
+    """The exit status, the response and the decision log of one request; a step that does not say which failure its
+    plan was made for is sent for the failure the service has on this host now (as the controller's check saw it)."""
     log = config.parent / "log" / "exec.log"
+    request = for_the_failure_now(config, request)
     raw = request if isinstance(request, bytes) else json.dumps(request).encode()
     proc = subprocess.run([sys.executable, "-c", executor(config)], input=raw, capture_output=True, timeout=60, check=False,
                           env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
     assert proc.stderr == b"", proc.stderr.decode()
     lines = [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()] if log.exists() else []
     return proc.returncode, json.loads(proc.stdout), lines
+
+
+def for_the_failure_now(config: Path, request: Any) -> Any:
+    """A step that does not say which failure its plan was made for, sent for the failure its service has on the host
+    this test reads now (as the controller's check would see it)."""
+    if isinstance(request, dict) and request.get("kind", "step") == "step" and "failure_class" not in request:
+        return {**request, **failing_now(config, request.get("service"))}
+    return request
+
+
+def failing_now(config: Path, service: Any) -> dict[str, Any]:
+    """The failure class of the declared service's failure on the host this test reads, as its check finds it now (empty
+    for a healthy or undeclared service), and a fingerprint of the controller's for it."""
+    services = json.loads((config / "services.json").read_text())["services"]
+    spec = next((spec for spec in services if spec["name"] == service), None)
+    checked = spec and _probe.check_one(_with_defaults(spec, _probe.SERVICE_OPTIONS), _probe.detect_service_manager(), 1,
+                                        [other for other in services if other is not spec])
+    return {"failure_class": "" if not checked or checked["healthy"] else checked["failure_class"], "fingerprint": "0" * 32}
 
 
 def request(*steps: list[str], step: int = 0, **fields: Any) -> dict[str, Any]:
@@ -76,7 +98,7 @@ def test_a_step_the_policy_allows_runs_and_its_decision_is_logged(host: Path) ->
     assert "Filesystem" in response["stdout"]
     assert log == [{"caller": "sentinel", "host": "node1", "service": "nginx", "policy_version": load_policy().version,
                     "step": ["df", "-h", "/"], "decision": "allow", "rule": "filesystem-usage", "reason": response["reason"], "rc": 0,
-                    "run": sent["run"]}]
+                    "run": sent["run"], "failure_class": "not_running", "fingerprint": "0" * 32}]
 
 
 @pytest.mark.parametrize(("steps", "rule"), [
@@ -157,9 +179,61 @@ def test_a_check_of_what_the_host_does_not_declare_is_refused(host: Path, servic
     assert rc == REFUSED and response["rule"] == rule
 
 
-def test_a_check_asks_to_keep_the_last_known_good_configuration_with_true_or_false_only(host: Path) -> None:
-    rc, response, _log = execute(host, {**check_request(["nginx"]), "keep_known_good": "yes"})
-    assert rc == REFUSED and response["rule"] == "request" and "field: keep_known_good" in response["reason"]
+def test_what_counts_as_known_good_is_the_hosts_to_say_whatever_the_check_asks(host: Path, empty_host: Path, tmp_path: Path) -> None:
+    """A caller that never asks to keep cannot hold an older copy as good: every check of a healthy service keeps its
+    configuration as it is now (a person's edit since included)."""
+    site = tmp_path / "site.conf"
+    site.write_text("server { listen 80; }\n")
+    _declare(host, [{"name": "site", "status_check": False, "check_command": "true", "configs": [str(site)]}])
+    manifest = empty_host / "var" / "lib" / "sentinel-heal" / "known-good" / "site" / "manifest.json"
+    rc, response, _log = execute(host, check_request(["site"], keep_known_good=False))
+    assert rc == 0 and manifest.is_file(), response
+    site.write_text("server { listen 80; server_tokens off; }\n")  # an administrator's hardening edit
+    rc, response, _log = execute(host, check_request(["site"]))
+    assert rc == 0 and response["check"]["services"][0]["known_good"]["changed"] is True, response
+    kept = {entry["path"]: entry["sha256"] for entry in response["check"]["services"][0]["known_good"]["files"]}
+    assert kept[str(site)] == hashlib.sha256(site.read_bytes()).hexdigest()
+
+
+SITE_UP = {"name": "site", "status_check": False, "check_command": "true"}
+
+
+def test_a_plan_for_a_failure_does_not_run_on_a_healthy_service_unless_a_person_approved_it(
+        host: Path, approver: ApprovalSigner, tmp_path: Path) -> None:
+    """The incident is the host's to see: a healthy service is not restarted, repaired or restored on the request's
+    word; a step a person signed runs (they looked)."""
+    _declare(host, [SITE_UP])
+    witness = tmp_path / "ran"
+    plan = ["touch", str(witness)]
+    for claimed in ({}, {"failure_class": "not_running", "fingerprint": "0" * 32}):
+        rc, response, log = execute(host, request(["df", "-h", "/"], service="site", **claimed))
+        assert rc == REFUSED and response["rule"] == "service-healthy", response
+        assert "site is healthy on this host (true: ok)" in response["reason"] and log[-1]["rule"] == "service-healthy"
+    signer_plan = approver.sign("node1", "site", [plan], nonce="healthy", now=time.time())
+    rc, response, _log = execute(host, request(plan, service="site", approval=signer_plan))
+    assert rc == 0 and witness.exists() and response["approved_by"] == "alice", response
+
+
+def test_a_plan_made_for_another_failure_than_the_one_on_the_host_runs_nothing(host: Path) -> None:
+    """The failure the request names is re-derived on the host before the plan's first step: a plan for another failure
+    is refused and nothing of it runs, then or later in the run; one for another moment of the same stopped service (a
+    crash loop's not_running, then restart_loop) runs."""
+    here = failing_now(host, "nginx")["failure_class"]
+    assert here == "not_running"  # on the empty host nginx is not there to run
+    for claimed in ("port_conflict", "unhealthy", "masked", ""):
+        sent = request(["df", "-h", "/"], ["df", "-i", "/"], failure_class=claimed, fingerprint="f" * 32)
+        rc, response, log = execute(host, sent)
+        assert rc == REFUSED and response["rule"] == "incident-changed" and log[-1]["rule"] == "incident-changed", response
+        assert "nginx fails on this host otherwise than its plan was made for: not_running here" in response["reason"]
+        assert response["reason"].endswith(f"the plan is for {claimed}; field: failure_class; value: {claimed!r}; "
+                                           "fix: check the service again and plan for the failure it has now"), response["reason"]
+        rc, response, _log = execute(host, {**sent, "step": 1})
+        assert rc == REFUSED and response["rule"] == "plan-order", response  # its first step never ran
+    rc, response, log = execute(host, request(["df", "-h", "/"], failure_class="restart_loop", fingerprint="ab" * 16))
+    assert rc == 0 and "Filesystem" in response["stdout"], response
+    assert (log[-1]["failure_class"], log[-1]["fingerprint"]) == ("restart_loop", "ab" * 16)  # which incident it was for
+    rc, response, _log = execute(host, request(["df", "-h", "/"], failure_class=7))
+    assert rc == REFUSED and response["rule"] == "request" and "field: failure_class" in response["reason"]
 
 
 def test_a_check_under_another_policy_version_is_refused_until_the_role_is_applied_again(host: Path) -> None:
@@ -283,7 +357,7 @@ def test_a_step_past_its_timeout_or_told_to_stop_is_stopped_with_what_it_started
     assert (rc, response["rc"], response["stderr"]) == (124, 124, "killed on the host at its timeout of 1 s") and sleeping("31.5") == []
 
     sent = host.parent / "request.json"
-    sent.write_text(json.dumps(approved(approver, ["sleep", "32.5"], nonce="stopped")))
+    sent.write_text(json.dumps(for_the_failure_now(host, approved(approver, ["sleep", "32.5"], nonce="stopped"))))
     with sent.open("rb") as request_file:
         running = subprocess.Popen([sys.executable, "-c", executor(host)], stdin=request_file, stdout=subprocess.PIPE,
                                    env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": os.environ["PATH"], "SUDO_USER": "sentinel"})
@@ -339,11 +413,11 @@ def test_with_the_maintenance_marker_no_request_of_any_kind_changes_anything_and
         assert "in maintenance by alice until it is removed" in response["reason"] and "swapping the disk" in response["reason"]
         assert log[-1]["decision"] == "refused" and log[-1]["rule"] == "maintenance"
     kept = empty_host / "var" / "lib" / "sentinel-heal" / "known-good"
-    rc, response, _log = execute(host, check_request(["site"], keep_known_good=True))
+    rc, response, _log = execute(host, check_request(["site"]))
     assert rc == 0 and response["check"]["facts"]["maintenance"]["by"] == "alice", response
     assert response["check"]["healthy"] and not list(kept.glob("**/*"))
     marker.unlink()
-    rc, response, _log = execute(host, check_request(["site"], keep_known_good=True))
+    rc, response, _log = execute(host, check_request(["site"]))
     assert rc == 0 and (kept / "site" / "manifest.json").is_file(), response  # without the marker the same check keeps it
     rc, response, _log = execute(host, signed)
     assert rc == 0 and response["approved_by"] == "alice", response  # held back, never used up
@@ -448,12 +522,12 @@ def test_a_stop_sent_without_the_start_that_makes_it_safe_runs_with_that_start(
     monkeypatch.setattr(_executor, "_run", lambda argv, become, timeout: ran.append(list(argv)) or dict(rc=0, stdout="", stderr=""))
     plan = [["systemctl", "stop", "nginx"], ["systemctl", "start", "nginx"]]
     approvals = str(host.parent / "approvals")
-    answer = _executor.handle(request(*plan, step=0, run="cut"), str(host), approvals)
+    answer = _executor.handle(for_the_failure_now(host, request(*plan, step=0, run="cut")), str(host), approvals)
     assert ran == plan and answer["ran_with_it"] == [{"step": 1, "argv": plan[1], "rc": 0, "refused": False}], answer
-    answer = _executor.handle(request(*plan, step=1, run="cut"), str(host), approvals)
+    answer = _executor.handle(for_the_failure_now(host, request(*plan, step=1, run="cut")), str(host), approvals)
     assert ran == plan and answer["ran_before"] is True
     # a plan whose stop nothing undoes runs no piece of it
-    answer = _executor.handle(request(plan[0], ["df", "-h", "/"], step=0, run="stopped"), str(host), approvals)
+    answer = _executor.handle(for_the_failure_now(host, request(plan[0], ["df", "-h", "/"], step=0, run="stopped")), str(host), approvals)
     assert answer["refused"] and ran == plan
 
 
@@ -471,9 +545,9 @@ def test_a_directory_made_then_given_its_packages_owner_and_mode_is_repaired_on_
     version = load_policy(own_policy).version
     plan = [["mkdir", "-p", str(directory)], ["chown", "nobody:nogroup", str(directory)], ["chmod", "0750", str(directory)]]
     approvals = str(host.parent / "approvals")
-    alone = _executor.handle(request(plan[0], step=0, run="alone", policy_version=version), str(host), approvals)
+    alone = _executor.handle(for_the_failure_now(host, request(plan[0], step=0, run="alone", policy_version=version)), str(host), approvals)
     assert alone["refused"] and alone["rule"] == "plan-leaves-directory-unlike-its-package" and not directory.exists()
-    answer = _executor.handle(request(*plan, step=0, run="whole", policy_version=version), str(host), approvals)
+    answer = _executor.handle(for_the_failure_now(host, request(*plan, step=0, run="whole", policy_version=version)), str(host), approvals)
     assert answer["rc"] == 0 and [ran["rc"] for ran in answer["ran_with_it"]] == [0, 0], answer
     info = directory.stat()
     assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (65534, 65534, "0o750")

@@ -186,9 +186,9 @@ def _intended(argv: tuple[str, ...], rule: str) -> bool:
     if argv[:1] == ("rm",):
         *flags, target = argv[1:] or ("",)
         return target == "/run/nginx.pid" and all(re.fullmatch(r"-f+|--", flag) for flag in flags)
-    if argv[:1] == ("nginx",):
-        letters = "".join(arg[1:] for arg in argv[1:] if re.fullmatch(r"-[tq]+", arg))
-        return len(argv) > 1 and all(re.fullmatch(r"-[tq]+", arg) for arg in argv[1:]) and "t" in letters
+    if argv[:1] == ("nginx",):  # its configuration test (-t), or the test that prints the configuration (-T)
+        letters = "".join(arg[1:] for arg in argv[1:] if re.fullmatch(r"-[tTq]+", arg))
+        return len(argv) > 1 and all(re.fullmatch(r"-[tTq]+", arg) for arg in argv[1:]) and bool(set(letters) & {"t", "T"})
     return False
 
 
