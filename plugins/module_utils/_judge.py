@@ -582,9 +582,12 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _protected_pids(context: PolicyContext, policy: Policy) -> frozenset[int]:
-    """Pids service_check saw that belong to a protected process: port owners by name, and the
-    service's own processes when the service itself is protected (sshd's listener in an ssh incident)."""
-    pids = {pid for pid, name in context.port_owners.items() if name in policy.protected_processes}
+    """Pids service_check saw that belong to a protected process: root's port owners outside the service's own units
+    and pid file tree (dbus-broker, systemd-resolved, whatever their name), the port owners the policy's
+    protected_processes name, and the service's own processes when the service itself is protected (sshd's listener
+    in an ssh incident)."""
+    pids = set(context.root_pids - context.service_pids)
+    pids |= {pid for pid, name in context.port_owners.items() if name in policy.protected_processes}
     own = {context.service, context.init_service, context.process} - {None}
     if own & (policy.protected_processes | policy.protected_services):
         pids |= context.service_pids
@@ -612,12 +615,10 @@ def _own_unit(arg: str, context: PolicyContext) -> bool:
 
 
 def _own_pids(context: PolicyContext) -> frozenset[int]:
-    """The service's own processes: those service_check saw running it, and the port owners that carry its
-    process name (an orphaned server its init script lost), but never a process of another service. Signalling them
-    stops the service."""
-    names = {context.process, (context.process or "")[:15]} - {None, ""}
-    named = {pid for pid, name in context.port_owners.items() if name in names}
-    return (context.service_pids | named) - set(context.other_service_pids)
+    """The service's own processes: those of its units or pid file tree, and the port owners on its port that run its
+    program outside every service's unit (an orphaned server its init script lost), but never a process of another
+    service, nor one that only carries its name. Signalling them stops the service."""
+    return (context.service_pids | context.lost_pids) - set(context.other_service_pids)
 
 
 def _squatters(context: PolicyContext) -> frozenset[int]:

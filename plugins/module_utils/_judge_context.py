@@ -32,7 +32,14 @@ class PolicyContext:
     # the port owners that are another service's processes, each with that service (the systemd unit whose cgroup holds
     # it, or the other declared service whose process or pid file it is): that service, never a squatter
     other_service_pids: Mapping[int, str] = field(default_factory=dict)
+    # the service's own processes, as service_check saw them: its units' cgroups (systemd), else its pid file's process
+    # and what descends from it; never a process that only carries its name
     service_pids: frozenset[int] = frozenset()
+    # the port owners on its own port that run its program and are in no service's unit: a server its init script lost
+    # (nginx's workers left when the sysv master was killed), the service's too
+    lost_pids: frozenset[int] = frozenset()
+    # the port owners service_check saw running as root: outside service_pids, no placeholder binds one
+    root_pids: frozenset[int] = frozenset()
     ports: frozenset[int] = frozenset()
     stale_pidfile: str | None = None
     # declared Unix sockets nothing has bound, and their lock files naming a pid that is not the service's
@@ -72,16 +79,14 @@ class PolicyContext:
         is judged)."""
         spec, evidence = failure.spec, failure.evidence
         pidfile = evidence.get("pidfile") or {}
-        owners = {
-            int(owner["pid"]): str(owner.get("process", ""))
-            for owner in evidence.get("port_owners") or []
-            if isinstance(owner.get("pid"), int)
-        }
-        # a port owner in the cgroup of one of the service's own units is the service's own, whatever its name
-        in_own_units = {int(owner["pid"]) for owner in evidence.get("port_owners") or [] if owner.get("own") and isinstance(owner.get("pid"), int)}
+        seen_owners = [owner for owner in evidence.get("port_owners") or [] if isinstance(owner.get("pid"), int)]
+        owners = {int(owner["pid"]): str(owner.get("process", "")) for owner in seen_owners}
         own_names = {failure.init_service, failure.unit}
-        other_services = {int(owner["pid"]): other for owner in evidence.get("port_owners") or [] if isinstance(owner.get("pid"), int)
-                          for other in [_other_service(owner, own_names)] if other}
+        # a port owner in the cgroup of one of the service's own units is the service's own, whatever its name
+        in_own_units = {int(owner["pid"]) for owner in seen_owners if _in_own_unit(owner, own_names)}
+        other_services = {int(owner["pid"]): other for owner in seen_owners for other in [_other_service(owner, own_names)] if other}
+        placed = in_own_units | set(other_services)
+        lost = {int(owner["pid"]) for owner in seen_owners if owner.get("service_program") and int(owner["pid"]) not in placed}
         process = str(spec.get("process") or failure.init_service)
         names = dict.fromkeys((failure.service, failure.init_service))
         logs = [str(p) for p in spec.get("logs") or ()]
@@ -94,7 +99,9 @@ class PolicyContext:
             process=process,
             port_owners=owners,
             other_service_pids=other_services,
-            service_pids=frozenset(int(pid) for pid in evidence.get("processes") or [] if isinstance(pid, int)) | in_own_units,
+            service_pids=frozenset(int(pid) for pid in evidence.get("service_pids") or [] if isinstance(pid, int)) | in_own_units,
+            lost_pids=frozenset(lost),
+            root_pids=frozenset(int(owner["pid"]) for owner in seen_owners if owner.get("root")),
             ports=frozenset(int(port) for port in spec.get("ports") or []),
             stale_pidfile=pidfile.get("path") if pidfile.get("exists") and not pidfile.get("alive") else None,
             stale_sockets=stale_sockets,
@@ -129,12 +136,19 @@ def _other_service(owner: Mapping[str, Any], own_units: AbstractSet[str | None])
     """The other service a port owner is a process of: the declared service service_check named, or the systemd service
     whose cgroup holds it when that is none of the incident's own units; None for a process outside any service's unit
     (a login session's, a scope's, a host without systemd's), which is a squatter."""
-    if owner.get("own"):
+    if _in_own_unit(owner, own_units):
         return None
     if owner.get("service"):
         return str(owner["service"])
     unit = str(owner.get("unit") or "")
-    return unit if unit.endswith(".service") and unit[:-len(".service")] not in own_units else None
+    return unit if unit.endswith(".service") else None
+
+
+def _in_own_unit(owner: Mapping[str, Any], own_units: AbstractSet[str | None]) -> bool:
+    """Whether a port owner is in the cgroup of one of the incident's units: as service_check found them (``own``), or,
+    where systemctl could not say more, the unit named for the service."""
+    unit = str(owner.get("unit") or "")
+    return bool(owner.get("own")) or (unit.endswith(".service") and unit[:-len(".service")] in own_units)
 
 
 def _own_files_of(failure: Any) -> tuple[str, ...]:

@@ -24,11 +24,12 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils import _processes, _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, keep
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
+from ansible_collections.sentinel.heal.plugins.module_utils._processes import MAX_PIDS, comm, find_pids, port_owners
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -94,7 +95,6 @@ FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "
 LOG_LIMIT = 4000
 MAX_LOG_LINES = 500
 LOG_READ_BYTES = 65536
-MAX_PIDS = 20
 MAX_PATHS = 8
 MAX_OWNED_DIRECTORIES = 64
 MAX_MOUNTS = 256
@@ -111,7 +111,6 @@ PROGRAM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # A filesystem is reported full when this much of it (space or inodes) is used, as df counts it.
 FULL_PERCENT = 99
 _NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
-_TCP_LISTEN = "0A"
 
 
 class ProbeConfigError(Exception):
@@ -380,16 +379,21 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         status = _status(init_service, manager, timeout)
     unit = _systemd.read_unit(init_service, timeout, log_lines) if manager == "systemd" else None
     owners = [owner for port in spec.get("ports") or [] for owner in port_owners(port)]
+    pidfile = read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None
     if unit is not None:
         # a process of the service's own units (its cgroup, the units its unit fronts) is never a stranger on its port
         own_units = _systemd.units_of(unit)
+        service_pids = _processes.unit_pids(own_units)
         for owner in owners:
             owner["own"] = owner["unit"] in own_units
+    else:
+        service_pids = _processes.process_tree(pidfile["pid"]) if pidfile and pidfile["alive"] else []
+    program = _program(process_name)
     for owner in owners:
         owner["service"] = None if owner.get("own") else _declared_service_of(owner, process_name, others)
+        owner["service_program"] = _processes.runs_program(owner["pid"], program)
     since = _last_start(unit, spec)
     offset = time.localtime().tm_gmtoff
-    program = _program(process_name)
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
         logs=dict((path, since_last_start(tail(path, log_lines), since, offset)) for path in spec.get("logs") or []),
@@ -397,8 +401,13 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         started_at=since,
         utc_offset=offset,
         port_owners=owners,
-        pidfile=read_pidfile(spec["pidfile"], process_name) if spec.get("pidfile") else None,
+        pidfile=pidfile,
+        # what runs by the service's process name anywhere on the host, for a person and the diagnosis: a second
+        # redis-server started by hand is one of them, and never the service's own (service_pids)
         processes=find_pids(process_name)[:MAX_PIDS],
+        # the service's own processes: its units' cgroups on a systemd host, else its pid file's process and what
+        # descends from it
+        service_pids=service_pids,
         paths=[path_info(path) for path in (spec.get("paths") or [])[:MAX_PATHS]],
         sockets=[read_socket(path, process_name) for path in (spec.get("sockets") or [])[:MAX_PATHS]],
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
@@ -492,7 +501,7 @@ def mount_points():
     """The host's mount points but the kernel's own (/proc, /sys, /dev), or None when they cannot all be told: a
     recursive repair never walks into another filesystem."""
     try:
-        with open("/proc/self/mountinfo") as mountinfo:
+        with open(_processes.PROC + "/self/mountinfo") as mountinfo:
             lines = mountinfo.read().splitlines()
     except OSError:
         return None
@@ -647,7 +656,7 @@ def read_pidfile(path, process_name):
             info["pid"] = int(handle.readline().strip())
     except (OSError, ValueError):
         return info
-    info["process"] = _comm(info["pid"])
+    info["process"] = comm(info["pid"])
     # A live pid that belongs to another program is as stale as a dead one (the pid was reused).
     info["alive"] = info["process"] is not None and (info["process"] == process_name or process_name.startswith(info["process"]))
     return info
@@ -671,7 +680,7 @@ def read_socket(path, process_name):
 def _bound_unix_sockets():
     paths = set()
     try:
-        with open("/proc/net/unix") as handle:
+        with open(_processes.PROC + "/net/unix") as handle:
             next(handle, None)
             for line in handle:
                 fields = line.split(None, 7)
@@ -709,44 +718,6 @@ def _socket_notes(info):
     return notes
 
 
-def find_pids(process_name):
-    # /proc/PID/comm holds at most 15 characters of the name.
-    wanted = process_name[:15]
-    return sorted(pid for pid in _pids() if _comm(pid) == wanted)
-
-
-def port_owners(port):
-    """Processes that hold a listening TCP socket on this port (any address, IPv4 or IPv6)."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as handle:
-                next(handle, None)
-                for line in handle:
-                    fields = line.split()
-                    if len(fields) > 9 and fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(fields[9])
-        except OSError:
-            continue
-    if not inodes:
-        return []
-    owners = []
-    for pid in _pids():
-        try:
-            fds = os.listdir("/proc/%d/fd" % pid)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                owners.append(dict(port=port, pid=pid, process=_comm(pid) or "?", cmdline=_cmdline(pid), unit=_unit_of(pid)))
-                break
-    return owners[:MAX_PIDS]
-
-
 def _declared_service_of(owner, process_name, others):
     """The other declared service a port owner is a process of: the one whose pid file names its pid, or whose process
     name it carries (unless it is the incident's own process name too, which then says nothing of whose it is); None."""
@@ -757,48 +728,6 @@ def _declared_service_of(owner, process_name, others):
         if owner["process"] == named != process_name[:15]:
             return other["name"]
     return None
-
-
-def _unit_of(pid):
-    """The systemd unit whose cgroup holds the process (postgresql@15-main.service), or None."""
-    try:
-        with open("/proc/%d/cgroup" % pid) as cgroup:
-            paths = [line.rstrip("\n").split(":", 2)[-1] for line in cgroup]
-    except OSError:
-        return None
-    units = [part for path in paths for part in path.split("/") if part.endswith((".service", ".scope"))]
-    return units[-1] if units else None
-
-
-def _pids():
-    """The processes of this host's own pid namespace (the one the check runs in): a container's daemon, seen from
-    the host in a namespace of its own, never makes the host's service look healthy. A process whose namespace
-    cannot be read (another user's, without become) is counted."""
-    own = _pid_namespace("self")
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and _pid_namespace(entry) in (own, None)]
-
-
-def _pid_namespace(pid):
-    try:
-        return os.readlink("/proc/%s/ns/pid" % pid)
-    except OSError:
-        return None
-
-
-def _comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as handle:
-            return clip(handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip(), 200)
-    except OSError:
-        return ""
 
 
 def _os_release():

@@ -91,8 +91,9 @@ options:
         description:
           - Name of a process (as in C(/proc/PID/comm)) that must be running in the host's own pid namespace (a
             container's process of that name, seen from the host, does not count).
-          - Also tells which processes belong to the service when its ports are held by someone else.
-            Defaults to the init service name for that purpose.
+          - Also names the service's program (found in C(PATH) and the sbin directories). A process running that
+            program on the service's port outside every service's unit is the service's own, a server its init script
+            lost; a process that only carries the name never is. Defaults to the init service name for that purpose.
         type: str
       check_command:
         description:
@@ -358,13 +359,27 @@ failures:
             - C(service), the other declared service the process is (its pid file names the pid, or it carries that
               service's process name), or null. A process of another systemd service or of another declared service
               is that service, not a squatter the policy lets a plan stop unattended.
+            - C(root), true when any of its user ids is 0 (null when C(/proc) no longer tells). Outside the service's
+              own processes (C(service_pids)) the policy never lets a plan signal it.
+            - C(service_program), true when it runs the service's program (its C(/proc/PID/exe)). Outside every
+              service's unit, such a process on the service's port is the service's, a server its init script lost.
           type: list
           elements: dict
         pidfile:
           description: The declared pid file (C(path), C(exists), C(pid), C(alive), C(process)), or null.
           type: dict
         processes:
-          description: The pids of the service's processes.
+          description:
+            - The pids of the processes carrying the service's process name anywhere on the host (at most 20), for
+              the diagnosis; a process of that name started outside the service is among them. The guard never binds
+              a pid to the service by its name (C(service_pids)).
+          type: list
+          elements: int
+        service_pids:
+          description:
+            - The pids of the service's own processes (at most 20, lowest first). On a systemd host those in the
+              cgroups of its units, elsewhere the process its pid file names (when it is alive and the service's)
+              and every process descended from it.
           type: list
           elements: int
         paths:

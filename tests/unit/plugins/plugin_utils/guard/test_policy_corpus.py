@@ -28,11 +28,11 @@ CORPUS = Path(__file__).with_name("policy_corpus")
 POLICY = load_policy()
 
 INVENTORY = frozenset({"node1", "node2", "node3", "10.77.0.11", "10.77.0.12", "10.77.0.13"})
-# The ssh incident as service_check reports it: its pids are sshd's (the listener 610 holds port 22), and its
-# declared log /var/log/auth.log must not make /var/log its own.
+# The ssh incident as service_check reports it: its pids are sshd's (the listener 610 holds port 22, 611 is its child),
+# and its declared log /var/log/auth.log must not make /var/log its own.
 SSH_FAILURE = Failure(
     host="node1", service="ssh", failure_class="unhealthy", summary="ssh does not answer on port 22",
-    evidence={"processes": [610, 611], "port_owners": [{"port": 22, "pid": 610, "process": "sshd"}], "pidfile": {}},
+    evidence={"processes": [610, 611], "service_pids": [610, 611], "port_owners": [{"port": 22, "pid": 610, "process": "sshd"}], "pidfile": {}},
     spec={"name": "ssh", "ports": [22], "process": "sshd", "user": "root", "logs": ["/var/log/auth.log"]},
 )
 
@@ -56,6 +56,7 @@ CONTEXTS = {
     ),
     "redis": PolicyContext(
         service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}), port_owners={7001: "redis-server"},
+        lost_pids=frozenset({7001}),
         ports=frozenset({6379}), stale_pidfile="/run/redis/redis-server.pid", log_files=("/var/log/redis/redis-server.log",),
         service_dirs=("/var/log/redis", "/run/redis", "/var/run/redis", "/var/lib/redis", "/var/log/redis-server", "/run/redis-server"),
         log_dirs=("/var/log/redis", "/var/log/redis-server"), probe_hosts=INVENTORY, mounts=("/",),

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from fake_proc import FakeProcess, evidence_on
 
+from ansible_collections.sentinel.heal.plugins.module_utils import _processes
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import judge_steps
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import check_services
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
@@ -32,7 +34,7 @@ def _failure(spec: dict[str, Any], failure_class: str, **evidence: Any) -> Failu
     """A failure as service_check returns it: every key of its evidence, the given ones as the host reported them."""
     reported: dict[str, Any] = {
         "status": {"command": f"systemctl status --no-pager --lines=0 {spec.get('service') or spec['name']}", "rc": 3, "output": ""},
-        "logs": {}, "started_at": None, "utc_offset": 0, "port_owners": [], "pidfile": None, "processes": [], "paths": [],
+        "logs": {}, "started_at": None, "utc_offset": 0, "port_owners": [], "pidfile": None, "processes": [], "service_pids": [], "paths": [],
         "sockets": [], "disk": [], "path_owners": {}, "mounts": ["/"], "packages": {"names": [], "etc": []}, "unit": None,
         "installed": {"unit": True, "init_script": True, "program": "/usr/sbin/x"}, "changes": None, "collected_at": 0.0,
     }
@@ -110,8 +112,10 @@ def _checked(*services: dict[str, Any]) -> Failure:
 
 @pytest.mark.parametrize("declared", ["process", "pidfile", "none"])
 def test_a_port_holder_service_check_finds_to_be_another_declared_service_is_that_service(
-        listener: tuple[int, int], tmp_path: Path, declared: str) -> None:
+        listener: tuple[int, int], tmp_path: Path, declared: str, monkeypatch: pytest.MonkeyPatch) -> None:
     pid, port = listener
+    # the listener stands for a daemon of an account of its own, whoever runs the tests (root's would be protected)
+    monkeypatch.setattr(_processes, "runs_as_root", lambda pid: False)
     web = {"name": "web", "status_check": False, "ports": [port], "process": "no-such-webserver"}
     comm = Path(f"/proc/{pid}/comm").read_text().strip()
     (tmp_path / "other.pid").write_text(f"{pid}\n")
@@ -124,6 +128,95 @@ def test_a_port_holder_service_check_finds_to_be_another_declared_service_is_tha
     [verdict], _decision = evaluate_plan([f"kill -TERM {pid}"], PolicyContext.from_failure(failure), POLICY)
     assert (verdict.decision.value, verdict.rule) == (("allow", "kill-port-squatter") if declared == "none" else
                                                       ("approve", "signal-another-service"))
+
+
+# ---- the service's own processes are its unit's or its pid file's, never its name's --------------------------------
+
+REDIS_SERVER = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server"}
+REDIS_UNIT = {"Id": "redis-server.service", "Names": "redis-server.service redis.service", "ActiveState": "failed"}
+
+
+def _seen(monkeypatch: pytest.MonkeyPatch, root: Path, spec: dict[str, Any], manager: str, *processes: FakeProcess,
+          unit: dict[str, Any] | None = None, program: str | None = None) -> PolicyContext:
+    """The context of the incident as the probe reads it on a host that runs ``processes`` (tests/fake_proc.py)."""
+    evidence = evidence_on(monkeypatch, root, spec, manager, processes, unit=unit, program=program)
+    return PolicyContext.from_failure(Failure.from_check("node1", {"name": spec["name"], "failure_class": "not_running", "summary": "",
+                                                                   "spec": spec, "evidence": evidence}, {"service_manager": manager}))
+
+
+def test_a_process_with_the_services_name_outside_its_unit_is_not_the_services_and_its_units_processes_are(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The lab's redis-server.service incident: a second redis-server a person started outside systemd, on a port of
+    its own, under the redis account, was stopped unattended as the service's own. It is nobody the incident knows:
+    a person decides; the unit's own processes are the service's."""
+    context = _seen(monkeypatch, tmp_path, REDIS_SERVER, "systemd",
+                    FakeProcess(700, "redis-server", unit="redis-server.service", uid=110, ports=(6379,)),
+                    FakeProcess(701, "redis-server", ppid=700, unit="redis-server.service", uid=110),
+                    FakeProcess(900, "redis-server", unit="session-3.scope", uid=110, ports=(6380,)), unit=REDIS_UNIT)
+    assert _decide(context, "kill -TERM 900", "service redis-server restart")[0] == ("approve", "default-approve")
+    assert _decide(context, "kill -TERM 700", "service redis-server restart")[0] == ("allow", "signal-own-process")
+    assert _decide(context, "kill -TERM 701", "service redis-server restart")[0] == ("allow", "signal-own-process")
+
+
+def test_without_systemd_the_pid_files_process_and_its_children_are_the_services_and_another_of_its_name_is_not(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pidfile = tmp_path / "nginx.pid"
+    pidfile.write_text("800\n")
+    context = _seen(monkeypatch, tmp_path, {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": str(pidfile)}, "sysv",
+                    FakeProcess(800, "nginx", uid=0, ports=(80,)), FakeProcess(801, "nginx", ppid=800, uid=33),
+                    FakeProcess(850, "nginx", uid=0, ports=(8080,)), FakeProcess(851, "nginx", ppid=850, uid=33))
+    # the master is root's, and the service's own: its pid file names it
+    assert _decide(context, "kill -HUP 800")[0] == ("allow", "reload-own-process")
+    assert _decide(context, "kill -USR1 801")[0] == ("allow", "nginx-reopen-logs")
+    assert _decide(context, "kill -HUP 850")[0] == ("approve", "default-approve")
+    assert _decide(context, "kill -TERM 851", "service nginx start")[0] == ("approve", "default-approve")
+
+
+@pytest.mark.parametrize("name", ["dbus-broker", "systemd-resolve"])
+def test_a_roots_process_on_the_port_outside_the_services_unit_is_protected_whatever_its_name(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
+    assert name not in POLICY.protected_processes
+    nginx = {"name": "nginx", "ports": [80], "process": "nginx"}
+    context = _seen(monkeypatch, tmp_path, nginx, "sysv", FakeProcess(4388, name, uid=0, ports=(80,)))
+    assert _decide(context, "kill -TERM 4388", "service nginx start")[0] == ("block", "protected-pids-are-never-signalled")
+    assert _decide(context, "kill -HUP 4388")[0] == ("block", "protected-pids-are-never-signalled")
+    # the same process under an account of its own is a squatter a plan may stop
+    context = _seen(monkeypatch, tmp_path / "unprivileged", nginx, "sysv", FakeProcess(4388, name, uid=1000, ports=(80,)))
+    assert _decide(context, "kill -TERM 4388", "service nginx start")[0] == ("allow", "kill-port-squatter")
+
+
+def test_the_workers_a_killed_master_left_on_the_services_port_running_its_program_are_the_services(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """nginx's sysv master was killed, its pid file names it dead, its workers still hold port 80: the service's own,
+    bound by the program they run, never by their name alone."""
+    program = tmp_path / "usr" / "sbin" / "nginx"
+    program.parent.mkdir(parents=True)
+    program.write_bytes(b"")
+    pidfile = tmp_path / "nginx.pid"
+    pidfile.write_text("800\n")
+    nginx = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": str(pidfile)}
+
+    def seen(*processes: FakeProcess) -> PolicyContext:
+        root = tmp_path / "-".join(str(process.pid) for process in processes)
+        if processes[0].unit:
+            return _seen(monkeypatch, root, nginx, "systemd", *processes, unit={"Id": "nginx.service", "Names": "nginx.service"},
+                         program=str(program))
+        return _seen(monkeypatch, root, nginx, "sysv", *processes, program=str(program))
+
+    worker = FakeProcess(801, "nginx", uid=33, exe=str(program.resolve()), ports=(80,))
+    assert _decide(seen(worker, FakeProcess(802, "nginx", uid=33, exe=str(program.resolve()), ports=(80,))),
+                   "kill -TERM 801", "kill -TERM 802", "service nginx start")[:2] == [("allow", "signal-own-process")] * 2
+    # its name without its program: a squatter, and a person's when root's
+    assert _decide(seen(FakeProcess(803, "nginx", uid=33, exe="/usr/bin/python3", ports=(80,))),
+                   "kill -TERM 803", "service nginx start")[0] == ("allow", "kill-port-squatter")
+    assert _decide(seen(FakeProcess(804, "nginx", uid=0, exe=str(program.resolve()), ports=(80,))),
+                   "kill -TERM 804", "service nginx start")[0] == ("block", "protected-pids-are-never-signalled")
+    # its program in another unit: that unit's
+    assert _decide(seen(FakeProcess(805, "nginx", unit="nginx-admin.service", uid=33, exe=str(program.resolve()), ports=(80,))),
+                   "kill -TERM 805", "service nginx start")[0] == ("approve", "signal-another-service")
+    # its program on a port that is not the incident's: nobody it knows
+    assert _decide(seen(worker, FakeProcess(806, "nginx", uid=33, exe=str(program.resolve()), ports=(8080,))),
+                   "kill -TERM 806", "service nginx start")[0] == ("approve", "default-approve")
 
 
 # ---- a unit under every name systemd knows it by ----------------------------------------------------------------

@@ -225,7 +225,7 @@ def test_a_declared_log_does_not_widen_to_its_directory(command: str) -> None:
     ("nginx", ["service nginx start", "service nginx stop"], ["service-control", "plan-leaves-service-stopped"]),
     ("nginx", ["service nginx stop", "service nginx start"], ["service-control", "service-control"]),
     ("postgresql", ["kill -TERM 900", "service postgresql start"], ["signal-own-process", "service-control"]),
-    ("redis", ["kill -TERM 7001"], ["plan-leaves-service-stopped"]),  # an orphaned redis-server on 6379 is redis's own
+    ("redis", ["kill -TERM 7001"], ["plan-leaves-service-stopped"]),  # an orphaned redis-server on 6379 (its program, in no unit) is redis's own
     ("redis", ["kill -TERM 7001", "service redis-server restart"], ["signal-own-process", "service-control"]),
     ("nginx", ["rm -f /var/log/nginx/error.log.1", "service nginx start"], ["plan-removes-logs", "service-control"]),
 ])
