@@ -446,3 +446,13 @@ def test_a_restore_is_bound_to_the_incidents_changed_file_and_its_kept_copy(argv
                             known_good_copies={"/etc/nginx/sites-available/default": "a" * 64})
     [verdict], _decision = evaluate_plan([argv], context, load_policy())
     assert verdict.decision.value == decision and (rule is None or verdict.rule == rule), verdict
+
+
+@pytest.mark.parametrize("system_file", ["/etc/passwd", "/etc/group", "/etc/ssh/sshd_config", "/usr/lib/os-release"])
+def test_a_restore_of_a_system_path_is_blocked_even_when_the_host_kept_a_copy_of_it(system_file: str) -> None:
+    """A copy the host kept of a system file (a link in the service's directory once led there) is never put back,
+    unattended or approved: restores are changes, and system paths are never changed."""
+    for setting in ("auto", "approve"):
+        context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting, known_good_copies={system_file: "a" * 64})
+        [verdict], decision = evaluate_plan([["sentinel-heal-restore", system_file, "a" * 64]], context, load_policy())
+        assert (decision, verdict.rule) == (Decision.BLOCK, "system-paths-are-never-changed"), verdict
