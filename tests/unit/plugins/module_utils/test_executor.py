@@ -486,3 +486,25 @@ def test_an_entry_of_nothing_but_control_characters_is_cut_to_its_bound_too() ->
     line = bounded_log_line(dict({field: chr(number) * 512 for number, field in enumerate(fields, start=1)}, step=["\x00" * 500] * 16))
     assert len(line.encode()) <= MAX_LOG_ENTRY_BYTES
     assert set(json.loads(line)["truncated"]) == {"step", *fields}
+
+
+def test_a_read_as_root_through_a_path_a_service_account_could_redirect_is_refused_and_nothing_of_it_leaks(host: Path, tmp_path: Path) -> None:
+    """The service's account owns its directory and puts a link there to a directory only root may list (or makes the
+    name a link to one): a read the policy allows (ls, run as root) would follow it. The host refuses the read."""
+    secrets = tmp_path / "root-only"
+    secrets.mkdir(mode=0o700)
+    (secrets / "id_rsa.old").write_text("key\n")
+    service = tmp_path / "srv"
+    service.mkdir()
+    (service / "cache").symlink_to(secrets)
+    os.chown(service, 65534, 65534)
+    root_owned = tmp_path / "root-owned"
+    root_owned.mkdir()
+    (root_owned / "cache").symlink_to(secrets)
+    for path in (service / "cache", root_owned / "cache", service / "nothing-there-yet"):
+        rc, response, log = execute(host, request(["ls", "-l", str(path)]))
+        assert rc == REFUSED and response["refused"] is True and response["rule"] == "read-could-be-redirected", response
+        assert "id_rsa.old" not in json.dumps(response) and "stdout" not in response
+        assert log[0]["decision"] == "refused"
+    rc, response, _log = execute(host, request(["ls", "-l", str(root_owned)]))
+    assert rc == 0 and response["rule"] == "list-directories" and "cache ->" in response["stdout"]
