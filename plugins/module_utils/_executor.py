@@ -5,7 +5,9 @@ on standard input (JSON: the host, the service, the policy version it judged wit
 one to run); the executor gathers the incident's context again itself, at that moment (who holds the port now, the pid
 file now, the unit's own processes, who owns each component of the service's paths), judges the plan with the same
 argv judge as the controller and runs the step only when its own policy says ALLOW. Ownership, mode and directory
-repairs it does itself, component by component without following links. Whatever it decides goes to the host's
+repairs it does itself, component by component without following links; a read run as root whose path another account
+than root could redirect (a link on the way, an entry or a writable directory not root's) it refuses rather than runs,
+since the program would follow whatever is put there. Whatever it decides goes to the host's
 journal (identifier ``sentinel-heal-exec``), or to a file when the host has none.
 
 The policy and the declared services are the host's own: root-owned files the host role wrote. Nothing the request
@@ -451,6 +453,10 @@ def _decide_and_run(request, verdict, spec, services, context, policy, places):
     if kind == "read" and not (rule and rule.read_only):
         response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
+    redirectable = _redirectable_operand(verdict.argv[1:]) if rule and rule.read_only and verdict.become else None
+    if redirectable:
+        response.update(refused=True, rule="read-could-be-redirected", reason=redirectable)
+        return response
     started = time.time()
     if rule and rule.restores in KNOWN_GOOD_SETTINGS:
         response.update(_restore_known_good(spec, verdict.argv))
@@ -553,6 +559,43 @@ def _run(argv, become, timeout):
         return dict(rc=124, stdout="", stderr="killed on the host at its timeout of %d s" % timeout)
     # redacted here, before the answer leaves the host: a unit's Environment= values, tokens, keys
     return dict(rc=child.returncode, stdout=redact(_text(stdout)), stderr=redact(_text(stderr)))
+
+
+def _redirectable_operand(args):
+    """Why a read run as root could be led elsewhere than the path it names, or None. The program a read runs (cat,
+    tail, grep) opens its operands itself and follows every link on the way, so such a read is refused, never run on a
+    path another account than root could change: one whose existing components include a symbolic link, an entry not
+    root's, or a directory a non-root group or everyone may write (without the sticky bit). Each argument is read as a
+    path, as the program may (a relative one from /, where steps run; the value of --opt=VALUE too): a component that
+    does not exist ends the walk, having nothing to follow. The service's own logs still come with service_check, which
+    reads them without following a link."""
+    for arg in args:
+        for value in (arg, arg.partition("=")[2]) if arg.startswith("--") else (arg,):
+            reason = _redirectable_path(value)
+            if reason:
+                return ("%r is read as root and could be led elsewhere: %s; refused (service_check reads the service's logs "
+                        "without following links)" % (arg, reason))
+    return None
+
+
+def _redirectable_path(path):
+    current = ""
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        current += "/" + part
+        try:
+            info = os.lstat(current)
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            return "%s is a symbolic link" % current
+        if info.st_uid != 0:
+            return "%s is not root's (uid %d)" % (current, info.st_uid)
+        others_write = info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != 0)
+        if stat.S_ISDIR(info.st_mode) and others_write and not info.st_mode & stat.S_ISVTX:
+            return "%s may be written by others than root" % current
+    return None
 
 
 def _kill_group(pid):

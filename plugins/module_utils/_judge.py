@@ -712,11 +712,16 @@ def _incident_file(path: str, context: PolicyContext, policy: Policy) -> bool:
 
 def _may_be_a_planted_link(path: str, context: PolicyContext, policy: Policy) -> bool:
     """Whether ``path`` lies in a directory service_check saw owned by another account than root, which could have
-    put a link there, and service_check did not see the path itself as a file (a declared log it looked at)."""
+    put a link there, and service_check did not see the path itself as a file (a declared log it looked at). A
+    directory of the service's own (its run, log and declared directories) whose owner the host did not report counts
+    as its account's: that is whose such directories are, and the controller does not take root's on its own word."""
     owners = _seen_owners(context, policy)
+    services = [*_own_dirs(context.service_dirs, policy), *_own_dirs(context.log_dirs, policy),
+                *(f"/run/{name}" for name in {context.service, context.init_service} - {None})]
     parent = posixpath.dirname(path)
     while parent != "/":
-        if owners.get(parent, "root") != "root":
+        owner = owners.get(parent) or ("(unknown)" if any(_under(parent, directory) for directory in services) else "root")
+        if owner != "root":
             return owners.get(path) in (None, "(link)")
         parent = posixpath.dirname(parent)
     return False

@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
-from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, read_file, replace_file
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file, read_file, replace_file
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -78,8 +78,20 @@ def configuration_files(spec, packages, info_dir=None, etc=None):
                  if os.path.isfile(path))
     for pattern in spec.get("configs") or []:
         found.update(path for path in glob.glob(pattern) if os.path.isfile(path))
-    # each file once, by the path a person edits (sites-enabled/default is a link to sites-available/default)
-    return sorted(set(os.path.realpath(path) for path in found))[:MAX_FILES]
+    return sorted(_own_targets(found, roots))[:MAX_FILES]
+
+
+def _own_targets(found, roots):
+    """Each file once, by the path a person edits (sites-enabled/default is a link to sites-available/default): a link
+    counts only when it leads to one of the files found or into the service's own configuration directory. One that
+    leads elsewhere is no configuration of the service: a service account that owns its configuration directory can
+    put a link to /etc/passwd there, and a copy of passwd kept as good would be put back over it."""
+    targets = set()
+    for path in found:
+        target = os.path.realpath(path)
+        if target == path or target in found or any(target.startswith(root + "/") for root in roots):
+            targets.add(target)
+    return targets
 
 
 def keep(name, spec, packages_of, root=None, now=None, timeout=30):
@@ -271,9 +283,9 @@ def _diff(directory, path, old, redact_values):
 
 def _read_text(path):
     try:
-        with open(path, "rb") as handle:
+        with open_file(path) as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError:
+    except (NoFollowRefused, OSError):
         return None
     if len(data) > MAX_FILE_BYTES or b"\0" in data:
         return None
@@ -312,15 +324,15 @@ def _packages(manifest, spec, packages_of):
 
 
 def _fingerprint(path):
+    """Size, hash and time of a regular file of the service, read without following a link at any component (None
+    for anything else): what it is kept, compared and put back as."""
+    digest = hashlib.sha256()
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
+        with open_file(path) as handle:
+            st = os.fstat(handle.fileno())
             for block in iter(lambda: handle.read(65536), b""):
                 digest.update(block)
-    except OSError:
+    except (NoFollowRefused, OSError):
         return None
     return dict(size=st.st_size, sha256=digest.hexdigest(), mtime=st.st_mtime)
 
@@ -351,12 +363,11 @@ def _store_blob(directory, path, digest):
     if os.path.exists(blob):
         return True
     try:
-        with open(path, "rb") as source:
-            data = source.read(MAX_FILE_BYTES + 1)
+        data = read_file(path, MAX_FILE_BYTES)
         if hashlib.sha256(data).hexdigest() != digest:
             return False  # it changed while it was read: the next good check keeps it
         _write_bytes(blob, data)
-    except OSError:
+    except (NoFollowRefused, OSError):
         return False
     return True
 

@@ -10,7 +10,8 @@ put a symbolic link in place of what it holds, and a ``chown`` or ``install -d``
 wherever it leads (/etc, say). Here a path is walked from ``/`` one directory at a time, each opened below the one
 before without following a link (O_NOFOLLOW), and the step acts on the last component through that open parent: a link
 met on the way is refused, naming it, and one put in place of a directory after it was opened cannot move what is
-already open.
+already open. Files are read the same way, and a file of more than one name (a hard link an account made to one it
+may not read) is neither read nor given an owner.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_DEPTH = 256
 LINK_REFUSED = "is a symbolic link: refused to follow it"
 # a directory when looked at again after the kernel said it was none: something was put in its place and taken away
 REPLACED_REFUSED = "was replaced while it was being opened: refused"
+HARD_LINK_REFUSED = "is a file of more than one name (a hard link): refused"
 
 
 class NoFollowRefused(Exception):
@@ -57,7 +59,7 @@ def change_owner(path, uid, gid, recursive=False):
             with _directory(parent_fd, name, path, path) as fd:
                 _change_tree(fd, path, uid, gid, info.st_dev, path, tally, 0)
         else:
-            _give_owner(info, uid, gid, tally, path, path, os.chown, name, dir_fd=parent_fd, follow_symlinks=False)
+            _change_entry(parent_fd, name, info, uid, gid, tally, path, path)
     return tally
 
 
@@ -98,16 +100,28 @@ def remove_file(path):
 
 
 def read_file(path, limit):
-    """The bytes of the regular file ``path`` (at most ``limit``; more is refused), opened without following a link."""
-    with _pinned_parent(path) as (parent_fd, name), _refusing(path, path, "read"):
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise NoFollowRefused(path, path, "is not a regular file: refused")
-            data = handle.read(limit + 1)
+    """The bytes of the regular file ``path`` (at most ``limit``; more is refused), opened as :func:`open_file` does."""
+    with open_file(path) as handle:
+        data = handle.read(limit + 1)
     if len(data) > limit:
         raise NoFollowRefused(path, path, "is larger than %d bytes: refused" % limit)
     return data
+
+
+@contextlib.contextmanager
+def open_file(path):
+    """The regular file ``path`` open for reading (binary), reached as every step here reaches a path: a link on the
+    way or in its place is refused, and so is a file of more than one name (a hard link an account made in its own
+    directory to a file it may not read, /etc/shadow, would be read by root as its own)."""
+    with _pinned_parent(path) as (parent_fd, name), _refusing(path, path, "read", parent_fd, name):
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=parent_fd)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise NoFollowRefused(path, path, "is not a regular file: refused")
+        if info.st_nlink > 1:
+            raise NoFollowRefused(path, path, HARD_LINK_REFUSED)
+        yield handle
 
 
 def replace_file(path, data):
@@ -194,7 +208,28 @@ def _change_tree(fd, component, uid, gid, device, path, tally, depth):
             with _directory(fd, entry.name, path, below) as entry_fd:
                 _change_tree(entry_fd, below, uid, gid, device, path, tally, depth + 1)
         else:
-            _give_owner(info, uid, gid, tally, path, below, os.chown, entry.name, dir_fd=fd, follow_symlinks=False)
+            _change_entry(fd, entry.name, info, uid, gid, tally, path, below)
+
+
+def _change_entry(parent_fd, name, info, uid, gid, tally, path, component):
+    """chown -h of the entry ``name`` below ``parent_fd``, seen as ``info``. A regular file is changed through a
+    descriptor of the file it was seen to be, and refused when it has another name: a hard link an account made in its
+    own tree to a file it does not own (/etc/shadow) would hand that file to it. Anything else is changed itself by
+    name, a symbolic link never followed."""
+    if not stat.S_ISREG(info.st_mode):
+        _give_owner(info, uid, gid, tally, path, component, os.chown, name, dir_fd=parent_fd, follow_symlinks=False)
+        return
+    with _refusing(path, component, "opened", parent_fd, name):
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise NoFollowRefused(path, component, REPLACED_REFUSED)
+        if opened.st_nlink > 1:
+            raise NoFollowRefused(path, component, HARD_LINK_REFUSED)
+        _give_owner(opened, uid, gid, tally, path, component, os.fchown, fd)
+    finally:
+        os.close(fd)
 
 
 def _give_owner(info, uid, gid, tally, path, component, chown, *target, **options):

@@ -29,6 +29,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, keep
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file
 from ansible_collections.sentinel.heal.plugins.module_utils._processes import MAX_PIDS, comm, find_pids, port_owners
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -586,12 +587,16 @@ def _group_name(gid):
 
 
 def tail(path, lines):
+    """The last ``lines`` of a log, or a note of why not: it is opened as root, without following a link at any
+    component (a service account can put one in place of its own log, or of its log directory's entries)."""
     try:
-        with open(path, "rb") as handle:
+        with open_file(path) as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - LOG_READ_BYTES))
             data = handle.read().decode("utf-8", "replace")
+    except NoFollowRefused as exc:
+        return "(cannot read: %s)" % exc
     except OSError as exc:
         return "(cannot read: %s)" % exc.strerror
     return clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
@@ -652,9 +657,10 @@ def read_pidfile(path, process_name):
     if not info["exists"]:
         return info
     try:
-        with open(path) as handle:
+        # never through a link: the pid file's directory is often the service account's
+        with open_file(path) as handle:
             info["pid"] = int(handle.readline().strip())
-    except (OSError, ValueError):
+    except (NoFollowRefused, OSError, ValueError):
         return info
     info["process"] = comm(info["pid"])
     # A live pid that belongs to another program is as stale as a dead one (the pid was reused).

@@ -23,10 +23,17 @@ _PATTERNS = (
     # PostgreSQL's stored passwords (pg_authid): SCRAM verifiers and md5 hashes
     (re.compile(r"SCRAM-SHA-256\$\d+:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+"), MASK),
     (re.compile(r"\bmd5[0-9a-f]{32}\b"), MASK),
-    # redis and its sentinel: requirepass / masterauth / auth-pass lines and options, ACL passwords (user x on >secret)
-    (re.compile(r"(?i)(\b(?:requirepass|masterauth|masteruser|primaryauth|auth-pass(?:\s+\S+)?)[\s=]+)(\"[^\"]*\"|'[^']*'|\S+)"),
+    # redis and its sentinel: requirepass / masterauth / auth-pass / sentinel-pass lines and options, the passwords of
+    # TLS keys
+    (re.compile(r"(?i)(\b(?:requirepass|masterauth|masteruser|primaryauth|sentinel-pass|tls-(?:client-)?key-file-pass"
+                r"|auth-pass(?:\s+\S+)?)[\s=]+)(\"[^\"]*\"|'[^']*'|\S+)"),
      r"\1" + MASK),
-    (re.compile(r"(?im)^(\s*user\s+\S+\b.*?\s)[>#]\S+"), r"\1" + MASK),
+    # an ACL rule (users.acl, a user line of redis.conf, ACL LIST): every password it adds or removes (>pw, <pw) and
+    # every hash (#sha256, !sha256), however many the line has
+    (re.compile(r"(?im)^([\s\"']*(?:\d+\)\s*\"?)?user\s+\S+)(.*)$"),
+     lambda match: match.group(1) + re.sub(r"(\s)[><#!]\S+", r"\1" + MASK, match.group(2))),
+    # SQL that sets a role's password (ALTER ROLE ... PASSWORD 'x', CREATE USER ... PASSWORD 'x')
+    (re.compile(r"(?i)(\bpassword\s+)('[^']*'|\"[^\"]*\")"), r"\1" + MASK),
     # a unit's environment as systemctl cat prints it: every Environment= and EnvironmentFile= value
     (re.compile(r"(?im)^(\s*Environment(?:File)?\s*=\s*)\S.*$"), r"\1" + MASK),
     # scheme://user:password@host

@@ -560,3 +560,48 @@ def test_an_entry_of_nothing_but_control_characters_is_cut_to_its_bound_too() ->
     line = bounded_log_line(dict({field: chr(number) * 512 for number, field in enumerate(fields, start=1)}, step=["\x00" * 500] * 16))
     assert len(line.encode()) <= MAX_LOG_ENTRY_BYTES
     assert set(json.loads(line)["truncated"]) == {"step", *fields}
+
+
+def test_a_read_as_root_through_a_path_a_service_account_could_redirect_is_refused_and_nothing_of_it_leaks(host: Path, tmp_path: Path) -> None:
+    """The service's account owns its directory and puts a link there to a directory only root may list (or makes the
+    name a link to one): a read the policy allows (ls, run as root) would follow it. The host refuses the read."""
+    secrets = tmp_path / "root-only"
+    secrets.mkdir(mode=0o700)
+    (secrets / "id_rsa.old").write_text("key\n")
+    service = tmp_path / "srv"
+    service.mkdir()
+    (service / "cache").symlink_to(secrets)
+    os.chown(service, 65534, 65534)
+    root_owned = tmp_path / "root-owned"
+    root_owned.mkdir()
+    (root_owned / "cache").symlink_to(secrets)
+    for path in (service / "cache", root_owned / "cache", service / "nothing-there-yet"):
+        rc, response, log = execute(host, request(["ls", "-l", str(path)]))
+        assert rc == REFUSED and response["refused"] is True and response["rule"] == "read-could-be-redirected", response
+        assert "id_rsa.old" not in json.dumps(response) and "stdout" not in response
+        assert log[0]["decision"] == "refused"
+    rc, response, _log = execute(host, request(["ls", "-l", str(root_owned)]))
+    assert rc == 0 and response["rule"] == "list-directories" and "cache ->" in response["stdout"]
+
+
+REDIS_CONF = ('bind 127.0.0.1\nrequirepass "correct horse battery"\nmasterauth replica-secret-1\naclfile /etc/redis/users.acl\n'
+              'user admin on >admin-pass-1 >admin-pass-2 ~* +@all\n')
+USERS_ACL = ("user default on #5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8 ~* &* +@all\n"
+             "user app on >app-pass-3 <retired-pass-4 !0b14d501a594442a01c6859541bcb3e8164d183d32937b851835442f69d5c94e ~cache:* +get\n")
+LEAKS = ("correct horse", "replica-secret-1", "admin-pass", "app-pass-3", "retired-pass-4", "5e884898da", "0b14d501a5")
+
+
+def test_a_read_of_the_incidents_configuration_comes_back_with_its_passwords_and_acl_hashes_redacted(host: Path, tmp_path: Path) -> None:
+    """redis.conf and its ACL file, read as root through the host's policy: requirepass, masterauth, every password an
+    ACL rule adds or removes and every hash it names are masked before the answer leaves the host."""
+    configuration = tmp_path / "redis-etc"
+    configuration.mkdir()
+    (configuration / "redis.conf").write_text(REDIS_CONF)
+    (configuration / "users.acl").write_text(USERS_ACL)
+    redis = {"name": "redis", "service": "redis-server", "process": "redis-server", "paths": [str(configuration)]}
+    (host / "services.json").write_text(json.dumps({"host": "node1", "services": [redis]}))
+    for name in ("redis.conf", "users.acl"):
+        rc, response, _log = execute(host, request(["cat", str(configuration / name)], service="redis"))
+        assert rc == 0 and response["rule"] == "read-files", response
+        assert not [leak for leak in LEAKS if leak in json.dumps(response)], response["stdout"]
+    assert "requirepass ********" in execute(host, request(["cat", str(configuration / "redis.conf")], service="redis"))[1]["stdout"]

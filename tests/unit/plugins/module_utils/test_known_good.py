@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
     package_changes,
     restore,
 )
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK
 
 SITE = "server {\n    listen 80 default_server;\n    root /var/www/html;\n}\n"
@@ -256,3 +257,27 @@ def test_a_restore_of_a_copy_other_than_the_one_approved_is_refused_and_changes_
     with pytest.raises(KnownGoodError):
         restore("nginx", str(site), good["sha256"], root=root)
     assert site.read_text() == "edited\n"
+
+
+def test_a_link_to_a_system_file_among_the_configuration_is_never_kept_diffed_or_put_back(tmp_path: Path) -> None:
+    """The service's account owns its configuration directory: a link to /etc/passwd put there is no configuration of
+    the service (nothing of passwd is kept, nor shown in a diff), and one swapped in place of a kept file after the
+    good check is neither read nor written through when the restore comes."""
+    spec, site = _site_spec(tmp_path)
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "users.conf").symlink_to(passwd)
+    assert configuration_files(spec, []) == [str(site)]
+    root = str(tmp_path / "known-good")
+    [good] = keep("nginx", spec, _none, root=root)["files"]
+    assert good["path"] == str(site)
+
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\nmallory:x:0:0::/:/bin/sh\n")
+    site.unlink()
+    site.symlink_to(passwd)
+    changes = changes_since_good("nginx", spec, time.time(), root=root)
+    assert changes is not None and "mallory" not in json.dumps(changes)
+    with pytest.raises(NoFollowRefused, match="symbolic link"):
+        restore("nginx", str(site), good["sha256"], root=root)
+    assert passwd.read_text() == "root:x:0:0:root:/root:/bin/bash\nmallory:x:0:0::/:/bin/sh\n" and site.is_symlink()
+    assert not (tmp_path / "known-good" / "nginx" / "aside").exists()

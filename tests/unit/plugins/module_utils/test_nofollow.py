@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import (
+    HARD_LINK_REFUSED,
     LINK_REFUSED,
     MAX_DEPTH,
     REPLACED_REFUSED,
@@ -21,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import (
     change_mode,
     change_owner,
     make_directory,
+    open_file,
     read_file,
     remove_file,
     replace_file,
@@ -401,3 +403,34 @@ def test_a_file_is_replaced_at_once_with_its_owner_and_mode_and_a_link_in_its_pl
         with pytest.raises(NoFollowRefused):
             step()
     assert _snapshot(outside) == before
+
+
+@needs_root
+@pytest.mark.parametrize("recursive", [False, True])
+def test_a_hard_link_to_a_file_outside_the_service_is_neither_given_an_owner_nor_read(recursive: bool, service: Path, outside: Path) -> None:
+    """The service's account makes a second name for /etc/shadow in its own tree (where fs.protected_hardlinks is off,
+    or it was given the file once): chown -R of the tree, chown of the name, or a read of it would reach shadow itself."""
+    shadow_before = _snapshot(outside)
+    os.chown(service / "data" / "dump.rdb", 0, 0)
+    second_name = service / "data" / "zz-shadow"
+    os.link(outside / "shadow", second_name)
+    target = service / "data" if recursive else second_name
+
+    with pytest.raises(NoFollowRefused) as refused:
+        change_owner(str(target), NOBODY, NOBODY, recursive=recursive)
+    assert (refused.value.component, refused.value.reason) == (str(second_name), HARD_LINK_REFUSED)
+    assert _snapshot(outside) == shadow_before and _owner(outside / "shadow") == (0, 0)
+    with pytest.raises(NoFollowRefused, match="hard link"), open_file(str(second_name)):
+        pass
+    with pytest.raises(NoFollowRefused, match="hard link"):
+        read_file(str(second_name), 1024)
+
+
+def test_a_file_read_through_a_link_in_its_place_or_on_its_way_is_refused(service: Path, outside: Path) -> None:
+    log = service / "data" / "redis.log"
+    log.symlink_to(outside / "shadow")
+    with pytest.raises(NoFollowRefused) as refused, open_file(str(log)):
+        pass
+    assert (refused.value.component, refused.value.reason) == (str(log), LINK_REFUSED)
+    with open_file(str(service / "data" / "dump.rdb")) as handle:
+        assert handle.read() == b"service data"

@@ -220,6 +220,31 @@ def test_logs_are_tailed_bounded_and_redacted(tmp_path: Path) -> None:
     assert logs[str(tmp_path / "absent.log")].startswith("(cannot read:")
 
 
+def test_a_log_or_pid_file_swapped_for_a_link_is_not_read_and_a_note_says_why(tmp_path: Path) -> None:
+    """The service's account owns its log directory: it puts a link to a root-only file in place of its log, or of the
+    directory on the way, or of its pid file; the check (run as root) reads none of them and says so."""
+    secret = tmp_path / "shadow"
+    secret.write_text("4242\nroot:$6$saltsalt$secrethash:19000:0:99999:7:::\n")
+    logs = tmp_path / "log"
+    logs.mkdir()
+    (logs / "svc.log").symlink_to(secret)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "svc.log").write_text("not the service's log\n")
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    pidfile = tmp_path / "svc.pid"
+    pidfile.symlink_to(secret)
+    result = _check(_spec(name="svc", process="definitely-not-running", pidfile=str(pidfile),
+                          logs=[str(logs / "svc.log"), str(tmp_path / "linked" / "svc.log")]), log_lines=5)
+    evidence = result["failures"][0]["evidence"]
+    assert evidence["logs"] == {
+        str(logs / "svc.log"): f"(cannot read: {str(logs / 'svc.log')!r} is a symbolic link: refused to follow it)",
+        str(tmp_path / "linked" / "svc.log"):
+            f"(cannot read: {str(tmp_path / 'linked' / 'svc.log')!r}: {str(tmp_path / 'linked')!r} is a symbolic link: refused to follow it)",
+    }
+    assert evidence["pidfile"]["pid"] is None
+    assert "secrethash" not in str(result) and "not the service's log" not in str(result)
+
+
 def test_check_command_and_running_indicator() -> None:
     result = _check(
         _spec(name="says-no", check_command=f"{sys.executable} -c 'print(\"stopped\")'", running_indicator="running"),

@@ -38,6 +38,8 @@ def nginx_failure(failure_class: str = "stale_pidfile", *, pid: int = 812, owner
         evidence={
             "status": {"command": "/etc/init.d/nginx status", "rc": 3, "output": " * nginx is not running"},
             "logs": {"/var/log/nginx/error.log": ""},
+            # service_check looks at each declared log: a file, not a link
+            "path_owners": {"/var/log/nginx/error.log": "www-data"},
             "port_owners": owners,
             "pidfile": pidfile,
             "processes": [],

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -22,6 +23,8 @@ NGINX = PolicyContext(
     log_files=("/var/log/nginx/error.log",),
     service_dirs=("/var/log/nginx", "/run/nginx"),
     log_dirs=("/var/log/nginx",),
+    # service_check looks at each declared log: a file, not a link
+    path_owners={"/var/log/nginx/error.log": "www-data"},
 )
 
 
@@ -446,3 +449,60 @@ def test_a_restore_is_bound_to_the_incidents_changed_file_and_its_kept_copy(argv
                             known_good_copies={"/etc/nginx/sites-available/default": "a" * 64})
     [verdict], _decision = evaluate_plan([argv], context, load_policy())
     assert verdict.decision.value == decision and (rule is None or verdict.rule == rule), verdict
+
+
+@pytest.mark.parametrize("system_file", ["/etc/passwd", "/etc/group", "/etc/ssh/sshd_config", "/usr/lib/os-release"])
+def test_a_restore_of_a_system_path_is_blocked_even_when_the_host_kept_a_copy_of_it(system_file: str) -> None:
+    """A copy the host kept of a system file (a link in the service's directory once led there) is never put back,
+    unattended or approved: restores are changes, and system paths are never changed."""
+    for setting in ("auto", "approve"):
+        context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting, known_good_copies={system_file: "a" * 64})
+        [verdict], decision = evaluate_plan([["sentinel-heal-restore", system_file, "a" * 64]], context, load_policy())
+        assert (decision, verdict.rule) == (Decision.BLOCK, "system-paths-are-never-changed"), verdict
+
+
+# ---- options that name a file the tool reads: judged as the path they are, or refused (#50) ---------------------------
+
+REDIS = PolicyContext(service="redis", init_service="redis-server", process="redis-server", log_files=("/var/log/redis/redis-server.log",),
+                      service_dirs=("/var/log/redis", "/run/redis", "/var/lib/redis"), log_dirs=("/var/log/redis",))
+
+
+@pytest.mark.parametrize(("command", "decision", "rule"), [
+    # a list of names read and each name opened as root; a magic file of any path, printed where it does not parse
+    ("file -f /etc/redis/list", Decision.BLOCK, "file-reads-no-lists-or-magic"),
+    ("file --files-from=/etc/redis/list", Decision.BLOCK, "file-reads-no-lists-or-magic"),
+    ("file -m /tmp/x /etc/redis/redis.conf", Decision.BLOCK, "file-reads-no-lists-or-magic"),
+    ("file -bm /tmp/x /etc/redis/redis.conf", Decision.APPROVE, "reads-beyond-the-incident"),
+    ("file -Lf /etc/redis/list", Decision.APPROVE, "reads-beyond-the-incident"),
+    ("sha256sum -c /etc/redis/list", Decision.BLOCK, "checksums-read-no-lists"),
+    ("sha256sum --check /etc/redis/list", Decision.BLOCK, "checksums-read-no-lists"),
+    ("md5sum -bc /etc/redis/list", Decision.APPROVE, "reads-beyond-the-incident"),
+    ("grep -f /tmp/patterns /etc/redis/redis.conf", Decision.APPROVE, "reads-beyond-the-incident"),
+    ("grep -f /etc/shadow /etc/redis/redis.conf", Decision.BLOCK, "secrets-are-never-read"),
+    ("ss -F /tmp/filter", Decision.BLOCK, "ss-reads-no-filter-file"),
+    ("wc -l --files0-from=/etc/redis/list", Decision.BLOCK, "reads-no-list-of-names"),
+    ("journalctl -i /var/lib/redis/x.journal", Decision.BLOCK, "journal-files-are-the-hosts-own"),
+    ("journalctl --file=/var/lib/redis/x.journal", Decision.BLOCK, "systemd-tools-elsewhere"),
+    ("crontab -u root -l", Decision.APPROVE, "list-roots-crontab"),
+    ("crontab -l -u root", Decision.APPROVE, "list-roots-crontab"),
+    # the same reads of the incident's own files, with no list and no file of their own
+    ("file /etc/redis/redis.conf", Decision.ALLOW, "file-types"),
+    ("sha256sum /etc/redis/redis.conf", Decision.ALLOW, "checksums-of-files"),
+    ("grep -f /etc/redis/patterns /etc/redis/redis.conf", Decision.ALLOW, "search-files-pattern-file"),
+    ("crontab -l -u redis", Decision.ALLOW, "list-crontab"),
+])
+def test_an_option_naming_a_file_the_tool_reads_is_judged_as_that_path_or_refused(command: str, decision: Decision, rule: str) -> None:
+    verdict = evaluate(command, REDIS)
+    assert (verdict.decision, verdict.rule) == (decision, rule), verdict
+    assert evaluate("crontab -l", REDIS).become is False  # as root, it would list root's
+
+
+@pytest.mark.parametrize("command", ["cat /run/redis/x", "tail -n 5 /var/log/redis/other.log", "grep x /var/log/redis/other.log"])
+def test_a_read_in_a_service_owned_directory_whose_owner_the_host_did_not_report_is_not_allowed(command: str) -> None:
+    """Who owns /run/redis is the host's to say; the controller never takes it for root's, as a link redis put there would
+    be read as root."""
+    assert evaluate(command, REDIS).decision is not Decision.ALLOW
+    # what service_check saw as a file there, and the configuration in /etc, stay allowed
+    assert evaluate("tail -n 5 /var/log/redis/redis-server.log",
+                    dataclasses.replace(REDIS, path_owners={"/var/log/redis/redis-server.log": "redis"})).decision is Decision.ALLOW
+    assert evaluate("cat /etc/redis/redis.conf", REDIS).decision is Decision.ALLOW

@@ -52,7 +52,8 @@ CONTEXTS = {
         own_files=("/var/lib/postgresql/15/main/postmaster.pid", "/lib/systemd/system/postgresql@.service"),
         mounts=("/",), path_owners={"/var": "root", "/var/lib": "root", "/var/lib/postgresql": "postgres", "/var/lib/postgresql/15": "postgres",
                                     "/var/lib/postgresql/15/main": "postgres", "/var/lib/postgresql/15/main/postmaster.pid": "postgres",
-                                    "/run": "root", "/run/postgresql": "postgres"},
+                                    "/var/log": "root", "/var/log/postgresql": "postgres",
+                                    "/var/log/postgresql/postgresql-15-main.log": "postgres", "/run": "root", "/run/postgresql": "postgres"},
     ),
     "redis": PolicyContext(
         service="redis", init_service="redis-server", process="redis-server", service_pids=frozenset({700}), port_owners={7001: "redis-server"},

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.module_utils import _redact
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 
@@ -59,3 +60,15 @@ def test_redact_masks_known_secrets_everywhere_in_a_result() -> None:
     result = {"summary": "retrying with Qv3-plain", "logs": {"/var/log/Qv3-plain.log": ["a", ("b Qv3-plain",)]}, "rc": 1, "healthy": False}
     assert redact(result, secrets) == {"summary": f"retrying with {MASK}", "logs": {f"/var/log/{MASK}.log": ["a", [f"b {MASK}"]]},
                                        "rc": 1, "healthy": False}
+
+
+def test_the_controller_redacts_a_redis_configuration_and_acl_file_as_the_host_does() -> None:
+    """One redaction: what the controller masks in host output is what the executor masks on the host."""
+    text = ('requirepass "correct horse battery"\nmasterauth replica-secret-1\nuser admin on >admin-pass-1 >admin-pass-2 ~* +@all\n'
+            "user default on #5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8 ~* &* +@all\n"
+            "ALTER ROLE app PASSWORD 'sql-pass-5';\n")
+    masked = redact({"stdout": text}, [])
+    assert masked == {"stdout": _redact.redact(text)}
+    for leak in ("correct horse", "replica-secret-1", "admin-pass-1", "admin-pass-2", "5e884898da", "sql-pass-5"):
+        assert leak not in masked["stdout"]
+    assert masked["stdout"].startswith("requirepass ********\nmasterauth ********\nuser admin on ******** ******** ~* +@all\n")
