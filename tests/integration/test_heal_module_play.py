@@ -67,3 +67,34 @@ def test_an_llm_that_refuses_its_key_is_in_the_escalation_naming_the_key_option_
     assert (f"the LLM (model scripted-model at {llm.base_url}) failed: the LLM refused the API key (HTTP 401: Incorrect API key "
             "provided: ********); field: llm.api_key; value: 'set, not shown'; fix: set llm.api_key") in output, run.output
     assert "the offline planner stood in" in output and LLM_KEY not in run.output
+
+
+# a service that is fine wherever the test runs: its check always passes
+FINE = '[{name: sentinel-fine, status_check: false, check_command: "true"}]'
+HEALTHY_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: the heal module
+      sentinel.heal.heal: {services: FINE, state_dir: "{{ autoheal_state_dir }}", interactive_approval: false}
+      register: healed
+      ignore_errors: true
+    - {name: what the module said, ansible.builtin.debug: {msg: "module: failed={{ healed.failed }} said={{ healed.msg }}"}}
+    - name: the role
+      ansible.builtin.include_role: {name: sentinel.heal.autoheal}
+      vars: {autoheal_services: FINE, autoheal_interactive_approval: false}
+""".replace("FINE", FINE)
+
+
+def test_a_state_dir_that_is_a_file_fails_the_first_healthy_run_naming_the_path(tmp_path: Path) -> None:
+    state = tmp_path / "state"  # the autoheal_state_dir run_on_localhost gives the play
+    state.write_text("a file where the state dir should be\n")
+    run = run_on_localhost(HEALTHY_PLAY, tmp_path)
+    output = one_line(run.output)
+    said = f"the state dir is a regular file, not a directory; field: state_dir; value: '{state}'; fix: point autoheal_state_dir"
+    # the module's task, then the role's heal task, each once
+    assert run.rc != 0 and run.output.count(f"Task failed: {said}") == 2, run.output
+    assert "module: failed=True said=the state dir is a regular file" in output, run.output
+    assert re.search(r"TASK \[sentinel.heal.autoheal : Check the declared services and heal the failed ones\] \*+ \[ERROR\]: Task "
+                     r"failed: the state dir is a regular file", output), run.output
+    assert "integrity_check" not in output and state.read_text() == "a file where the state dir should be\n"

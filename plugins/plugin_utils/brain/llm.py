@@ -18,6 +18,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -137,7 +138,13 @@ class LLMSettings:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise LLMError("an LLM needs a model name", field="llm.model", value=self.model)
+            raise LLMError("an LLM needs a model name", field="llm.model", value=self.model,
+                           hint="name the model the server serves (the role's autoheal_llm.model), or leave llm out for the offline planner")
+        if self.base_url is not None:
+            parts = urllib.parse.urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise LLMError("the LLM's base_url is not an http(s) URL", field="llm.base_url", value=self.base_url,
+                               hint="the API's root, as http://HOST:PORT/v1 (the role's autoheal_llm.base_url), or leave it out for OpenAI's own")
         if self.schema not in SCHEMA_FORMS:
             raise LLMError("unknown way to send the plan's schema", field="llm.schema", value=self.schema, hint=f"one of {', '.join(SCHEMA_FORMS)}")
         if self.reads not in READ_FORMS:
