@@ -4,7 +4,7 @@ Tests start it on 127.0.0.1 and point the real ``openai`` client (through sentin
 settings) at it. Each request to ``/v1/chat/completions`` takes the next scripted answer (or what ``respond`` makes of the
 request, or the default one): a JSON plan, reads asked as tool calls or in the JSON form, malformed text, content
 as a list of parts (a reasoning model's thinking, then its text), a body that is no chat completion or not even UTF-8,
-an HTTP error such as 429 or 500, a slow answer. Every
+an HTTP error such as 401, 429 or 500 (with the message a real server words), a slow answer. Every
 request is recorded (body and headers) so tests can assert on exactly what was sent.
 ``/v1/embeddings`` answers a deterministic vector per input ([its length, its number of words]),
 in reverse order as the API allows, or ``embeddings_status`` when that is not 200.
@@ -45,6 +45,8 @@ class Answer:
     trickle: float = 0.0
     # OpenAI tool calls of the answer: (id, name, arguments as JSON text)
     tool_calls: tuple[tuple[str, str, str], ...] = ()
+    # an HTTP error's message, as the server words it (OpenAI: "The model `x` does not exist"); "scripted STATUS" unless set
+    message: str = ""
 
     @classmethod
     def text(cls, content: str, **kwargs: Any) -> Answer:
@@ -205,7 +207,8 @@ class ScriptedLLM:
                 if answer.delay:
                     time.sleep(answer.delay)
                 if answer.status != 200:
-                    self._json(answer.status, {"error": {"message": f"scripted {answer.status}", "type": "scripted_error", "code": answer.status}},
+                    self._json(answer.status, {"error": {"message": answer.message or f"scripted {answer.status}", "type": "scripted_error",
+                                                          "code": answer.status}},
                                answer.headers)
                     return
                 if answer.raw is not None:

@@ -67,7 +67,7 @@ def test_a_hostile_llm_plan_is_blocked_and_nothing_runs(lab: Any, faults: Faults
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
-        (Answer.error(500), "answered HTTP 500"),
+        (Answer.error(500), "the LLM's server failed (HTTP 500"),
         (Answer.text("The service looks unhappy. Try turning it off and on again."), "holds no JSON plan"),
         (Answer.plan(FIX, delay=5.0), "did not answer in time"),
     ],
@@ -81,7 +81,7 @@ def test_when_the_llm_fails_the_offline_planner_heals_and_says_so(
     run = run_playbook(HEAL, "--limit", "node2", "-e", _with_llm(llm), state_dir=tmp_path)
     assert run.rc == 0 and "[plan from generic restart]" in one_line(run.output), run.output
     [episode] = episodes(tmp_path)
-    assert episode["plan_source"] == "generic" and "the LLM gave no usable plan" in episode["plan_json"] and why in episode["plan_json"]
+    assert episode["plan_source"] == "generic" and "the offline planner stood in" in episode["plan_json"] and why in episode["plan_json"]
     assert _nginx_answers(lab, "node2")
 
 

@@ -149,7 +149,7 @@ def test_a_real_model_plans_within_its_limits_and_the_guard_judges_what_it_propo
         outcome = judged(plan, failure) if plan.steps else f"escalates: {plan.escalation}"
     else:
         assert plan.source is not PlanSource.LLM
-        assert f"the LLM gave no usable plan, so the offline planner did: {use.fallback}" in plan.rationale
+        assert f"({use.fallback}; the offline planner stood in)" in plan.rationale
         # whatever the model wants, the server holds its answer to a JSON grammar: the form was applied, not only taken
         assert "holds no JSON plan" not in use.fallback
         outcome = f"offline plan {[step.command for step in plan.steps]} because {use.fallback}"

@@ -61,6 +61,6 @@ def test_a_body_that_is_not_utf8_falls_back_with_its_reason_and_the_job_succeeds
     rc, output, plan = _plan_through_the_module(Answer.body(LATIN_1_COMPLETION), tmp_path)
     assert rc == 0, output
     assert plan["plan"]["source"] == "generic" and [step["argv"] for step in plan["plan"]["steps"]] == [["service", "nginx", "restart"]]
-    assert "the offline planner did: the LLM answered HTTP 200 with a body that is not UTF-8 (byte 0xe9 at offset " in plan["plan"]["rationale"]
+    assert "failed: the LLM answered HTTP 200 with a body that is not UTF-8 (byte 0xe9 at offset " in plan["plan"]["rationale"]
     assert "ne d\\xe9marre pas" in plan["plan"]["rationale"]  # quoted escaped, as Python writes bytes
     assert "codec" not in output and "Traceback" not in output

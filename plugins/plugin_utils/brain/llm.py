@@ -18,6 +18,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -137,7 +138,13 @@ class LLMSettings:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise LLMError("an LLM needs a model name", field="llm.model", value=self.model)
+            raise LLMError("an LLM needs a model name", field="llm.model", value=self.model,
+                           hint="name the model the server serves (the role's autoheal_llm.model), or leave llm out for the offline planner")
+        if self.base_url is not None:
+            parts = urllib.parse.urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise LLMError("the LLM's base_url is not an http(s) URL", field="llm.base_url", value=self.base_url,
+                               hint="the API's root, as http://HOST:PORT/v1 (the role's autoheal_llm.base_url), or leave it out for OpenAI's own")
         if self.schema not in SCHEMA_FORMS:
             raise LLMError("unknown way to send the plan's schema", field="llm.schema", value=self.schema, hint=f"one of {', '.join(SCHEMA_FORMS)}")
         if self.reads not in READ_FORMS:
@@ -145,6 +152,16 @@ class LLMSettings:
         if self.timeout <= 0 or self.max_retries < 0 or self.token_budget < 500:
             limits = {"timeout": self.timeout, "max_retries": self.max_retries, "token_budget": self.token_budget}
             raise LLMError("invalid LLM limits", field="llm", value=limits, hint="timeout > 0, max_retries >= 0, token_budget >= 500")
+
+    @property
+    def endpoint(self) -> str:
+        """Where the LLM is asked, as a person reads it."""
+        return self.base_url or "OpenAI's default endpoint (llm.base_url unset)"
+
+    @property
+    def described(self) -> str:
+        """The LLM as a failure names it: its model and where it was asked (never its key)."""
+        return f"the LLM (model {self.model} at {self.endpoint})"
 
 
 # A plan is a few hundred tokens; a reasoning model's preamble may take more.
@@ -229,7 +246,7 @@ class LLMClient:
         left, when they are fewer than the call's own timeout."""
         estimated = sum(estimate_tokens(str(m.get("content") or "") + json.dumps(m.get("tool_calls") or "")) for m in messages)
         if not budget.allows(estimated):
-            raise LLMError("the incident's token budget is spent", field="token_budget", value=budget.limit,
+            raise LLMError("the incident's token budget is spent", field="llm.token_budget", value=budget.limit,
                            hint=f"{budget.spent} tokens spent, this prompt needs about {estimated}")
         # one deadline for the whole call, retries and waits included, whatever the server does (a body trickled byte
         # by byte passes every per-read timeout)
@@ -260,15 +277,16 @@ class LLMClient:
                     attempt -= 1
                     continue
                 if exc.status_code not in RETRYABLE_STATUS or attempt > self.settings.max_retries:
-                    raise LLMError(f"the LLM answered HTTP {exc.status_code}", field="llm.base_url", value=self.settings.base_url,
-                                   hint=_brief(exc.message)) from None
+                    raise _refusal(exc.status_code, self._said(exc), self.settings, attempt) from None
                 self._wait(self._delay(attempt, exc.response.headers.get("retry-after")), deadline, attempt)
                 continue
             except (self._openai.APITimeoutError, self._openai.APIConnectionError) as exc:
                 if attempt > self.settings.max_retries or isinstance(exc, self._openai.APITimeoutError):
-                    kind = "did not answer in time" if isinstance(exc, self._openai.APITimeoutError) else "cannot be reached"
-                    raise LLMError(f"the LLM {kind}", field="llm.base_url", value=self.settings.base_url,
-                                   hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts") from None
+                    if isinstance(exc, self._openai.APITimeoutError):
+                        raise _too_slow(self.settings, attempt) from None
+                    raise LLMError("the LLM cannot be reached", field="llm.base_url", value=self.settings.base_url,
+                                   hint=f"nothing answered at {self.settings.endpoint} ({_brief(str(exc.__cause__ or exc))}; {attempt} "
+                                        "attempts): start the server there, or correct llm.base_url") from None
                 self._wait(self._delay(attempt, None), deadline, attempt)
                 continue
             except self._openai.APIError as exc:  # a body the client cannot read as a response
@@ -310,8 +328,7 @@ class LLMClient:
         worker.start()
         worker.join(max(deadline - time.monotonic(), 0.0))
         if not outcome:
-            raise LLMError("the LLM did not answer in time", field="llm.base_url", value=self.settings.base_url,
-                           hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts")
+            raise _too_slow(self.settings, attempt)
         answered, value = outcome[0]
         if not answered:
             raise value
@@ -320,10 +337,15 @@ class LLMClient:
     def _wait(self, seconds: float, deadline: float, attempt: int) -> None:
         """Wait before the next attempt, unless that would pass the deadline: then the call ends now."""
         if time.monotonic() + seconds >= deadline:
-            raise LLMError("the LLM did not answer in time", field="llm.base_url", value=self.settings.base_url,
-                           hint=f"timeout {self.settings.timeout}s for the whole call, {attempt} attempts, the next not before "
-                                f"{seconds:.0f}s")
+            raise _too_slow(self.settings, attempt, f", the next not before {seconds:.0f}s")
         self._sleep(seconds)
+
+    def _said(self, exc: Any) -> str:
+        """What the server said of an HTTP error, short (its error's own message, without the client's "Error code: N -"),
+        its key masked: a proxy may echo the key it refused."""
+        body = exc.body
+        said = _brief(str(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str) else exc.message))
+        return said.replace(self.settings.api_key, "********") if self.settings.api_key else said
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         """Seconds to wait before the next attempt: what Retry-After says (seconds or an HTTP date), at most 30 s, or
@@ -341,6 +363,39 @@ class LLMClient:
                 return min(max(when - time.time(), 0.0), 30.0)
         jitter = 0.5 + random.random()
         return float(self.settings.backoff * (2 ** (attempt - 1)) * jitter)
+
+
+def _refusal(status: int, said: str, settings: LLMSettings, attempts: int) -> LLMError:
+    """An HTTP error the LLM's server answered, against the option that fixes it: a refused key names llm.api_key (never
+    its value), a model the server does not have names llm.model, a rate limit llm.max_retries, anything else the
+    server of llm.base_url."""
+    where = settings.endpoint
+    if status in (401, 403):
+        key = "set, not shown" if settings.api_key else "not set"
+        return LLMError(f"the LLM refused the API key (HTTP {status}: {said})", field="llm.api_key", value=key,
+                        hint=f"set llm.api_key (the role's autoheal_llm.api_key, or OPENAI_API_KEY on the controller) to a key "
+                             f"{where} takes for model {settings.model}")
+    if status == 404 and "model" in said.lower():
+        return LLMError(f"the LLM's server has no model {settings.model!r} (HTTP 404: {said})", field="llm.model", value=settings.model,
+                        hint=f"name a model {where} serves (GET {where.rstrip('/')}/models lists them; Ollama: ollama pull MODEL)")
+    if status == 404:
+        return LLMError(f"nothing answers chat completions at {where} (HTTP 404: {said})", field="llm.base_url", value=settings.base_url,
+                        hint="base_url is the API's root, where /chat/completions is below it: http://HOST:PORT/v1 for most servers")
+    if status == 429:
+        return LLMError(f"the LLM answered HTTP 429 (too many requests) {attempts} times: {said}", field="llm.max_retries",
+                        value=settings.max_retries,
+                        hint=f"{where} limits how often it is asked, or the key's quota is spent: raise the quota, ask less often, or "
+                             "let retries wait longer (llm.max_retries)")
+    if status >= 500:
+        return LLMError(f"the LLM's server failed (HTTP {status}, {attempts} attempts: {said})", field="llm.base_url", value=settings.base_url,
+                        hint=f"the server at {where} says why in its own log; it is that server's to fix, or point llm.base_url at another")
+    return LLMError(f"the LLM answered HTTP {status}", field="llm.base_url", value=settings.base_url, hint=said)
+
+
+def _too_slow(settings: LLMSettings, attempts: int, more: str = "") -> LLMError:
+    return LLMError("the LLM did not answer in time", field="llm.timeout", value=settings.timeout,
+                    hint=f"{settings.endpoint} gave no answer within {settings.timeout}s for the whole call ({attempts} attempts{more}): "
+                         "raise llm.timeout, or ask a faster model or server")
 
 
 def _completion(raw: Any, estimated: int, attempt: int, budget: TokenBudget, *, server: str | None) -> Completion:

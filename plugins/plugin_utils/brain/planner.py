@@ -39,6 +39,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, RememberedFix
 
 GENERIC_RESTART = "service {init_service} restart"
+# what fixes an answer that is no plan: the model, or a server that holds it to the plan's shape
+UNUSABLE_ANSWER = "ask a model that follows the plan's JSON format (llm.model), or let the server constrain its answer to it (llm.schema)"
 KNOWLEDGE_K = 3
 
 
@@ -59,7 +61,14 @@ class LLMUse:
     budget: TokenBudget
     calls: int = 0
     prompt_tokens: list[int] = field(default_factory=list)
+    # why the LLM gave no plan this time, naming the LLM (model, where): the offline planner then planned
     fallback: str | None = None
+
+
+def stood_in(failed: str) -> str:
+    """How a plan, the timeline and an escalation say that the offline planner planned because the LLM failed
+    (``failed``: :attr:`LLMUse.fallback`)."""
+    return f"{failed}; the offline planner stood in"
 
 
 class Planner:
@@ -137,8 +146,8 @@ class Planner:
             try:
                 return self._from_llm(failure, diagnosis, excluded, llm_use, thinking, time_left)
             except LLMError as exc:
-                llm_use.fallback = str(exc)
-                note = f" (the LLM gave no usable plan, so the offline planner did: {exc})"
+                llm_use.fallback = f"{self.llm.settings.described} failed: {exc}"
+                note = f" ({stood_in(llm_use.fallback)})"
         # a failure nobody foresaw gets one blind start or restart at most: a second cannot help where the first failed
         blind = {(GENERIC_RESTART,)} | {rb.templates for rb in self.runbooks.candidates(failure) if rb.priority <= 0}
         if not blind & set(excluded):
@@ -207,7 +216,10 @@ class Planner:
         completion = llm.complete(messages, llm_use.budget, reads=may_read, time_left=time_left)
         llm_use.calls += 1
         llm_use.prompt_tokens.append(completion.prompt_tokens)
-        answer = parse_answer(completion, init_service=failure.init_service)
+        try:
+            answer = parse_answer(completion, init_service=failure.init_service)
+        except LLMError as exc:
+            raise LLMError(exc.message, field=exc.field, value=exc.value, hint=exc.hint or UNUSABLE_ANSWER) from None
         model = llm.settings.model
         if not isinstance(answer, ProposedPlan):
             if thinking.rounds_left > 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import stood_in
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
@@ -28,7 +29,8 @@ class HealedNode(_EndNode):
 
 class EscalateNode(_EndNode):
     """A person is paged: what changed since the service last worked comes first, since most outages follow a change,
-    then the fleet incident the failure is part of, since its cause is most likely what the hosts share."""
+    then the fleet incident the failure is part of, since its cause is most likely what the hosts share; last, when the
+    LLM was asked and failed, what failed and the option that fixes it (the offline planner's plans are blinder)."""
 
     node_name = "escalate"
     status = Status.ESCALATED.value
@@ -37,7 +39,8 @@ class EscalateNode(_EndNode):
         fleet = state.fleet_incident
         lead = [said for said in (state.failure.what_changed,
                                   fleet.describe() if fleet and f"fleet incident {fleet.id}:" not in state.reason else None) if said]
-        state.reason = ". ".join([*lead, state.reason] if state.reason else lead)
+        llm = stood_in(state.llm_failure) if state.llm_failure and state.llm_failure not in state.reason else None
+        state.reason = ". ".join(said for said in (*lead, state.reason, llm) if said)
         return super().post(state, prep_res, exec_res)
 
 

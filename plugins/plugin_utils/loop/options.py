@@ -79,8 +79,9 @@ LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1
 
 
 def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:
-    """The task's llm options; the key comes from them or from OPENAI_API_KEY on the controller."""
-    if not options or not options.get("model"):
+    """The task's llm options (None: the offline planner); the key comes from them or from OPENAI_API_KEY on the
+    controller. An llm option without a model is an error, not a quiet offline run."""
+    if not options:
         return None
     return LLMSettings(
         model=options["model"], base_url=options.get("base_url") or None,

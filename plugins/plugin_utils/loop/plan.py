@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import Investigation, Thinking
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, stood_in
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 
@@ -29,7 +29,10 @@ class PlanNode(ToolNode):
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Plan | Investigation) -> str:
         if state.llm_use is not None and state.llm_use.fallback:
-            state.log(self.name, f"LLM not used: {state.llm_use.fallback}; falling back to the offline planner")
+            state.llm_failure = state.llm_use.fallback
+            state.log(self.name, stood_in(state.llm_use.fallback))
+        elif exec_res.source is PlanSource.LLM:
+            state.llm_failure = None  # it answered this time: its earlier failure is not why the incident ends as it does
         if isinstance(exec_res, Investigation):
             state.investigation = exec_res
             asked = "; ".join(request.command + (f" ({request.why})" if request.why else "") for request in exec_res.requests)

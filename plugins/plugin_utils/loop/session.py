@@ -50,6 +50,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import (
     IncidentState,
     Toolkit,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
@@ -101,6 +102,8 @@ class HealSession:
         args, host = self.args, self.task.host
         try:
             llm_settings = llm_settings_from(args.get("llm"))
+            # checked on every host, healthy ones too: a state dir that cannot serve is found before a service needs it
+            check_state_dir(args["state_dir"], sqlite=not args["memory_url"], writes=self.writes)
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
             secrets = known_secrets(self.task.task_vars, [*args["redact_values"], *api_key, *memory_secrets(args)])
             # checked on every host, healthy ones too: a window that cannot be read is found before it is needed
@@ -150,7 +153,8 @@ class HealSession:
 
     def _healthy(self) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
-        interrupted here and the end of the fleet incidents it was part of; a memory that cannot be opened then is a
+        interrupted here and the end of the fleet incidents it was part of; a memory that passed the state dir's check
+        (:func:`check_state_dir`) and still cannot be opened now (another job holds its lock, its server is down) is a
         warning, not a failure of a healthy host."""
         args = self.args
         if not self.writes or not memory_exists(args["state_dir"], args["memory_url"]):

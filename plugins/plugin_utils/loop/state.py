@@ -117,6 +117,8 @@ class IncidentState:
     diagnosis: Diagnosis | None = None
     excluded: frozenset[tuple[str, ...]] = frozenset()
     llm_use: LLMUse | None = None
+    # why the LLM last gave no plan in this incident (LLMUse.fallback), until it plans again: the escalation says it
+    llm_failure: str | None = None
     # the reads the planner asked for, waiting for the observe node
     investigation: Investigation | None = None
     # characters of read output the incident may still show the planner

@@ -17,8 +17,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import esc
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from helpers import HEALTHY, ScriptedExecutor, _tools, nginx_failure
+from helpers import HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 FIX = [["rm", "-f", "/run/nginx.pid"], ["service", "nginx", "start"]]
 FACTS = {"service_manager": "sysv", "os": {"id": "debian", "version_id": "12"}}
@@ -89,8 +92,8 @@ def test_the_tolerant_parser_reads_fenced_chatty_and_module_answers(llm: Scripte
         (Answer.text('{"steps": [{"argv": "service nginx restart"}]}'), "argv must be a list of arguments"),
         (Answer.text('{"steps": [{"module": "ansible.builtin.shell", "args": {"cmd": "id"}}]}'), "outside the catalog"),
         (Answer.text(json.dumps({"steps": [{"argv": ["true"]}] * 4})), "more than 3 steps"),
-        (Answer.error(500), "answered HTTP 500"),
-        (Answer.error(401), "answered HTTP 401"),
+        (Answer.error(500), "the LLM's server failed (HTTP 500"),
+        (Answer.error(401), "the LLM refused the API key (HTTP 401"),
         (Answer.body("<html><body>Sign in to the proxy</body></html>", "text/html"), "is not a chat completion"),
         (Answer.body("[1, 2, 3]"), "is not a chat completion"),
         (Answer.body('{"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", "message": null}]}'),
@@ -107,7 +110,8 @@ def test_an_unusable_answer_falls_back_to_the_offline_planner_and_says_so(llm: S
     llm.default = answer
     plan, use = _plan(_planner(llm))
     assert plan.source is PlanSource.GENERIC and [step.argv for step in plan.steps] == [("service", "nginx", "restart")]
-    assert "the LLM gave no usable plan" in plan.rationale and reason in plan.rationale
+    assert f"(the LLM (model scripted-model at {llm.base_url}) failed: " in plan.rationale and reason in plan.rationale
+    assert plan.rationale.endswith("; the offline planner stood in)")
     assert use.fallback and reason in use.fallback
     assert "sk-unit-test-key" not in plan.rationale
 
@@ -291,8 +295,9 @@ def test_in_the_loop_a_body_that_is_not_utf8_is_said_in_the_timeline_and_the_off
     outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [HEALTHY], planner=_planner(llm)))
     assert outcome.state.status == "healed" and executor.remediations == [[("service", "nginx", "restart")]]
     said = [line["message"] for line in outcome.state.timeline if line["node"] == "plan"]
-    assert [line for line in said if line.startswith("LLM not used: the LLM answered HTTP 200 with a body that is not UTF-8 "
-                                                     "(byte 0xe9 at offset ")], said
+    assert [line for line in said if line.startswith(f"the LLM (model scripted-model at {llm.base_url}) failed: the LLM answered HTTP "
+                                                     "200 with a body that is not UTF-8 (byte 0xe9 at offset ")
+            and line.endswith("; the offline planner stood in")], said
     assert not any("codec" in line for line in said)
 
 
@@ -333,7 +338,7 @@ def test_one_deadline_bounds_the_whole_planning_call_even_against_a_server_that_
     plan, use = _plan(_planner(llm, timeout=2.0, max_retries=3))
     assert time.monotonic() - started < 4.0
     assert plan.source is PlanSource.GENERIC and use.fallback and "did not answer in time" in use.fallback
-    assert "timeout 2.0s for the whole call" in use.fallback
+    assert "field: llm.timeout; value: 2.0" in use.fallback and "no answer within 2.0s for the whole call" in use.fallback
 
 
 def test_what_a_model_commonly_writes_becomes_the_steps_the_guard_judges() -> None:
@@ -386,3 +391,71 @@ def test_the_answer_is_capped_within_the_budget_in_the_name_the_server_takes(llm
     assert plan.source is PlanSource.LLM
     assert [sorted(set(r.body) & {"max_tokens", "max_completion_tokens"}) for r in llm.chat_requests] == [
         ["max_tokens"], ["max_completion_tokens"], []]
+
+
+KEY = "sk-unit-test-key-0123456789"  # the key _client gives the LLM
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        # a proxy that echoes the key it refused: the key never reaches the person
+        (Answer.error(401, message=f"Incorrect API key provided: {KEY}"),
+         "the LLM refused the API key (HTTP 401: Incorrect API key provided: ********); field: llm.api_key; value: 'set, not shown'; "
+         "fix: set llm.api_key (the role's autoheal_llm.api_key, or OPENAI_API_KEY on the controller) to a key {url} takes for model "
+         "scripted-model"),
+        (Answer.error(403, message="this key may not use the model"),
+         "the LLM refused the API key (HTTP 403: this key may not use the model); field: llm.api_key"),
+        (Answer.error(404, message="The model `scripted-model` does not exist"),
+         "the LLM's server has no model 'scripted-model' (HTTP 404: The model `scripted-model` does not exist); field: llm.model; "
+         "value: 'scripted-model'; fix: name a model {url} serves (GET {url}/models lists them"),
+        (Answer.error(429, headers={"Retry-After": "0"}, message="Rate limit reached"),
+         "the LLM answered HTTP 429 (too many requests) 3 times: Rate limit reached; field: llm.max_retries; value: 2; fix: {url} "
+         "limits how often it is asked, or the key's quota is spent"),
+        (Answer.error(503, headers={"Retry-After": "0"}),
+         "the LLM's server failed (HTTP 503, 3 attempts: scripted 503); field: llm.base_url; value: '{url}'; fix: the server at {url} "
+         "says why in its own log"),
+        (Answer.plan(FIX, delay=2.0), "the LLM did not answer in time; field: llm.timeout; value: 0.5; fix: {url} gave no answer within 0.5s"),
+        (Answer.text("I think you should restart it."),
+         "the LLM's answer holds no JSON plan; field: answer; value: 'I think you should restart it.'; fix: ask a model that follows "
+         "the plan's JSON format (llm.model), or let the server constrain its answer to it (llm.schema)"),
+    ],
+    ids=["401-key", "403-key", "404-model", "429", "503", "timeout", "not-a-plan"],
+)
+def test_in_the_loop_an_escalation_says_how_the_llm_failed_and_the_option_that_fixes_it(llm: ScriptedLLM, tmp_path: Path,
+                                                                                       answer: Answer, said: str) -> None:
+    llm.default = answer
+    executor = ScriptedExecutor()
+    planner = _planner(llm, timeout=0.5) if answer.delay else _planner(llm)
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, executor, [STILL_DOWN], planner=planner, max_attempts=1))
+    assert outcome.state.status == "escalated" and executor.remediations == [[("service", "nginx", "restart")]]
+    reason = outcome.state.reason
+    assert reason.startswith("nginx: not healed by attempt 1, the last allowed; still failing after attempt 1: ")
+    assert f". the LLM (model scripted-model at {llm.base_url}) failed: {said.format(url=llm.base_url)}" in reason, reason
+    assert reason.endswith("; the offline planner stood in") and KEY not in reason
+    # the line the person is paged with, and the run's report, say it as the incident does
+    result = host_result("web1", [outcome], check_mode=False)
+    assert result["summary"] == [f"web1: nginx escalated: {reason}"]
+    assert esc(reason) in run_report_html({"web1": result}, title="run")
+
+
+def test_in_the_loop_a_refused_connection_names_the_base_url_and_its_value(tmp_path: Path) -> None:
+    with ScriptedLLM() as server:
+        gone = server.base_url
+    planner = Planner(RunbookLibrary.load(builtin=False), None,
+                      llm=LLMClient(LLMSettings(model="m", base_url=gone, api_key=KEY, max_retries=1, timeout=2), sleep=lambda s: None))
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, ScriptedExecutor(), [STILL_DOWN], planner=planner, max_attempts=1))
+    reason = outcome.state.reason
+    assert f". the LLM (model m at {gone}) failed: the LLM cannot be reached; field: llm.base_url; value: '{gone}'; fix: nothing " \
+           f"answered at {gone} (" in reason, reason
+    assert "Connection refused" in reason and "2 attempts): start the server there, or correct llm.base_url" in reason
+    assert reason.endswith("; the offline planner stood in")
+
+
+def test_an_escalation_leaves_out_an_llm_failure_of_an_earlier_attempt_once_the_llm_planned(llm: ScriptedLLM, tmp_path: Path) -> None:
+    llm.script(Answer.error(401), Answer.plan(FIX))
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, ScriptedExecutor(), [STILL_DOWN, STILL_DOWN], planner=_planner(llm),
+                                                    max_attempts=2))
+    assert outcome.state.status == "escalated" and len(llm.chat_requests) == 2
+    assert "refused the API key" in " ".join(line["message"] for line in outcome.state.timeline)  # the timeline keeps it
+    assert "refused the API key" not in outcome.state.reason and "stood in" not in outcome.state.reason

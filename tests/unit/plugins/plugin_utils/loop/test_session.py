@@ -7,10 +7,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
@@ -18,7 +20,9 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
 from ansible_collections.sentinel.heal.plugins.action import heal as heal_action
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
@@ -81,3 +85,40 @@ def test_with_fleet_incidents_on_a_unit_a_person_masked_or_a_service_a_person_si
     assert incidents["nginx"]["fleet_incident"] is None and incidents["redis"]["fleet_incident"] is None
     with Memory(tmp_path) as memory:
         assert [incident.service for incident in memory.fleet_incidents()] == ["app"]
+
+
+def test_a_state_dir_that_is_a_file_fails_the_first_run_of_a_healthy_host_naming_the_path(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.write_text("")
+    with pytest.raises(MemoryStoreError, match=r"^the state dir is a regular file, not a directory; field: state_dir; value: '"
+                                               + re.escape(str(state)) + "'; fix: point autoheal_state_dir"):
+        _session(state, []).run()
+
+
+@pytest.mark.parametrize("failures", [[], [nginx_failure()]], ids=["healthy", "failing"])
+def test_a_memory_file_that_is_no_database_fails_the_first_run_once_with_what_fits_a_corrupt_memory(tmp_path: Path,
+                                                                                                  failures: list[Failure]) -> None:
+    (tmp_path / "memory.sqlite3").write_bytes(b"\x00garbage where the memory was" * 10)
+    with pytest.raises(MemoryStoreError) as refused:
+        _session(tmp_path, failures).run()
+    said = str(refused.value)
+    assert said.startswith("the memory file is not a SQLite database (it begins b'\\x00garbage'): it is corrupt") and said.count("mv ") == 1
+    assert "integrity_check" not in said
+
+
+def test_a_healthy_host_with_a_sound_state_dir_opens_no_memory_and_makes_nothing(tmp_path: Path) -> None:
+    result = _session(tmp_path / "state", []).run()
+    assert result["status"] == "healthy" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("llm", "said"), [
+    ({"model": "llama3.1", "base_url": "localhost:11434/v1"},
+     "the LLM's base_url is not an http(s) URL; field: llm.base_url; value: 'localhost:11434/v1'; fix: the API's root, as "
+     "http://HOST:PORT/v1"),
+    ({"model": "", "base_url": "http://127.0.0.1:11434/v1"},
+     "an LLM needs a model name; field: llm.model; value: ''; fix: name the model the server serves"),
+], ids=["base-url-no-url", "no-model"])
+def test_the_llm_settings_fail_the_first_run_of_a_healthy_host(tmp_path: Path, llm: dict[str, Any], said: str) -> None:
+    with pytest.raises(LLMError) as refused:
+        _session(tmp_path, [], llm=llm).run()
+    assert str(refused.value).startswith(said)
