@@ -64,11 +64,11 @@ class LeaseRefusal:
     until: float | None = None
 
     def hold(self, radius: BlastRadius) -> Hold:
-        """The spent cap as the person reads it: the next run takes the remediation up; a higher cap lifts it now."""
+        """The spent cap as the person reads it: the next run takes the remediation up; a run with a higher cap (the
+        role's variable, the heal's option of the same name; 0 is none) lifts it now."""
         setting = getattr(radius, self.cap)
-        ends = "until this run ends"
-        return Hold(self.cap, self.why, f"run the heal again with a higher cap: -e autoheal_{self.cap}=N, N over {setting} "
-                    f"(the heal's {self.cap}; 0 is no cap)", until=self.until, ends=ends)
+        return Hold(self.cap, self.why, f"ansible-playbook sentinel.heal.heal -i INVENTORY -e autoheal_{self.cap}={setting + 1} (a higher cap; "
+                    "0 is none)", until=self.until, ends="until this run ends")
 
 
 def process_owner(pid: int | None = None) -> str:

@@ -422,7 +422,7 @@ def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_pa
     assert outcome.state.status == "deferred" and "the cap per run is 1" in outcome.state.reason
     assert len(executor.remediations) == 1  # web1's only
     assert tools.memory is not None and tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"
-    lift = "run the heal again with a higher cap: -e autoheal_max_hosts_per_run=N, N over 1 (the heal's max_hosts_per_run; 0 is no cap)"
+    lift = "ansible-playbook sentinel.heal.heal -i INVENTORY -e autoheal_max_hosts_per_run=2 (a higher cap; 0 is none)"
     assert outcome.state.reason == ("nginx: deferred, nothing ran: this run already remediated 1 hosts (the cap per run is 1); the next run "
                                     f"takes it up; the max_hosts_per_run limit holds until this run ends; to lift it now: {lift}")
     incident = outcome.to_dict()
@@ -445,8 +445,8 @@ def test_a_remediation_over_max_running_is_deferred_until_the_running_one_ends_a
     incident = heal_incident(nginx_failure(), tools).to_dict()
     assert incident["status"] == "deferred" and executor.remediations == []
     assert "1 remediations are running (the cap on remediations at the same time is 1); the next run takes it up; " in incident["reason"]
-    assert re.search(r"the max_running limit holds until \S+, in (9 min \d+ s|10 min); to lift it now: run the heal again with a higher "
-                     r"cap: -e autoheal_max_running=N, N over 1", incident["reason"]), incident["reason"]
+    assert re.search(r"the max_running limit holds until \S+, in (9 min \d+ s|10 min); to lift it now: ansible-playbook sentinel\.heal\.heal "
+                     r"-i INVENTORY -e autoheal_max_running=2 \(a higher cap; 0 is none\)$", incident["reason"]), incident["reason"]
     limit = audited(tmp_path, incident)[-1]["detail"]["limit"]
     assert limit["name"] == "max_running" and limit["until"] == iso_utc(now + 600)
     assert next_step(incident).startswith("Nothing ran on web1: the max_running limit holds nginx until ")
