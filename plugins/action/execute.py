@@ -96,11 +96,11 @@ class ActionModule(ActionBase):
                                        )["facts"].get("maintenance")
                 for stored in stored_plans:
                     now = time.time()
-                    silenced = hands_off(memory.silenced_because(host, task_vars.get("group_names") or (), stored.failure.service, at=now),
-                                         marker, windows, stored.failure.service, now)
+                    silenced = hands_off(memory.silence_over(host, task_vars.get("group_names") or (), stored.failure.service, at=now),
+                                         marker, windows, stored.failure.service, now, host)
                     if silenced is not None:
                         raise approvals.ApprovalRefused(
-                            f"plan {stored.plan_id} does not run: {stored.failure.service} on {host} is {silenced}", field="plan_ids",
+                            f"plan {stored.plan_id} does not run: {stored.failure.service} on {host}: {silenced.describe(now)}", field="plan_ids",
                             value=stored.plan_id, hint="the plan stays pending: approve it again once the silence ends or is lifted")
                     flapping = flapping_reason(memory, host, stored.failure.service, limit=args["flap_limit"], window=args["flap_window"],
                                                now=time.time())

@@ -55,6 +55,12 @@ options:
         host within O(flap_window), counted in memory, so across jobs. Past it the service ends C(escalated) with the
         reason C(flapping) and its recent episodes, nothing runs (an approved plan neither) until the window has passed
         or a person resets the count (M(sentinel.heal.flapping_reset)).
+      - What counts is a choice. As Monit counts restarts, a separate heal that worked counts - a service healed again
+        and again keeps breaking, and a person should look at why - and so does an interrupted remediation. The
+        incident's own attempts do not count (O(sentinel.heal.heal#module:max_attempts) bounds its retries), so a first
+        incident is never refused, whatever the limit. Nor do a plan that only waited for a person and a limit's refusal,
+        which is recorded as an episode (outcome C(flapping), C(silenced), C(suspended) or C(deferred)) and an audit
+        record that name the limit, until when and the command that lifts it.
       - C(0) turns the limit off (0-100).
     type: int
     default: 3

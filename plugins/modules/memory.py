@@ -90,8 +90,8 @@ options:
   outcome:
     description: Only episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, fleet, halted, healed, in_progress_elsewhere, interrupted,
-              suspended, unreachable]
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, flapping, fleet, halted, healed, in_progress_elsewhere,
+              interrupted, silenced, suspended, unreachable]
   fingerprint:
     description: Only episodes of this failure fingerprint; with C(forget), the fingerprint to forget.
     type: str

@@ -63,8 +63,8 @@ options:
   outcome:
     description: With O(kind=episodes), only the episodes with this outcome.
     type: str
-    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, fleet, halted, healed, in_progress_elsewhere, interrupted,
-              suspended, unreachable]
+    choices: [awaiting_approval, blocked, deferred, denied, escalated, failed, flapping, fleet, halted, healed, in_progress_elsewhere,
+              interrupted, silenced, suspended, unreachable]
   fingerprint:
     description: With O(kind=episodes), only the episodes of this failure fingerprint.
     type: str

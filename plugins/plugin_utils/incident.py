@@ -12,9 +12,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, Verdict
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import running_unit
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
-__all__ = ["Attempt", "Decision", "Failure", "PendingPlan", "Plan", "PlanSource", "Status", "Step", "StepResult", "Verdict",
+__all__ = ["Attempt", "Decision", "Failure", "Hold", "PendingPlan", "Plan", "PlanSource", "Status", "Step", "StepResult", "Verdict",
            "host_family", "normalize_error_text"]
 
 
@@ -344,9 +345,34 @@ class PendingPlan:
     expires_at: float
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A limit that held an incident back before anything ran, as the person reads it: which one (``limit``: flapping,
+    max_running, max_hosts_per_run, max_attempts_per_run, suspension, silence, maintenance_marker, maintenance_window),
+    what it says, until when (``until``, seconds since the epoch; None when a person or the next run ends it, which
+    ``ends`` says in words) and the exact command that resets or lifts it now."""
+
+    limit: str
+    said: str
+    lift: str
+    until: float | None = None
+    ends: str = ""
+
+    def when(self, now: float | None = None) -> str:
+        return f"until {moment(self.until, now)}" if self.until is not None else self.ends
+
+    def describe(self, now: float | None = None, meanwhile: str = "") -> str:
+        """What it says, what it means meanwhile (``meanwhile``: "nothing runs"), until when and the command, last."""
+        return f"{self.said}{'; ' + meanwhile if meanwhile else ''}; the {self.limit} limit holds {self.when(now)}; to lift it now: {self.lift}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class Attempt:
-    """One pass through diagnose → plan → guard → execute → verify."""
+    """One pass through diagnose → plan → guard → execute → verify, or a limit's refusal of one before diagnosis
+    (``held_by`` without a plan): recorded as an episode all the same, so the memory and the audit trail say what held."""
 
     number: int
     diagnosis: str = ""
@@ -364,8 +390,15 @@ class Attempt:
     rounds: list[Any] = field(default_factory=list)
     # the fleet incident the attempt was part of (its id, hosts, what they share), as the rollout node saw it
     fleet_incident: Mapping[str, Any] | None = None
+    # the limit that held the attempt back before its remediation ran (the kill switch, the blast radius, flapping, a silence)
+    held_by: Hold | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+
+    @property
+    def refused(self) -> bool:
+        """A limit refused the incident an attempt before any diagnosis: not a heal attempt (nor counted as one)."""
+        return self.held_by is not None and self.plan is None
 
     @property
     def decision(self) -> Decision:

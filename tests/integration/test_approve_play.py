@@ -43,8 +43,8 @@ def test_an_approved_plan_does_not_run_while_suspended_silenced_or_flapping_and_
     assert play("playbooks/silence.yml", "-e", "target=localhost", "-e", "service=ledger", "-e", "duration=1h", "-e", "reason=mine",
                 "-e", "by=alice").startswith("rc=0")
     refused = play(*approve)
-    assert refused.startswith("rc=2") and "ledger on localhost is silenced by alice until" in refused, refused
-    assert re.search(r"silenced by alice until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, in 59 min", refused), refused
+    assert refused.startswith("rc=2") and "ledger on localhost: silenced by alice (silence 1): mine" in refused, refused
+    assert re.search(r"the silence limit holds until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, in 59 min", refused), refused
     assert play("playbooks/silence.yml", "-e", "target=localhost", "-e", "lift=true", "-e", "by=alice").startswith("rc=0")
     assert _status(state, plan_id) == "pending" and not service.up
 

@@ -78,10 +78,13 @@ def test_a_service_remediated_again_and_again_is_left_for_a_person_until_reset(l
     faults.inject("node2", "nginx-killed")
     flapping = run_playbook(HEAL, *limit, state_dir=state)
     output = one_line(flapping.output)
-    assert flapping.rc == 2 and "node2 nginx: escalated after 0 attempt(s) [diagnose > escalate]" in output, flapping.output
+    assert flapping.rc == 2 and "node2 nginx: escalated after 0 attempt(s) [diagnose > record > escalate]" in output, flapping.output
     assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in output
     assert [purpose for purpose, _argv in commands_run(state, "node2")].count("remediation") == 2
-    assert len(episodes(state)) == 2 and sh(lab, "node2", "systemctl", "is-failed", "nginx").strip() == "failed"
+    assert "the flapping limit holds until " in output and "to lift it now: sentinel.heal.flapping_reset host=node2 service=nginx" in output
+    # the refusal is an episode of its own, and no remediation
+    assert sorted(row["outcome"] for row in episodes(state)) == ["flapping", "healed", "healed"]
+    assert sh(lab, "node2", "systemctl", "is-failed", "nginx").strip() == "failed"
 
     (tmp_path / "reset.yml").write_text(RESET)
     assert run_playbook(str(tmp_path / "reset.yml"), state_dir=state).rc == 0
@@ -131,14 +134,15 @@ def test_a_service_a_person_silenced_stays_as_they_left_it_on_every_path_until_t
 
     # an approval given now does not run, and the plan still waits
     approved = run_playbook("playbooks/approve.yml", "-e", f"plan_id={plan_id}", "-e", "approver=bob", state_dir=state)
-    assert approved.rc == 2 and "nginx on node2 is silenced by alice until" in one_line(approved.output), approved.output
+    assert approved.rc == 2 and "nginx on node2: silenced by alice (silence 1): swapping the disk" in one_line(approved.output), approved.output
     assert plan_status(state, plan_id) == "pending"
     # the scheduled heal checks and reports, and plans and runs nothing
     run = run_playbook(HEAL, "--limit", "node2", state_dir=state)
     output = one_line(run.output)
-    assert run.rc == 0 and "node2: nginx silenced: nginx: silenced by alice until" in output, run.output
-    assert "swapping the disk; checked, nothing planned or run" in output and "[diagnose > silenced]" in output
-    assert [row["outcome"] for row in episodes(state)] == ["awaiting_approval"]  # nothing new
+    assert run.rc == 0 and "node2: nginx silenced: nginx: silenced by alice (silence 1): swapping the disk" in output, run.output
+    assert "checked, nothing planned or run; the silence limit holds until" in output and "[diagnose > record > silenced]" in output
+    assert "to lift it now: sentinel.heal.silence state=absent silence_id=1 decided_by=YOU" in output
+    assert sorted(row["outcome"] for row in episodes(state)) == ["awaiting_approval", "silenced"]  # the refusal only
     assert [purpose for purpose, _argv in commands_run(state, "node2") if purpose == "remediation"] == []
     assert sh(lab, "node2", "systemctl", "is-active", "nginx").strip() != "active"
 
@@ -163,7 +167,9 @@ def test_a_maintenance_marker_left_on_the_host_holds_healing_and_a_malformed_one
         output = one_line(malformed.output)
         assert f"held back: the host's maintenance marker {marker} line 1: until 'after lunch' is not an ISO 8601 time" in output, output
         assert f"[WARNING]: node1: the maintenance marker {marker} line 1" in output
-        assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+        # each refusal is an episode, and nothing ran
+        assert [row["outcome"] for row in episodes(state)] == ["silenced"] * 2
+        assert sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
     finally:
         sh(lab, "node1", "rm", "-f", marker)
 
@@ -176,7 +182,9 @@ def test_a_maintenance_marker_left_on_the_host_holds_healing_and_a_malformed_one
                               state_dir=state)
     assert unreadable.rc == 2 and ("not a time zone this controller knows; field: maintenance_windows[0].timezone; value: 'Mars/Olympus'"
                                    in one_line(unreadable.output)), unreadable.output
-    assert episodes(state) == [] and sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
+    # the window's refusal is an episode; a window that cannot be read stops the task before the loop
+    assert [row["outcome"] for row in episodes(state)] == ["silenced"] * 3
+    assert sh(lab, "node1", "systemctl", "is-active", "nginx").strip() != "active"
     healed = run_playbook(HEAL, "--limit", "node1", state_dir=state)
     assert healed.rc == 0 and "node1: nginx healed in 1 attempt" in one_line(healed.output), healed.output
 

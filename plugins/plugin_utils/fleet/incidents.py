@@ -231,7 +231,7 @@ class FleetView:
     closed: tuple[FleetIncident, ...] = ()
 
 
-def counted(failures: Sequence[Failure], silenced: Callable[[Failure], str | None]) -> list[Failure]:
+def counted(failures: Sequence[Failure], silenced: Callable[[Failure], object | None]) -> list[Failure]:
     """What of a host's failures counts toward fleet incidents: not a unit a person masked, nor a service a person
     silenced (what ``silenced`` says holds it) - their decisions are theirs, not a fleet's failure."""
     return [failure for failure in failures if failure.masked_unit is None and silenced(failure) is None]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, StepResult
 
 # What a run cut off with its job had done on the host, told by whoever ran it (runner.steps_started reads
 # ansible-runner's events): the run's directory as the lease kept it, the plan's steps and the host. The store keeps
@@ -54,11 +54,21 @@ class LeaseRequest:
 
 @dataclass(frozen=True)
 class LeaseRefusal:
-    """Why a remediation gets no lease now: a cap or the run's budget is spent, or (``elsewhere``) another run is
-    remediating the same service on the same host."""
+    """Why a remediation gets no lease now: a cap or the run's budget is spent (``cap``: its option; ``until``: when a
+    slot frees at the latest, None when only the next run has one), or (``elsewhere``) another run is remediating the
+    same service on the same host."""
 
     why: str
     elsewhere: bool = False
+    cap: str = ""
+    until: float | None = None
+
+    def hold(self, radius: BlastRadius) -> Hold:
+        """The spent cap as the person reads it: the next run takes the remediation up; a run with a higher cap (the
+        role's variable, the heal's option of the same name; 0 is none) lifts it now."""
+        setting = getattr(radius, self.cap)
+        return Hold(self.cap, self.why, f"ansible-playbook sentinel.heal.heal -i INVENTORY -e autoheal_{self.cap}={setting + 1} (a higher cap; "
+                    "0 is none)", until=self.until, ends="until this run ends")
 
 
 def process_owner(pid: int | None = None) -> str:

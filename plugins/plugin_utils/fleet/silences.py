@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold
 
 ALL_SERVICES = "*"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -45,6 +46,10 @@ class Silence:
     def describe(self) -> str:
         return f"silenced by {self.set_by} until {moment(self.until)}: {self.reason}"
 
+    def hold(self) -> Hold:
+        return Hold("silence", f"silenced by {self.set_by} (silence {self.id}): {self.reason}",
+                    f"sentinel.heal.silence state=absent silence_id={self.id} decided_by=YOU", until=self.until)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -61,11 +66,26 @@ def silence_seconds(duration: str) -> float:
     return seconds
 
 
-def hands_off(silence: str | None, marker: Mapping[str, Any] | None, windows: Iterable[MaintenanceWindow], service: str,
-              now: float) -> str | None:
-    """What holds the loop's hands off the service now - a person's silence in memory (what it says), the host's
-    maintenance marker or a declared window - or None when nothing does. The heal loop and approvals both ask this."""
-    return silence or marker_holds(marker, service, now) or next((window.describe() for window in windows if window.covers(service, now)), None)
+def hands_off(silence: Silence | None, marker: Mapping[str, Any] | None, windows: Iterable[MaintenanceWindow], service: str,
+              now: float, host: str) -> Hold | None:
+    """What holds the loop's hands off the service now - a person's silence in memory, the host's maintenance marker or
+    a declared window (``host`` is where the marker lies) - with until when and how to lift it, or None when nothing
+    does. The heal loop and approvals both ask this."""
+    if silence is not None:
+        return silence.hold()
+    in_maintenance = marker_holds(marker, service, now)
+    if marker and in_maintenance is not None:
+        path = marker.get("path") or "the maintenance marker"
+        # a marker that does not read as written holds until a person fixes it, whatever its until says
+        until = None if marker.get("problem") else marker.get("until")
+        return Hold("maintenance_marker", in_maintenance, f"ansible {host} -b -m ansible.builtin.file "
+                    f"-a 'path={path} state=absent' (a person's marker: remove it only once the work on the host is done)",
+                    until=until, ends="until the marker is removed")
+    window = next((window for window in windows if window.covers(service, now)), None)
+    if window is None:
+        return None
+    return Hold("maintenance_window", window.describe(), f"take the window {window.name!r} out of autoheal_maintenance_windows "
+                "(the heal's maintenance_windows) in the inventory", until=window.ends_after(now))
 
 
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -99,6 +119,16 @@ class MaintenanceWindow:
             return local.weekday() in self.days and start <= minute < end
         # past midnight: the evening part on a listed day, the morning part on the day after one
         return (local.weekday() in self.days and minute >= start) or ((local.weekday() - 1) % 7 in self.days and minute < end)
+
+    def ends_after(self, now: float) -> float:
+        """When the window that covers ``now`` ends."""
+        if self.ends is not None:
+            return self.ends
+        zone = zoneinfo.ZoneInfo(self.timezone)
+        local = datetime.datetime.fromtimestamp(now, zone)
+        end = local.replace(hour=self.end[0], minute=self.end[1], second=0, microsecond=0)
+        # past midnight, the evening part ends the day after
+        return (end if end > local else end + datetime.timedelta(days=1)).timestamp()
 
     def describe(self) -> str:
         if self.begins is not None and self.ends is not None:

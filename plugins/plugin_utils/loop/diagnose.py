@@ -7,14 +7,13 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, StepResult, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -62,11 +61,10 @@ class DiagnoseNode(ToolNode):
         failure = state.failure
         silenced = self.tools.silence(failure)
         if silenced is not None:
-            state.reason = f"{failure.service}: {silenced}; checked, nothing planned or run"
             marker = failure.facts.get("maintenance")
             if marker and marker.get("problem"):
                 state.warnings.append(f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}")
-            return "silenced"
+            return self._refused(state, "silenced", silenced, "checked, nothing planned or run")
         if failure.masked_unit is not None:
             state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
@@ -78,12 +76,22 @@ class DiagnoseNode(ToolNode):
             state.reason = past_deadline(state, self.tools.incident_timeout)
             return "deadline"
         memory = self.tools.planner.memory
-        flapping = None if memory is None else flapping_reason(
-            memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock())
+        flapping = None if memory is None else flapping_hold(
+            memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock(),
+            incident_id=state.incident_id)
         if flapping is not None:
-            state.reason = flapping
-            return "flapping"
+            return self._refused(state, "flapping", flapping, "nothing runs")
         return None
+
+    def _refused(self, state: IncidentState, outcome: str, hold: Hold, what: str) -> str:
+        """A limit refuses the incident an attempt: the refusal is recorded as an episode of its own (what held, until
+        when, how to lift it), never counted as a remediation."""
+        now = self.tools.clock()
+        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=now, outcome=outcome, held_by=hold,
+                                      diagnosis=f"not diagnosed: {what}"))
+        state.reason = f"{state.failure.service}: {hold.describe(now, what)}"
+        state.log(self.name, state.reason)
+        return outcome
 
     def exec(self, prep_res: Diagnosing | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
         if isinstance(prep_res, str):
@@ -235,15 +243,23 @@ def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir
     return None
 
 
-def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float) -> str | None:
+def flapping_hold(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float, incident_id: str = "") -> Hold | None:
     """Why the service may not be remediated now: it was, ``limit`` times within ``window`` seconds (counted in memory,
-    across jobs); None when it may (or the limit is off)."""
+    across jobs; every attempt that ran a plan counts, a separate heal that worked too, but not the attempts of the
+    incident ``incident_id`` itself, whose retries max_attempts bounds: a first incident is never refused); None when it
+    may (or the limit is off)."""
     if limit <= 0:
         return None
-    recent = memory.remediations(host, service, since=now - window)
+    recent = memory.remediations(host, service, since=now - window, other_than=incident_id)
     if len(recent) < limit:
         return None
-    until = moment(recent[-limit]["started_at"] + window, now)
-    return (f"{service}: flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
-            f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}); nothing runs until {until} or until a person "
-            f"resets it (sentinel.heal.flapping_reset host={host} service={service} decided_by=YOU)")
+    return Hold("flapping", f"flapping: remediated {len(recent)} times in the last {window / 60:g} min (episodes "
+                f"{', '.join(str(row['id']) for row in recent)}; the limit is {limit}: flap_limit={limit}, flap_window={window:g})",
+                f"sentinel.heal.flapping_reset host={host} service={service} decided_by=YOU",
+                until=recent[-limit]["started_at"] + window)
+
+
+def flapping_reason(memory: Memory, host: str, service: str, *, limit: int, window: float, now: float) -> str | None:
+    """:func:`flapping_hold` in words, for what refuses before the loop runs (an approved plan, the evidence read ahead)."""
+    hold = flapping_hold(memory, host, service, limit=limit, window=window, now=now)
+    return None if hold is None else f"{service}: {hold.describe(now, 'nothing runs')}"

@@ -81,7 +81,7 @@ class ExecuteNode(ToolNode):
         if memory is not None and prep_res.lease is not None:
             granted = memory.acquire_lease(prep_res.lease)
             if isinstance(granted, LeaseRefusal):
-                return Deferred(granted.why, elsewhere=granted.elsewhere)
+                return Deferred(granted.why, elsewhere=granted.elsewhere, hold=granted.hold(prep_res.lease.radius) if granted.cap else None)
             lease = granted
         keep_lease = False
         try:
@@ -113,7 +113,9 @@ class ExecuteNode(ToolNode):
         if isinstance(exec_res, Deferred) and exec_res.elsewhere:
             return self._held(state, "in_progress_elsewhere", f"{state.failure.service}: in progress elsewhere, nothing ran here: {exec_res.why}")
         if isinstance(exec_res, Deferred):
-            return self._held(state, "deferred", f"{state.failure.service}: deferred, nothing ran: {exec_res.why}; the next run takes it up")
+            attempt.held_by, meanwhile = exec_res.hold, "the next run takes it up"
+            why = f"{exec_res.why}; {meanwhile}" if exec_res.hold is None else exec_res.hold.describe(self.tools.clock(), meanwhile)
+            return self._held(state, "deferred", f"{state.failure.service}: deferred, nothing ran: {why}")
         if isinstance(exec_res, HostUnreachable):
             attempt.outcome = "unreachable"
             state.reason = str(exec_res)

@@ -1,14 +1,16 @@
 """The heal loop for one incident, as an explicit graph of nodes: its edges (EDGES), and ToolNode, the base every node
 of it is built on.
 
-    diagnose ─silenced─▶ silenced          (a person's silence or maintenance marker covers it: checked, nothing run, no attempt)
+    diagnose ─silenced─▶ record ─silenced─▶ silenced   (a person's silence, maintenance marker or window covers it: checked,
+                                                       nothing run; the refusal is an episode, not an attempt)
     diagnose ─left_alone─▶ left_alone      (a unit a person masked: nothing runs, no attempt)
     diagnose ─dependencies─▶ dependencies ─recovered─▶ recovered   (failing services it needs were healed first in this run,
                                                                     and it answers again: nothing ran; loop/dependencies.py)
                                           └─failing──▶ diagnose    (still failing once they are back: healed as any incident)
                                           └─escalate─▶ escalate    (one needs a person: so does this one, never healed blindly)
                                           └─deferred─▶ deferred    (one waits, for approval or the next run: so does this one)
-    diagnose ─flapping─▶ escalate          (remediated flap_limit times within flap_window: nothing runs, no attempt)
+    diagnose ─flapping─▶ record ─escalate─▶ escalate   (remediated flap_limit times within flap_window by earlier incidents:
+                                                       nothing runs; the refusal is an episode, not an attempt)
     diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
@@ -50,7 +52,7 @@ from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Node
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold, Plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
 
 
@@ -84,9 +86,11 @@ class ToolNode(Node[IncidentState]):
 
     def _suspended(self, state: IncidentState, thrown: str) -> str:
         state.attempt.outcome = "suspended"
+        state.attempt.held_by = Hold("suspension", thrown, "sentinel.heal.suspension state=absent decided_by=YOU (the playbook: ansible-playbook "
+                                     "sentinel.heal.suspend -e resume=true)", ends="until a person resumes healing")
         ran = [" ".join(result.argv) for result in state.attempt.results if result.status != "skipped"]
-        state.reason = (f"{state.failure.service}: autonomous remediation is {thrown}; "
-                        + (f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
+        state.reason = (f"{state.failure.service}: autonomous remediation is "
+                        + state.attempt.held_by.describe(self.tools.clock(), f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
         state.log(self.name, state.reason)
         return "suspended"
 
@@ -100,7 +104,7 @@ def past_deadline(state: IncidentState, timeout: float) -> str:
 EDGES: Mapping[str, Mapping[str, str]] = {
     "dependencies": {"recovered": "recovered", "failing": "diagnose", "escalate": "escalate", "deferred": "deferred", "unreachable": "unreachable"},
     "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "dependencies": "dependencies", "systemd_restarts": "await_systemd",
-                 "flapping": "escalate", "deadline": "escalate", "silenced": "silenced"},
+                 "flapping": "record", "deadline": "escalate", "silenced": "record"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record", "investigate": "observe"},
     "observe": {DEFAULT_ACTION: "plan"},
@@ -111,5 +115,6 @@ EDGES: Mapping[str, Mapping[str, str]] = {
                 "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
-               "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted"},
+               "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted",
+               "silenced": "silenced"},
 }

@@ -57,7 +57,7 @@ class RecordNode(ToolNode):
             return "healed"
         if attempt.outcome == "awaiting_approval":
             return "await"
-        if attempt.outcome in ("unreachable", "suspended", "deferred", "in_progress_elsewhere", "halted"):
+        if attempt.outcome in ("unreachable", "suspended", "deferred", "in_progress_elsewhere", "halted", "silenced"):
             return attempt.outcome
         if attempt.outcome == "failed" and len(state.attempts) < self.tools.max_attempts:
             return "retry"

@@ -37,7 +37,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals impo
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Hold, Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies import check_depends_on, dependencies_first, with_what_they_need
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
@@ -222,14 +222,15 @@ class HealSession:
         groups = tuple(self.task.task_vars.get("group_names") or ())
         planner, policy = Planner(self._library(), None), load_policy(args["policy"])
         if not memory_exists(args["state_dir"], args["memory_url"]):
-            return evidence_ahead(self.services, planner, policy, host, lambda service: hands_off(None, None, self._windows, service, now))
+            return evidence_ahead(self.services, planner, policy, host,
+                                  lambda service: _said(hands_off(None, None, self._windows, service, now, host), now))
         try:
             with Memory.from_options(args) as memory:
                 suspended = memory.suspended_because()
 
                 def held(service: str) -> str | None:
-                    silenced = memory.silenced_because(host, groups, service, at=now)
-                    return suspended or hands_off(silenced, None, self._windows, service, now) or flapping_reason(
+                    silenced = memory.silence_over(host, groups, service, at=now)
+                    return suspended or _said(hands_off(silenced, None, self._windows, service, now, host), now) or flapping_reason(
                         memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
 
                 return evidence_ahead(self.services, planner, policy, host, held)
@@ -285,10 +286,14 @@ def _restore_setting(raw: Mapping[str, Any], setting: str, *, force: bool) -> Ma
     return dict(raw, spec=dict(spec, restore_known_good=setting))
 
 
-def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> str | None:
+def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> Hold | None:
     now = time.time()
-    silenced = None if memory is None else memory.silenced_because(failure.host, groups, failure.service, at=now)
-    return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now)
+    silenced = None if memory is None else memory.silence_over(failure.host, groups, failure.service, at=now)
+    return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now, failure.host)
+
+
+def _said(hold: Hold | None, now: float) -> str | None:
+    return None if hold is None else hold.describe(now)
 
 
 def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[FleetIncident]:

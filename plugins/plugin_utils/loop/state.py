@@ -18,7 +18,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrac
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
@@ -87,8 +87,8 @@ class Toolkit:
     # the kill switch, read afresh before and during every remediation: what says it is thrown, or None
     suspension: Callable[[], str | None] = lambda: None
     # what holds the loop's hands off a failure (a person's silence, a maintenance marker or window), read before each
-    # attempt: what it says, or None
-    silence: Callable[[Failure], str | None] = lambda failure: None
+    # attempt: the hold (until when, how to lift it), or None
+    silence: Callable[[Failure], Hold | None] = lambda failure: None
     # told each node an incident enters, before it runs (the action shows long work on the terminal)
     progress: Callable[[IncidentState, str], None] = lambda state, node: None
     clock: Callable[[], float] = time.time
@@ -163,6 +163,8 @@ class Deferred:
 
     why: str
     elsewhere: bool = False
+    # the spent cap of the blast radius (none when another run remediates the incident)
+    hold: Hold | None = None
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,8 @@ class IncidentOutcome:
             "fingerprint": state.failure.fingerprint,
             "failure_class": state.failure.failure_class,
             "summary": state.failure.summary,
-            "attempts": len(state.attempts),
+            # a limit's refusal is an episode, not a heal attempt
+            "attempts": len([attempt for attempt in state.attempts if not attempt.refused]),
             "episodes": state.episodes,
             "plan_id": state.plan_id,
             "plan": last.plan.to_dict() if last and last.plan else None,
@@ -196,6 +199,8 @@ class IncidentOutcome:
             "reads": [{"attempt": attempt.number, **round_.to_dict()} for attempt in state.attempts for round_ in attempt.rounds],
             "path": self.trace.path,
             "approved_by": last.approved_by if last else None,
+            # the limit that held the incident back (what it says, until when, the command that lifts it), or None
+            "limit": last.held_by.to_dict() if last and last.held_by else None,
             "llm": {"model": self.llm_model, "calls": state.llm_use.calls, "prompt_tokens": state.llm_use.prompt_tokens,
                     "tokens_spent": state.llm_use.budget.spent} if state.llm_use else None,
             "started_at": state.started_at,

@@ -96,7 +96,11 @@ def audit_records(episode: Mapping[str, Any]) -> list[dict[str, Any]]:
     if verification:
         records.append(record("verification", finished, healthy=bool(verification.get("healthy")), summary=str(verification.get("summary", ""))))
     fleet = {"fleet_incident": results["fleet_incident"]} if results.get("fleet_incident") else {}
-    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified")), **fleet))
+    held = results.get("limit")
+    # the limit that held the attempt back: which, until when (UTC, as every time here), the command that lifts it
+    limit = {"limit": {"name": held["limit"], "said": held["said"], "until": iso_utc(held["until"]) if held.get("until") is not None else None,
+                       "ends": held.get("ends") or "", "lift": held["lift"]}} if held else {}
+    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified")), **fleet, **limit))
     return records
 
 

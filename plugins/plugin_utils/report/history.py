@@ -19,8 +19,9 @@ DAY_S = 86400
 TOP = 10
 # incidents shown in full (the rest are rows of the table): a window of thousands stays a page people open
 MAX_DETAILED = 30
-# what an incident became, from the outcome of its last episode (a failed last attempt is what the loop escalated)
-INCIDENT_STATUS = {"failed": "escalated", "blocked": "escalated"}
+# what an incident became, from the outcome of its last episode (a failed last attempt is what the loop escalated, and
+# so is a service the flapping limit refused)
+INCIDENT_STATUS = {"failed": "escalated", "blocked": "escalated", "flapping": "escalated"}
 TIME_TO_HEAL_BUCKETS = ((10, "< 10 s"), (30, "10-30 s"), (60, "30-60 s"), (300, "1-5 min"), (900, "5-15 min"), (float("inf"), "> 15 min"))
 
 
@@ -47,18 +48,25 @@ class Incident:
     def took(self) -> float:
         return float(self.last["finished_at"]) - self.started_at
 
+    @property
+    def limit(self) -> Mapping[str, Any] | None:
+        """The limit that held the incident back at its last episode, as the episode keeps it (incident.Hold), or None."""
+        held = (self.last.get("results") or {}).get("limit")
+        return held if isinstance(held, Mapping) else None
+
     def reason(self) -> str:
         last = self.last
         plan = last.get("plan") or {}
         verification = (last.get("results") or {}).get("verification") or {}
-        return str(plan.get("escalation") or verification.get("summary") or last.get("diagnosis") or "")
+        held = self.limit or {}
+        return str(held.get("said") or plan.get("escalation") or verification.get("summary") or last.get("diagnosis") or "")
 
     def view(self) -> dict[str, Any]:
         """The incident in the form the run report's incident section reads."""
         last = self.last
         return {"host": last["host"], "service": last["service"], "status": self.status, "reason": self.reason(),
                 "failure_class": last.get("failure_class"), "summary": last.get("error_text"), "attempt_log": list(self.episodes),
-                "plan_id": last.get("plan_id")}
+                "plan_id": last.get("plan_id"), "limit": self.limit}
 
 
 def incidents_of(episodes: Sequence[Mapping[str, Any]]) -> list[Incident]:

@@ -7,9 +7,11 @@ import html
 import time
 from typing import Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
+
 # The outcomes of an incident (incident.Status, and an episode's own outcomes), the ones that need a person first.
 ATTENTION_ORDER = (
-    "escalated", "awaiting_approval", "unreachable", "halted", "interrupted", "denied", "blocked", "failed", "suspended", "deferred",
+    "escalated", "flapping", "awaiting_approval", "unreachable", "halted", "interrupted", "denied", "blocked", "failed", "suspended", "deferred",
     "in_progress_elsewhere", "observed", "planned", "healed", "recovered", "silenced", "masked", "healthy",
 )
 NEEDS_A_HUMAN = frozenset(ATTENTION_ORDER[:ATTENTION_ORDER.index("deferred")])
@@ -22,7 +24,7 @@ STYLE = (
     "pre{background:#f0f0f0;padding:0.4em;white-space:pre-wrap;word-break:break-all;max-height:20em;overflow:auto;margin:0.2em 0}"
     "code{background:#eee;padding:0 2px}.cause{font-weight:bold;background:#fff3f3;border:1px solid #c22;padding:0.3em}"
     ".next{background:#fff8e0;border:1px solid #d90;padding:0.3em}"
-    ".escalated,.unreachable,.halted,.interrupted,.denied,.blocked,.failed{border-color:#c22}"
+    ".escalated,.flapping,.unreachable,.halted,.interrupted,.denied,.blocked,.failed{border-color:#c22}"
     ".awaiting_approval,.planned,.suspended,.deferred,.in_progress_elsewhere,.observed{border-color:#d90}"
     ".healed,.recovered,.healthy{border-color:#2a2}.silenced,.masked{border-color:#888}"
     "span.status{display:inline-block;padding:0 6px;border-radius:3px;border-width:2px;border-style:solid}"
@@ -55,9 +57,16 @@ def page(title: str, body: str) -> str:
 
 
 def next_step(incident: Mapping[str, object]) -> str:
-    """What a person should do about an incident now, in words that name its host, service and plan."""
+    """What a person should do about an incident now, in words that name its host, service and plan - or the limit that
+    held it back, until when, and the command that lifts it."""
     status, host, service = str(incident.get("status")), str(incident.get("host")), str(incident.get("service"))
     plan_id = incident.get("plan_id")
+    held = incident.get("limit")
+    if isinstance(held, Mapping):
+        until = held.get("until")
+        when = (f"until {moment(float(until))} (the first run after that takes it up)" if isinstance(until, (int, float))
+                else str(held.get("ends") or ""))
+        return f"Nothing ran on {host}: the {held.get('limit')} limit holds {service} {when}. To lift it now: {held.get('lift')}"
     silence = f"sentinel.heal.silence host={host} service={service}"
     if status == "escalated":
         return (f"Fix the cause above on {host} by hand ({service}'s own words say what is wrong); the next heal run verifies it. "

@@ -184,6 +184,8 @@ def incident_html(incident: Mapping[str, Any], *, timeline: Sequence[Mapping[str
             parts.append(f"<p class='next'>next: {esc(what)}</p>")
     elif incident.get("reason") and status != "healed":
         parts.append(f"<p class='reason'>{esc(incident['reason'])}</p>")
+        if incident.get("limit"):  # a limit that ends by itself (a silence, the blast radius) still says how to lift it
+            parts.append(f"<p class='next'>next: {esc(next_step(incident))}</p>")
     for episode in log:
         episode_id = f", episode {episode['id']}" if episode.get("id") is not None else ""
         parts.append(f"<h3>attempt {esc(episode.get('attempt'))}{esc(episode_id)}: {esc(episode.get('outcome'))} "

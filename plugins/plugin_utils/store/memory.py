@@ -59,10 +59,11 @@ _PRUNABLE = """episodes.finished_at < ? AND episodes.id NOT IN (SELECT episode_i
     AND episodes.id NOT IN (SELECT executed_episode_id FROM plans WHERE executed_episode_id IS NOT NULL)"""
 
 OUTCOMES = frozenset({"healed", "failed", "blocked", "escalated", "awaiting_approval", "denied", "unreachable", "suspended", "deferred",
-                      "interrupted", "in_progress_elsewhere", "halted", "fleet"})
+                      "interrupted", "in_progress_elsewhere", "halted", "fleet", "flapping", "silenced"})
 PLAN_STATUSES = frozenset({"pending", "running", "executed", "denied"})
-# outcomes of an attempt that a limit (the kill switch, the blast radius, the run's rollout) stopped before it started
-HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted", "fleet"})
+# outcomes of an attempt that a limit (the kill switch, the blast radius, the run's rollout, flapping, a silence) stopped
+# before it started
+HELD_OUTCOMES = frozenset({"suspended", "deferred", "in_progress_elsewhere", "halted", "fleet", "flapping", "silenced"})
 # the episodes' columns that hold JSON
 JSON_COLUMNS = ("evidence_json", "plan_json", "verdicts_json", "results_json")
 
@@ -352,14 +353,15 @@ class Memory:
                 (by, at, note, plan_id),
             ).rowcount == 1
 
-    def remediations(self, host: str, service: str, *, since: float) -> list[dict[str, Any]]:
+    def remediations(self, host: str, service: str, *, since: float, other_than: str = "") -> list[dict[str, Any]]:
         """The attempts that ran a remediation of the service on the host since then (and since a person last reset
-        its flapping count), oldest first: what the flapping limit counts."""
+        its flapping count), oldest first, but those of the incident ``other_than``: what the flapping limit counts. A
+        limit's refusal ran nothing and is not one."""
         reset = self._db.execute("SELECT max(reset_at) FROM flapping_resets WHERE host = ? AND service = ?", (host, service)).fetchone()[0]
         rows = self._db.execute(
             """SELECT id, outcome, started_at FROM episodes WHERE host = ? AND service = ? AND started_at >= ?
-               AND outcome IN ('healed', 'failed', 'interrupted') ORDER BY started_at, id""",
-            (host, service, max(since, reset or since)),
+               AND outcome IN ('healed', 'failed', 'interrupted') AND incident_id != ? ORDER BY started_at, id""",
+            (host, service, max(since, reset or since), other_than),
         ).fetchall()
         return [dict(row) for row in rows]
 
@@ -384,13 +386,18 @@ class Memory:
                                     elsewhere=True)
             running = db.execute("SELECT count(*) FROM leases").fetchone()[0]
             if radius.max_running and running >= radius.max_running:
-                return LeaseRefusal(f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})")
+                # the lease that expires first frees its slot then at the latest
+                expires = db.execute("SELECT min(expires_at) FROM leases").fetchone()[0]
+                return LeaseRefusal(f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})",
+                                    cap="max_running", until=float(expires))
             hosts = {row[0] for row in db.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
             if radius.max_hosts_per_run and host not in hosts and len(hosts) >= radius.max_hosts_per_run:
-                return LeaseRefusal(f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})")
+                return LeaseRefusal(f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})",
+                                    cap="max_hosts_per_run")
             spent = int(db.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0])
             if radius.max_attempts_per_run and spent >= radius.max_attempts_per_run:
-                return LeaseRefusal(f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})")
+                return LeaseRefusal(f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})",
+                                    cap="max_attempts_per_run")
             db.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
                           ON CONFLICT (run_id, host) DO UPDATE SET attempts = run_hosts.attempts + 1""", (radius.run_id, host, at))
             lease = db.execute(
@@ -494,11 +501,10 @@ class Memory:
         rows = self._db.execute("SELECT * FROM silences WHERE lifted_at IS NULL AND until > ? ORDER BY until DESC, id DESC", (at,))
         return [Silence(**dict(row)) for row in rows]
 
-    def silenced_because(self, host: str, groups: Iterable[str], service: str, *, at: float) -> str | None:
-        """What the silence in force over this service on this host says (who, until when, why), or None."""
+    def silence_over(self, host: str, groups: Iterable[str], service: str, *, at: float) -> Silence | None:
+        """The silence in force over this service on this host (the one that ends last), or None."""
         groups = tuple(groups)
-        silence = next((silence for silence in self.silences(at=at) if silence.covers(host, groups, service)), None)
-        return None if silence is None else silence.describe()
+        return next((silence for silence in self.silences(at=at) if silence.covers(host, groups, service)), None)
 
     def suspension(self) -> Suspension | None:
         """The suspension in force (the kill switch), or None: read afresh on every call, so a running job sees it thrown."""
@@ -551,6 +557,7 @@ def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id:
         "verification": dict(attempt.verification),
         "artifacts": list(attempt.artifacts),
         **({"fleet_incident": dict(attempt.fleet_incident)} if attempt.fleet_incident else {}),
+        **({"limit": attempt.held_by.to_dict()} if attempt.held_by else {}),
     }
     os_family, service_manager = host_family(failure.facts)
     return {

@@ -8,7 +8,7 @@ import zoneinfo
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import maintenance_windows
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off, maintenance_windows
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 
@@ -27,6 +27,16 @@ def test_a_recurring_window_past_midnight_covers_its_days_evenings_and_the_morni
     assert not window.covers("nginx", at("2026-11-27T23:30"))  # Friday night
     assert not window.covers("redis", at("2026-11-28T23:30"))  # another service
     assert window.describe() == "in the maintenance window 'patching' (sat 22:00-04:00 Europe/Berlin)"
+
+
+def test_a_window_that_holds_a_service_says_when_it_ends_and_where_it_is_declared() -> None:
+    [window] = maintenance_windows([{"name": "patching", "days": ["sat"], "start": "22:00", "end": "04:00", "timezone": "Europe/Berlin"}])
+    # the evening part ends the morning after, the morning part the same morning
+    assert window.ends_after(at("2026-11-28T23:30")) == window.ends_after(at("2026-11-29T01:00")) == at("2026-11-29T04:00")
+    held = hands_off(None, None, [window], "nginx", at("2026-11-28T23:30"), "web1")
+    assert held is not None and (held.limit, held.until) == ("maintenance_window", at("2026-11-29T04:00"))
+    assert held.lift == "take the window 'patching' out of autoheal_maintenance_windows (the heal's maintenance_windows) in the inventory"
+    assert hands_off(None, None, [window], "nginx", at("2026-11-29T04:00"), "web1") is None
 
 
 def test_a_daily_window_in_utc_and_a_one_off_window() -> None:

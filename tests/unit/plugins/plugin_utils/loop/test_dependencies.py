@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Hold
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies import check_depends_on, dependencies_first, with_what_they_need
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
@@ -105,6 +105,7 @@ def test_a_job_about_one_service_checks_it_and_what_it_needs_all_the_way_down() 
 
 def test_a_persons_silence_of_the_service_is_heard_before_its_dependencies(tmp_path: Path) -> None:
     """A silenced service whose dependency escalated is not paged for: the silence comes first."""
-    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [], silence=lambda failure: "silenced by alice")
+    held = Hold("silence", "silenced by alice", "sentinel.heal.silence state=absent silence_id=1 decided_by=YOU", until=2e9)
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [], silence=lambda failure: held)
     outcome = heal_incident(failing("web", depends_on=("api",)), tools, [DependencyOutcome("api", "escalated", "api is broken")])
-    assert outcome.trace.path == ["diagnose", "silenced"] and outcome.state.status == "silenced"
+    assert outcome.trace.path == ["diagnose", "record", "silenced"] and outcome.state.status == "silenced"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -20,18 +21,22 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import summary_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import CANARY_POLL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, audit_records, iso_utc
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import next_step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, decoded_episode
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
+
+AUDIT_SCHEMA = json.loads((Path(__file__).resolve().parents[5] / "docs" / "audit-schema.json").read_text())
 
 
 def test_healed_on_the_first_attempt(tmp_path: Path) -> None:
@@ -328,18 +333,83 @@ def test_the_kill_switch_thrown_during_the_run_stops_the_steps_not_yet_started(t
     assert "stopped after rm -f /run/nginx.pid" in outcome.state.reason
 
 
+def audited(tmp_path: Path, incident: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The records the timeline callback appends to the run's audit.jsonl for the incident, read back from the file and
+    each held to docs/audit-schema.json."""
+    audit = tmp_path / "audit.jsonl"
+    audit.unlink(missing_ok=True)
+    append_audit(incident["attempt_log"], audit)
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    for record in records:
+        jsonschema.Draft202012Validator(AUDIT_SCHEMA).validate(record)
+    return records
+
+
+def test_the_kill_switch_says_itself_in_the_episode_the_audit_trail_and_what_to_do_next(tmp_path: Path) -> None:
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY], suspension=lambda: THROWN)
+    incident = heal_incident(nginx_failure(), tools).to_dict()
+    lift = "sentinel.heal.suspension state=absent decided_by=YOU (the playbook: ansible-playbook sentinel.heal.suspend -e resume=true)"
+    assert incident["reason"] == (f"nginx: autonomous remediation is {THROWN}; nothing ran; the suspension limit holds until a person "
+                                  f"resumes healing; to lift it now: {lift}")
+    assert tools.memory is not None
+    [episode] = tools.memory.episodes()
+    assert json.loads(episode["results_json"])["limit"] == {"limit": "suspension", "said": THROWN, "lift": lift, "until": None,
+                                                            "ends": "until a person resumes healing"}
+    outcome = audited(tmp_path, incident)[-1]
+    assert outcome["detail"]["outcome"] == "suspended" and outcome["episode_id"] == episode["id"]
+    assert outcome["detail"]["limit"] == {"name": "suspension", "said": THROWN, "until": None, "ends": "until a person resumes healing",
+                                          "lift": lift}
+    assert next_step(incident) == f"Nothing ran on web1: the suspension limit holds nginx until a person resumes healing. To lift it now: {lift}"
+
+
 def test_a_service_remediated_flap_limit_times_in_the_window_is_escalated_as_flapping_and_nothing_runs(tmp_path: Path) -> None:
-    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], flap_limit=2)
+    """Separate heals that worked count (the service keeps breaking); the refusal is an episode and an audit record that
+    say the limit, until when and the command, and it is no remediation: it never counts toward the limit itself."""
+    now = [time.time() - 1200]  # the third incident is now, as the report reads it
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], flap_limit=2, clock=lambda: now[0])
     for _round in range(2):
         assert heal_incident(nginx_failure(), tools).state.status == "healed"
+        now[0] += 600
     executor = ScriptedExecutor(CONFIG_OK)
     outcome = heal_incident(nginx_failure(), dataclasses.replace(tools, executor=executor))
-    assert outcome.trace.path == ["diagnose", "escalate"]
-    assert outcome.state.status == "escalated" and not outcome.state.attempts and executor.runs == []
-    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in outcome.state.reason
-    assert "sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU" in outcome.state.reason
+    assert outcome.trace.path == ["diagnose", "record", "escalate"]
+    incident = outcome.to_dict()
+    assert outcome.state.status == "escalated" and incident["attempts"] == 0 and executor.runs == []
+    reason = outcome.state.reason
+    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2: flap_limit=2, flap_window=3600)" in reason
+    # the first of the two counted started 20 min ago: the window lets go of it in 40 min
+    assert re.search(r"; nothing runs; the flapping limit holds until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d, in 40 min; "
+                     r"to lift it now: sentinel\.heal\.flapping_reset host=web1 service=nginx decided_by=YOU$", reason), reason
+    assert tools.memory is not None
+    [refusal] = tools.memory.episodes(outcome="flapping")
+    assert refusal["id"] == outcome.state.episodes[0] == incident["attempt_log"][0]["id"] and refusal["plan_json"] is None
+    assert [row["id"] for row in tools.memory.remediations("web1", "nginx", since=0)] == [1, 2]  # the refusal is not one
+    # the audit trail of the run (what the timeline callback appends) says it
+    records = audited(tmp_path, incident)
+    assert [record["kind"] for record in records] == ["incident_opened", "evidence", "outcome"]
+    limit = records[-1]["detail"]["limit"]
+    assert records[-1]["detail"]["outcome"] == "flapping" and records[-1]["episode_id"] == refusal["id"]
+    assert limit["name"] == "flapping" and limit["until"] == iso_utc(now[0] - 1200 + 3600)
+    assert limit["lift"] == "sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU"
+    # the report's next: the limit, until when and the command, not "fix the cause by hand"
+    said = next_step(incident)
+    assert re.match(r"Nothing ran on web1: the flapping limit holds nginx until \S+, in (39 min \d+ s|40 min) ", said), said
+    assert said.endswith("To lift it now: sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU") and "by hand" not in said
+    assert summary_line("web1", incident, False) == f"web1: nginx escalated: {reason}"
     # off, it is not counted
     assert heal_incident(nginx_failure(), dataclasses.replace(tools, flap_limit=0, verify=lambda spec: HEALTHY)).state.status == "healed"
+
+
+def test_a_first_incident_is_never_refused_by_the_flapping_limit_however_many_attempts_it_takes(tmp_path: Path) -> None:
+    """Its own retries are max_attempts' to bound: at a limit of one, the first incident still gets every attempt."""
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [STILL_DOWN, HEALTHY], flap_limit=1, max_attempts=3)
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.state.status == "healed", outcome.state.reason
+    assert outcome.to_dict()["attempts"] == 2 and len(executor.remediations) == 2
+    assert tools.memory is not None and tools.memory.episodes(outcome="flapping") == []
+    # the next incident is one too many
+    assert heal_incident(nginx_failure(), tools).state.status == "escalated"
 
 
 def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_path: Path) -> None:
@@ -352,6 +422,34 @@ def test_a_remediation_over_the_blast_radius_is_deferred_and_nothing_runs(tmp_pa
     assert outcome.state.status == "deferred" and "the cap per run is 1" in outcome.state.reason
     assert len(executor.remediations) == 1  # web1's only
     assert tools.memory is not None and tools.memory.episodes(host="web2")[0]["outcome"] == "deferred"
+    lift = "ansible-playbook sentinel.heal.heal -i INVENTORY -e autoheal_max_hosts_per_run=2 (a higher cap; 0 is none)"
+    assert outcome.state.reason == ("nginx: deferred, nothing ran: this run already remediated 1 hosts (the cap per run is 1); the next run "
+                                    f"takes it up; the max_hosts_per_run limit holds until this run ends; to lift it now: {lift}")
+    incident = outcome.to_dict()
+    limit = audited(tmp_path, incident)[-1]["detail"]["limit"]
+    assert (limit["name"], limit["until"], limit["ends"], limit["lift"]) == ("max_hosts_per_run", None, "until this run ends", lift)
+    assert next_step(incident) == f"Nothing ran on web2: the max_hosts_per_run limit holds nginx until this run ends. To lift it now: {lift}"
+
+
+def test_a_remediation_over_max_running_is_deferred_until_the_running_one_ends_at_the_latest(tmp_path: Path) -> None:
+    executor = ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [], blast_radius=BlastRadius(max_running=1, run_id="run-1"))
+    assert tools.memory is not None
+    now = time.time()
+    other = nginx_failure(host="web2")
+    # another fork remediates web2 now: its lease ends in 10 min at the latest
+    running = tools.memory.acquire_lease(LeaseRequest(radius=tools.blast_radius, incident_id="web2-incident", failure=other,
+                                                      attempt=Attempt(number=1, started_at=now), at=now, ttl=600, owner=process_owner(),
+                                                      steps_started=tools.steps_started))
+    assert isinstance(running, int)
+    incident = heal_incident(nginx_failure(), tools).to_dict()
+    assert incident["status"] == "deferred" and executor.remediations == []
+    assert "1 remediations are running (the cap on remediations at the same time is 1); the next run takes it up; " in incident["reason"]
+    assert re.search(r"the max_running limit holds until \S+, in (9 min \d+ s|10 min); to lift it now: ansible-playbook sentinel\.heal\.heal "
+                     r"-i INVENTORY -e autoheal_max_running=2 \(a higher cap; 0 is none\)$", incident["reason"]), incident["reason"]
+    limit = audited(tmp_path, incident)[-1]["detail"]["limit"]
+    assert limit["name"] == "max_running" and limit["until"] == iso_utc(now + 600)
+    assert next_step(incident).startswith("Nothing ran on web1: the max_running limit holds nginx until ")
 
 
 def test_every_remediation_holds_a_lease_while_it_runs_and_releases_it(tmp_path: Path) -> None:
@@ -435,21 +533,29 @@ def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_att
 
 def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [], silence=lambda failure: "silenced by alice until 18:00: disk swap" if failure.service == "nginx" else None)
+    silence = Silence(id=7, hosts="web1", service="nginx", reason="disk swap", set_by="alice", set_at=0.0, until=time.time() + 7200)
+    tools = _tools(tmp_path, executor, [], silence=lambda failure: silence.hold() if failure.service == "nginx" else None)
     outcome = heal_incident(nginx_failure(), tools)
-    assert outcome.trace.path == ["diagnose", "silenced"] and outcome.state.status == "silenced"
-    assert outcome.state.reason == "nginx: silenced by alice until 18:00: disk swap; checked, nothing planned or run"
-    assert executor.runs == [] and not outcome.state.attempts
-    assert tools.memory is not None and tools.memory.episodes() == []
+    assert outcome.trace.path == ["diagnose", "record", "silenced"] and outcome.state.status == "silenced"
+    assert outcome.state.reason.startswith("nginx: silenced by alice (silence 7): disk swap; checked, nothing planned or run; "
+                                           "the silence limit holds until ")
+    assert outcome.state.reason.endswith(", in 2 h; to lift it now: sentinel.heal.silence state=absent silence_id=7 decided_by=YOU")
+    # the refusal is an episode, not a heal attempt
+    assert executor.runs == [] and outcome.to_dict()["attempts"] == 0
+    assert tools.memory is not None and [episode["outcome"] for episode in tools.memory.episodes()] == ["silenced"]
 
 
 def test_a_maintenance_marker_on_the_host_holds_the_loop_and_a_malformed_one_warns(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [], silence=lambda failure: hands_off(None, failure.facts.get("maintenance"), (), failure.service, 0.0))
+    tools = _tools(tmp_path, executor, [], silence=lambda failure: hands_off(None, failure.facts.get("maintenance"), (), failure.service, 0.0,
+                                                                             failure.host))
     marker = {"path": "/etc/sentinel-heal/maintenance", "reason": "new disk", "services": [], "until": None, "by": "alice", "problem": None}
     held = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": marker}), tools)
-    assert held.trace.path == ["diagnose", "silenced"] and executor.runs == []
+    assert held.trace.path == ["diagnose", "record", "silenced"] and executor.runs == []
     assert "nginx: in maintenance by alice until it is removed (/etc/sentinel-heal/maintenance): new disk" in held.state.reason
+    assert held.state.reason.endswith("the maintenance_marker limit holds until the marker is removed; to lift it now: ansible web1 -b -m "
+                                      "ansible.builtin.file -a 'path=/etc/sentinel-heal/maintenance state=absent' (a person's marker: "
+                                      "remove it only once the work on the host is done)")
     broken = dict(marker, problem="is not owned by root (uid 1000)")
     warned = heal_incident(dataclasses.replace(nginx_failure(), facts={"maintenance": broken}), tools)
     assert warned.state.status == "silenced" and executor.runs == []

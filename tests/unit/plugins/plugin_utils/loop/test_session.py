@@ -4,10 +4,14 @@ them again), and what of the host's failures its fleet view counts, with a real 
 
 from __future__ import annotations
 
+import datetime
+import functools
+import html
 import importlib
 import json
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
 from ansible_collections.sentinel.heal.plugins.action import heal as heal_action
+from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
@@ -27,6 +32,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import NGINX_SPEC, nginx_failure
 
@@ -122,3 +129,90 @@ def test_the_llm_settings_fail_the_first_run_of_a_healthy_host(tmp_path: Path, l
     with pytest.raises(LLMError) as refused:
         _session(tmp_path, [], llm=llm).run()
     assert str(refused.value).startswith(said)
+
+
+def _audit_file(tmp_path: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records the timeline callback appends for the task's result to the run's audit.jsonl, read back from the file."""
+    audit = tmp_path / "audit.jsonl"
+    append_audit([episode for incident in result["incidents"] for episode in incident["attempt_log"]], audit)
+    return [json.loads(line) for line in audit.read_text().splitlines()]
+
+
+def _lift(state_dir: Path, command: str) -> None:
+    """Run the command a refusal names, as its module does (the module's task in memory_tasks), alice deciding."""
+    module, *pairs = shlex.split(command)
+    args: dict[str, Any] = {key: "alice" if value == "YOU" else value for key, value in (pair.split("=", 1) for pair in pairs)}
+    if "silence_id" in args:
+        args["silence_id"] = int(args["silence_id"])
+    task = {"sentinel.heal.flapping_reset": memory_tasks.reset_flapping, "sentinel.heal.silence": memory_tasks.silence}[module]
+    with Memory(state_dir) as memory:
+        task(memory, args, check_mode=False, task_vars={})
+
+
+def test_a_persons_silence_is_an_episode_and_an_audit_record_naming_it_until_when_and_the_command_that_lifts_it(tmp_path: Path) -> None:
+    now = time.time()
+    with Memory(tmp_path) as memory:
+        silence = memory.silence(hosts="web*", service="nginx", until=now + 7200, reason="disk swap", by="alice", at=now)
+    result = _session(tmp_path, [nginx_failure()]).run()
+    [incident] = result["incidents"]
+    lift = f"sentinel.heal.silence state=absent silence_id={silence.id} decided_by=YOU"
+    assert (incident["status"], incident["attempts"], result["changed"]) == ("silenced", 0, False)
+    [summary] = result["summary"]
+    assert summary.startswith(f"web1: nginx silenced: nginx: silenced by alice (silence {silence.id}): disk swap; checked, nothing "
+                              "planned or run; the silence limit holds until "), summary
+    assert re.search(rf", in (1 h 59 min|2 h); to lift it now: {re.escape(lift)}$", summary), summary
+    with Memory(tmp_path) as memory:
+        [episode] = memory.episodes()
+    assert (episode["outcome"], [episode["id"]]) == ("silenced", incident["episodes"])
+    kinds = [(record["kind"], record["episode_id"]) for record in _audit_file(tmp_path, result)]
+    assert kinds == [("incident_opened", episode["id"]), ("evidence", episode["id"]), ("outcome", episode["id"])]
+    outcome = _audit_file(tmp_path, result)[-1]["detail"]
+    assert outcome["outcome"] == "silenced" and outcome["limit"] == {
+        "name": "silence", "said": f"silenced by alice (silence {silence.id}): disk swap", "until": iso_utc(now + 7200), "ends": "",
+        "lift": lift}
+    page = html.unescape(run_report_html({"web1": result}, title="run"))
+    assert re.search(r"next: Nothing ran on web1: the silence limit holds nginx until \S+, in (1 h 59 min|2 h) \(the first run after that takes it "
+                     rf"up\)\. To lift it now: {re.escape(lift)}", page), page
+    _lift(tmp_path, lift)  # the command works as written
+    with Memory(tmp_path) as memory:
+        assert memory.silence_over("web1", (), "nginx", at=time.time()) is None
+
+
+def test_the_flapping_limit_is_an_episode_and_an_audit_record_and_the_report_says_reset_it_not_fix_it_by_hand(tmp_path: Path) -> None:
+    now = time.time()
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="earlier", failure=nginx_failure(),
+                              attempt=Attempt(number=1, outcome="healed", verified=True, started_at=now - 600, finished_at=now - 590))
+    result = _session(tmp_path, [nginx_failure()], flap_limit=1).run()
+    [incident] = result["incidents"]
+    lift = "sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU"
+    assert (incident["status"], incident["attempts"]) == ("escalated", 0)
+    assert re.search(r"^web1: nginx escalated: nginx: flapping: remediated 1 times in the last 60 min \(episodes 1; the limit is 1: "
+                     r"flap_limit=1, flap_window=3600\); nothing runs; the flapping limit holds until \S+, in (49 min \d+ s|50 min); "
+                     rf"to lift it now: {re.escape(lift)}$", result["summary"][0]), result["summary"]
+    with Memory(tmp_path) as memory:
+        assert [(episode["id"], episode["outcome"]) for episode in memory.episodes()] == [(2, "flapping"), (1, "healed")]
+        assert [row["id"] for row in memory.remediations("web1", "nginx", since=0)] == [1]  # the refusal is none
+    [opened, _evidence, outcome] = _audit_file(tmp_path, result)
+    assert opened["kind"] == "incident_opened" and opened["episode_id"] == 2
+    assert outcome["detail"]["outcome"] == "flapping" and outcome["detail"]["limit"]["until"] == iso_utc(now - 600 + 3600)
+    assert outcome["detail"]["limit"]["lift"] == lift
+    page = html.unescape(run_report_html({"web1": result}, title="run"))
+    assert "next: Nothing ran on web1: the flapping limit holds nginx until " in page and f"To lift it now: {lift}" in page
+    assert "by hand" not in page
+    _lift(tmp_path, lift)
+    with Memory(tmp_path) as memory:
+        assert memory.remediations("web1", "nginx", since=0) == []
+
+
+def test_a_declared_maintenance_window_says_when_it_ends_and_where_it_is_declared(tmp_path: Path) -> None:
+    now = int(time.time())
+    stamp = functools.partial(datetime.datetime.fromtimestamp, tz=datetime.UTC)
+    window = {"name": "patching", "from": stamp(now - 60).isoformat(), "until": stamp(now + 1800).isoformat()}
+    result = _session(tmp_path, [nginx_failure()], maintenance_windows=[window]).run()
+    [incident] = result["incidents"]
+    assert incident["status"] == "silenced" and incident["limit"]["limit"] == "maintenance_window"
+    assert re.search(r"the maintenance_window limit holds until \S+, in (29 min \d+ s|30 min); to lift it now: take the window "
+                     r"'patching' out of autoheal_maintenance_windows \(the heal's maintenance_windows\) in the inventory$", incident["reason"])
+    outcome = _audit_file(tmp_path, result)[-1]["detail"]
+    assert outcome["outcome"] == "silenced" and outcome["limit"]["until"] == iso_utc(now + 1800)

@@ -3,14 +3,18 @@ still need a person in full, and nothing from outside the page."""
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 from memory_places import MemoryPlace
 from test_audit import T0, record_fixed_incidents
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html, incidents_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.svg import columns, hbars
+from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 
 class _Svgs(HTMLParser):
@@ -70,3 +74,17 @@ def test_the_svg_writer_escapes_labels_and_scales_to_the_largest_value() -> None
     days = columns(["2026-11-25", "2026-11-26"], [2, 0], title="per day", rates=[0.5, None])
     assert days.count("<rect") == 2 and "<polyline points='" in days
     assert hbars([], title="nothing") == "<p class='muted'>nothing: nothing in this window</p>"
+
+
+def test_a_service_the_flapping_limit_refused_is_escalated_in_the_history_and_its_next_names_the_limit_and_the_reset(
+        tmp_path: Path) -> None:
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY], flap_limit=1)
+    assert heal_incident(nginx_failure(), tools).state.status == "healed"
+    assert heal_incident(nginx_failure(), tools).state.status == "escalated"  # refused: flapping
+    assert tools.memory is not None
+    episodes = tools.memory.episodes_between(0, 2e9)
+    page = html.unescape(history_html(episodes, since=0, until=2e9, title="today"))
+    assert "2 incident(s), 2 attempt(s): 1 escalated, 1 healed" in page
+    assert re.search(r"next: Nothing ran on web1: the flapping limit holds nginx until \S+, in (59 min \d+ s|1 h) \(the first run after "
+                     r"that takes it up\)\. To lift it now: sentinel\.heal\.flapping_reset host=web1 service=nginx decided_by=YOU", page), page
+    assert "flapping: remediated 1 times in the last 60 min" in page and "by hand" not in page

@@ -467,16 +467,16 @@ def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifte
     with memory_place.open() as memory:
         web = memory.silence(hosts="web*", service="nginx", until=200.0, reason="disk swap", by="alice", at=100.0)
         memory.silence(hosts="dbservers", service=ALL_SERVICES, until=150.0, reason="failover", by="bob", at=100.0)
-        assert memory.silenced_because("web1", (), "nginx", at=120.0) == web.describe()
-        assert memory.silenced_because("web1", (), "redis", at=120.0) is None  # another service
-        assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
-        assert memory.silenced_because("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
+        assert memory.silence_over("web1", (), "nginx", at=120.0) == web
+        assert memory.silence_over("web1", (), "redis", at=120.0) is None  # another service
+        assert memory.silence_over("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
+        assert memory.silence_over("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
         assert [silence.reason for silence in memory.silences(at=120.0)] == ["disk swap", "failover"]
         assert memory.unsilence(by="carol", at=130.0, hosts="web*", dry_run=True) == [web]  # as it is: nothing lifted
-        assert memory.silenced_because("web1", (), "nginx", at=130.0) == web.describe()
+        assert memory.silence_over("web1", (), "nginx", at=130.0) == web
         [lifted] = memory.unsilence(by="carol", at=130.0, hosts="web*")
         assert (lifted.id, lifted.lifted_by) == (web.id, "carol")
-        assert memory.silenced_because("web1", (), "nginx", at=131.0) is None
+        assert memory.silence_over("web1", (), "nginx", at=131.0) is None
         assert memory.unsilence(by="carol", at=131.0, silence_id=web.id) == []  # once
 
 
