@@ -158,8 +158,11 @@ port_free() {
 squatter_pidfile=/run/lab-squatter.pid
 
 # A stray `python3 -m http.server PORT` takes the port (its service must be stopped); its PID goes to $squatter_pidfile.
+# It runs as nobody, allowed to bind a port below 1024, as a stray server does: a process of root's outside the
+# service's unit is protected from the loop (it may be a daemon of the host), and that case needs a person.
 squat_port() {
-    setsid python3 -m http.server "$1" --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
+    setsid setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+net_bind_service --ambient-caps=+net_bind_service \
+        python3 -m http.server "$1" --bind 0.0.0.0 --directory /srv </dev/null >/dev/null 2>&1 &
     echo $! > "$squatter_pidfile"
     wait_until port_taken "$1"
 }
