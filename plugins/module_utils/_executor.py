@@ -453,7 +453,8 @@ def _decide_and_run(request, verdict, spec, services, context, policy, places):
     if kind == "read" and not (rule and rule.read_only):
         response.update(refused=True, reason="asked as a read, but %s changes things" % verdict.rule)
         return response
-    redirectable = _redirectable_operand(verdict.argv[1:]) if rule and rule.read_only and verdict.become else None
+    redirectable = _redirectable_operand(verdict.argv[1:], verdict.argv[0] in METADATA_READERS) \
+        if rule and rule.read_only and verdict.become else None
     if redirectable:
         response.update(refused=True, rule="read-could-be-redirected", reason=redirectable)
         return response
@@ -561,24 +562,30 @@ def _run(argv, become, timeout):
     return dict(rc=child.returncode, stdout=redact(_text(stdout)), stderr=redact(_text(stderr)))
 
 
-def _redirectable_operand(args):
+# programs that read names and metadata, never a file's content: through an entry a service account owns (the service's
+# own directories, where a person looks first) they run, and a link on the way is still refused
+METADATA_READERS = frozenset(("ls", "stat", "namei", "du"))
+
+
+def _redirectable_operand(args, metadata_only=False):
     """Why a read run as root could be led elsewhere than the path it names, or None. The program a read runs (cat,
     tail, grep) opens its operands itself and follows every link on the way, so such a read is refused, never run on a
     path another account than root could change: one whose existing components include a symbolic link, an entry not
     root's, or a directory a non-root group or everyone may write (without the sticky bit). Each argument is read as a
     path, as the program may (a relative one from /, where steps run; the value of --opt=VALUE too): a component that
     does not exist ends the walk, having nothing to follow. The service's own logs still come with service_check, which
-    reads them without following a link."""
+    reads them without following a link. A read of names and metadata only (``metadata_only``) may pass entries an
+    account owns: swapped for a link at that moment, it would show another entry's metadata, never its content."""
     for arg in args:
         for value in (arg, arg.partition("=")[2]) if arg.startswith("--") else (arg,):
-            reason = _redirectable_path(value)
+            reason = _redirectable_path(value, metadata_only)
             if reason:
                 return ("%r is read as root and could be led elsewhere: %s; refused (service_check reads the service's logs "
                         "without following links)" % (arg, reason))
     return None
 
 
-def _redirectable_path(path):
+def _redirectable_path(path, metadata_only=False):
     current = ""
     for part in path.split("/"):
         if part in ("", "."):
@@ -590,7 +597,7 @@ def _redirectable_path(path):
             return None
         if stat.S_ISLNK(info.st_mode):
             return "%s is a symbolic link" % current
-        if info.st_uid != 0:
+        if info.st_uid != 0 and not metadata_only:
             return "%s is not root's (uid %d)" % (current, info.st_uid)
         others_write = info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != 0)
         if stat.S_ISDIR(info.st_mode) and others_write and not info.st_mode & stat.S_ISVTX:

@@ -575,13 +575,17 @@ def test_a_read_as_root_through_a_path_a_service_account_could_redirect_is_refus
     root_owned = tmp_path / "root-owned"
     root_owned.mkdir()
     (root_owned / "cache").symlink_to(secrets)
-    for path in (service / "cache", root_owned / "cache", service / "nothing-there-yet"):
+    for path in (service / "cache", root_owned / "cache"):
         rc, response, log = execute(host, request(["ls", "-l", str(path)]))
         assert rc == REFUSED and response["refused"] is True and response["rule"] == "read-could-be-redirected", response
         assert "id_rsa.old" not in json.dumps(response) and "stdout" not in response
         assert log[0]["decision"] == "refused"
     rc, response, _log = execute(host, request(["ls", "-l", str(root_owned)]))
     assert rc == 0 and response["rule"] == "list-directories" and "cache ->" in response["stdout"]
+    # names and metadata of the account's own entries are what a person reads first there (ls -ld of its directory)
+    (service / "backup").mkdir()
+    rc, response, _log = execute(host, request(["ls", "-ld", str(service / "backup")]))
+    assert rc == 0 and response["rule"] == "list-directories" and str(service / "backup") in response["stdout"], response
 
 
 REDIS_CONF = ('bind 127.0.0.1\nrequirepass "correct horse battery"\nmasterauth replica-secret-1\naclfile /etc/redis/users.acl\n'

@@ -557,8 +557,8 @@ def test_on_systemd_the_services_own_processes_are_its_units_and_not_another_of_
     assert (owner["pid"], owner["own"], owner["root"]) == (700, True, False)
 
 
-def test_without_systemd_the_services_own_processes_are_its_pid_files_and_what_descends_from_it(monkeypatch: pytest.MonkeyPatch,
-                                                                                                 tmp_path: Path) -> None:
+def test_without_systemd_the_services_own_processes_are_its_pid_files_and_what_descends_from_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pidfile = tmp_path / "nginx.pid"
     pidfile.write_text("800\n")
     spec = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": str(pidfile)}
@@ -574,8 +574,8 @@ def test_without_systemd_the_services_own_processes_are_its_pid_files_and_what_d
     assert evidence_on(monkeypatch, tmp_path / "reused", spec, "sysv", host)["service_pids"] == []
 
 
-def test_a_port_owner_says_whether_it_is_roots_and_whether_it_runs_the_services_program(monkeypatch: pytest.MonkeyPatch,
-                                                                                          tmp_path: Path) -> None:
+def test_a_port_owner_says_whether_it_is_roots_and_whether_it_runs_the_services_program(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Debian's redis-server is a link to redis-check-rdb: the kernel names the file the link leads to, and after an
     upgrade replaced it under a running server, that file "(deleted)"."""
     bin_dir = tmp_path / "usr" / "bin"
