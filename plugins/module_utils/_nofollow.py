@@ -113,7 +113,8 @@ def open_file(path):
     """The regular file ``path`` open for reading (binary), reached as every step here reaches a path: a link on the
     way or in its place is refused, and so is a file of more than one name (a hard link an account made in its own
     directory to a file it may not read, /etc/shadow, would be read by root as its own)."""
-    with _pinned_parent(path) as (parent_fd, name):
+    with _pinned_parent(path) as pinned:
+        parent_fd, name = pinned
         with _refusing(path, path, "read", parent_fd, name):
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=parent_fd)
     with os.fdopen(fd, "rb") as handle:
