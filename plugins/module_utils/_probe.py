@@ -596,7 +596,10 @@ def tail(path, lines):
             handle.seek(max(0, size - LOG_READ_BYTES))
             data = handle.read().decode("utf-8", "replace")
     except NoFollowRefused as exc:
-        return "(cannot read: %s)" % exc
+        # the check's own failure to read, said without the log's path: diagnosis reads a path beside "Permission
+        # denied" as the service's words about that path
+        cause = exc.__cause__
+        return "(cannot read: %s)" % (cause.strerror if isinstance(cause, OSError) and cause.strerror else exc)
     except OSError as exc:
         return "(cannot read: %s)" % exc.strerror
     return clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
