@@ -12,6 +12,7 @@ of their paths and logs are), redacted before it leaves the host.
 from __future__ import annotations
 
 import calendar
+import errno
 import grp
 import os
 import pwd
@@ -598,8 +599,8 @@ def tail(path, lines):
     except NoFollowRefused as exc:
         # the check's own failure to read, said without the log's path: diagnosis reads a path beside "Permission
         # denied" as the service's words about that path
-        cause = exc.__cause__
-        return "(cannot read: %s)" % (cause.strerror if isinstance(cause, OSError) and cause.strerror else exc)
+        denied = isinstance(exc.__cause__, OSError) and exc.__cause__.errno in (errno.EACCES, errno.EPERM)
+        return "(cannot read: %s)" % (exc.__cause__.strerror if denied else exc)
     except OSError as exc:
         return "(cannot read: %s)" % exc.strerror
     return clip("\n".join(data.splitlines()[-lines:]), LOG_LIMIT, keep="end")
