@@ -207,9 +207,8 @@ class ScriptedLLM:
                 if answer.delay:
                     time.sleep(answer.delay)
                 if answer.status != 200:
-                    self._json(answer.status, {"error": {"message": answer.message or f"scripted {answer.status}", "type": "scripted_error",
-                                                          "code": answer.status}},
-                               answer.headers)
+                    error = {"message": answer.message or f"scripted {answer.status}", "type": "scripted_error", "code": answer.status}
+                    self._json(answer.status, {"error": error}, answer.headers)
                     return
                 if answer.raw is not None:
                     data = answer.raw if isinstance(answer.raw, bytes) else answer.raw.encode()

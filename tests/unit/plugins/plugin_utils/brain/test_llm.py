@@ -422,8 +422,8 @@ KEY = "sk-unit-test-key-0123456789"  # the key _client gives the LLM
     ],
     ids=["401-key", "403-key", "404-model", "429", "503", "timeout", "not-a-plan"],
 )
-def test_in_the_loop_an_escalation_says_how_the_llm_failed_and_the_option_that_fixes_it(llm: ScriptedLLM, tmp_path: Path,
-                                                                                       answer: Answer, said: str) -> None:
+def test_in_the_loop_an_escalation_says_how_the_llm_failed_and_the_option_that_fixes_it(
+        llm: ScriptedLLM, tmp_path: Path, answer: Answer, said: str) -> None:
     llm.default = answer
     executor = ScriptedExecutor()
     planner = _planner(llm, timeout=0.5) if answer.delay else _planner(llm)

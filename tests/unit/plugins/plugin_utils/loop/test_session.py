@@ -103,8 +103,8 @@ def test_a_state_dir_that_is_a_file_fails_the_first_run_of_a_healthy_host_naming
 
 
 @pytest.mark.parametrize("failures", [[], [nginx_failure()]], ids=["healthy", "failing"])
-def test_a_memory_file_that_is_no_database_fails_the_first_run_once_with_what_fits_a_corrupt_memory(tmp_path: Path,
-                                                                                                  failures: list[Failure]) -> None:
+def test_a_memory_file_that_is_no_database_fails_the_first_run_once_with_what_fits_a_corrupt_memory(
+        tmp_path: Path, failures: list[Failure]) -> None:
     (tmp_path / "memory.sqlite3").write_bytes(b"\x00garbage where the memory was" * 10)
     with pytest.raises(MemoryStoreError) as refused:
         _session(tmp_path, failures).run()
