@@ -79,7 +79,7 @@ def test_a_service_remediated_again_and_again_is_left_for_a_person_until_reset(l
     flapping = run_playbook(HEAL, *limit, state_dir=state)
     output = one_line(flapping.output)
     assert flapping.rc == 2 and "node2 nginx: escalated after 0 attempt(s) [diagnose > record > escalate]" in output, flapping.output
-    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2)" in output
+    assert "nginx: flapping: remediated 2 times in the last 60 min (episodes 1, 2; the limit is 2: flap_limit=2, flap_window=3600)" in output
     assert [purpose for purpose, _argv in commands_run(state, "node2")].count("remediation") == 2
     assert "the flapping limit holds until " in output and "to lift it now: sentinel.heal.flapping_reset host=node2 service=nginx" in output
     # the refusal is an episode of its own, and no remediation
