@@ -268,18 +268,15 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     _refuse_when_a_person_said_so(spec, services, kind)
     manager = detect_service_manager()
     others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
-    failing = None
-    if kind == "step":
-        # the host's own check: a step changes only a service failing here, in the way its plan was made for
-        failing = _IncidentNow(check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, others))
-    evidence = failing.checked.get("evidence") if failing else None
-    incident = _Incident(spec["name"], spec, evidence or evidence_of(spec, manager, others=others), manager)
+    # a step's: the host's own check, whose evidence is the context too while the service fails
+    checked = check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, others) if kind == "step" else {}
+    incident = _Incident(spec["name"], spec, checked.get("evidence") or evidence_of(spec, manager, others=others), manager)
     context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
     # each step judged once; the plan's own rules then over the whole plan and, for a run, over its pieces
     judged = [judge_argv(step, context, policy) for step in request["plan"]]
     verdicts, _decision = judge_plan(judged, context)
-    if failing is not None:
-        return _run_in_plan(request, (judged, verdicts), spec, services, (context, failing), policy, (config_dir, approvals_dir))
+    if checked:
+        return _run_in_plan(request, (judged, verdicts), spec, services, (context, checked), policy, (config_dir, approvals_dir))
     return _decide_and_run(request, verdicts[request["step"]], spec, services, context, policy, (config_dir, approvals_dir))
 
 
@@ -288,27 +285,21 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
 DOWN_CLASSES = frozenset(("not_running", "auto_restart", "restart_loop", "start_limit_hit", "stale_pidfile", "stale_socket"))
 
 
-class _IncidentNow(object):
-    """The service as the host's own check finds it at a step: healthy, or failing and how."""
-
-    def __init__(self, checked):
-        self.checked = checked
-
-    def hold_to(self, request):
-        """Refuse a plan's first step unless the service fails here in the way the request says its plan was made for
-        (its failure class, or another of the same stopped service's). The fingerprint is not compared: the service's
-        own words change while it crash-loops (its journal's cause repeated, systemd's count of restarts)."""
-        name, checked = self.checked["name"], self.checked
-        if checked["healthy"]:
-            raise RequestRefused("%s is healthy on this host (%s): a plan for a failure does not run on it unattended"
-                                 % (name, "; ".join(check["detail"] for check in checked["checks"]) or "nothing to check"),
-                                 "service-healthy", field="service", value=name,
-                                 hint="a step on a healthy service runs only with a person's approval")
-        here, claimed = checked["failure_class"], request.get("failure_class")
-        if here != claimed and not {here, claimed} <= DOWN_CLASSES:
-            raise RequestRefused("%s fails on this host otherwise than its plan was made for: %s here (%s), the plan is for %s"
-                                 % (name, here, checked["summary"], claimed), "incident-changed", field="failure_class", value=claimed,
-                                 hint="check the service again and plan for the failure it has now")
+def _hold_to_the_failure(checked, request):
+    """Refuse a plan's first step unless the host's own check (``checked``) finds the service failing in the way the
+    request says its plan was made for (its failure class, or another of the same stopped service's). The fingerprint is
+    not compared: the service's own words change while it crash-loops (its journal's cause repeated, systemd's count of
+    restarts)."""
+    name = checked["name"]
+    if checked["healthy"]:
+        raise RequestRefused("%s is healthy on this host (%s): a plan for a failure does not run on it unattended"
+                             % (name, "; ".join(check["detail"] for check in checked["checks"]) or "nothing to check"),
+                             "service-healthy", field="service", value=name, hint="a step on a healthy service runs only with a person's approval")
+    here, claimed = checked["failure_class"], request.get("failure_class")
+    if here != claimed and not {here, claimed} <= DOWN_CLASSES:
+        raise RequestRefused("%s fails on this host otherwise than its plan was made for: %s here (%s), the plan is for %s"
+                             % (name, here, checked["summary"], claimed), "incident-changed", field="failure_class", value=claimed,
+                             hint="check the service again and plan for the failure it has now")
 
 
 def _run_in_plan(request, judgement, spec, services, incident, policy, places):
@@ -319,7 +310,7 @@ def _run_in_plan(request, judgement, spec, services, incident, policy, places):
     run's first step runs only while the service fails here as the plan was made for, unless a person approved it."""
     plan, index = request["plan"], request["step"]
     judged, verdicts = judgement
-    context, failing = incident
+    context, checked = incident
     if verdicts[index].decision is Decision.BLOCK:  # refused whenever it comes, in order or not
         return _decide_and_run(request, verdicts[index], spec, services, context, policy, places)
     with _PlanRun(_runs_dir(places[1]), request["run"], spec["name"], plan) as run:
@@ -330,7 +321,7 @@ def _run_in_plan(request, judgement, spec, services, incident, policy, places):
                                  % (index + 1, request["run"], len(run.answers) + 1), "plan-order", field="step", value=index,
                                  hint="send the plan's steps in order, each once, under one run")
         if not run.answers and "approval" not in request:
-            failing.hold_to(request)
+            _hold_to_the_failure(checked, request)
         last = _safe_piece_end(judged, index, verdicts, context)
         unattended = (Decision.ALLOW,) if "approval" not in request else (Decision.ALLOW, Decision.APPROVE)
         if any(verdicts[later].decision not in unattended for later in range(index + 1, last + 1)):

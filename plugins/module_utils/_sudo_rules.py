@@ -56,12 +56,7 @@ def granting_lines(account, groups, sudoers=SUDOERS):
     groups, or ALL, each as ``FILE:LINE: text``."""
     names = set([account, "ALL"]) | set("%" + group for group in groups)
     found = []
-    for path in _sudoers_files(sudoers):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
-        except OSError:
-            continue
+    for path, lines in _sudoers_files(sudoers):
         for number, line in enumerate(lines, 1):
             text = line.strip()
             if not text or text.startswith(("#", "Defaults", "@")) or re.match(r"^[A-Z_]+_Alias\b", text):
@@ -73,17 +68,19 @@ def granting_lines(account, groups, sudoers=SUDOERS):
 
 
 def _sudoers_files(sudoers):
-    files, pending = [], [sudoers]
+    """(path, lines) of ``sudoers`` and each file it includes, once each, in the order sudo reads them."""
+    files, seen, pending = [], set(), [sudoers]
     while pending:
         path = pending.pop(0)
-        if path in files or not os.path.isfile(path):
+        if path in seen or not os.path.isfile(path):
             continue
-        files.append(path)
+        seen.add(path)
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 lines = handle.read().splitlines()
         except OSError:
             continue
+        files.append((path, lines))
         for line in lines:
             match = _INCLUDE.match(line)
             if not match:
