@@ -191,7 +191,8 @@ def test_a_full_or_read_only_or_locked_state_dir_stops_the_run_with_what_to_do_a
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(state)], check=True)
     output = one_line(read_only.output)
-    assert read_only.rc == 2 and f"{state} is read-only here: remount it read-write" in output, read_only.output
+    assert read_only.rc == 2 and "the state dir is on a read-only filesystem; field: state_dir" in output, read_only.output
+    assert f"fix: remount {state}'s filesystem read-write, or point autoheal_state_dir" in output  # found before any check
     assert sh(lab, "node1", "systemctl", "is-failed", "nginx").strip() == "failed"
 
     # another job holds the memory's write lock past the busy timeout (30 s): the remediation does not start
