@@ -206,6 +206,7 @@ class Rule:
     argv: tuple[Pattern, ...] | None = None
     options: Mapping[str, Pattern | None] | None = None
     operands: tuple[Pattern, ...] = ()
+    # the last pattern of argv (or of operands) repeats zero or more times
     variadic: bool = False
     requires: frozenset[str] = frozenset()
     any_argument: Pattern | None = None
@@ -225,21 +226,22 @@ class Rule:
         if self.any_argument is not None:
             return any(self.any_argument.matches(value, context, policy) for value in _argument_values(args))
         if self.argv is not None:
-            return len(self.argv) == len(args) and all(p.matches(a, context, policy) for p, a in zip(self.argv, args))
+            return self._in_order(self.argv, args, context, policy)
         parsed = split_options(args, self.options or {}, context, policy)
         if parsed is None:
             return False
         operands, seen_options = parsed
         if not self.requires <= set(seen_options):
             return False
+        return self._in_order(self.operands, operands, context, policy) and (
+            self.restores is None or RESTORES[self.restores](operands, seen_options, context, policy))
+
+    def _in_order(self, patterns: tuple[Pattern, ...], args: Sequence[str], context: PolicyContext, policy: Policy) -> bool:
+        """Each argument matches its pattern; with ``variadic`` the last pattern repeats zero or more times."""
         if not self.variadic:
-            matched = len(operands) == len(self.operands) and all(
-                p.matches(a, context, policy) for p, a in zip(self.operands, operands))
-        else:
-            *fixed, repeated = self.operands
-            patterns = fixed + [repeated] * (len(operands) - len(fixed))
-            matched = len(operands) >= len(fixed) and all(p.matches(a, context, policy) for p, a in zip(patterns, operands))
-        return matched and (self.restores is None or RESTORES[self.restores](operands, seen_options, context, policy))
+            return len(args) == len(patterns) and all(p.matches(a, context, policy) for p, a in zip(patterns, args))
+        *fixed, repeated = patterns
+        return len(args) >= len(fixed) and all(p.matches(a, context, policy) for p, a in zip(fixed + [repeated] * (len(args) - len(fixed)), args))
 
     def effect_of(self, args: Sequence[str]) -> Effect | None:
         if self.effect is None or isinstance(self.effect, Effect):

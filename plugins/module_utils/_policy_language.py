@@ -173,16 +173,12 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
     if "argv" in raw:
         if not isinstance(raw["argv"], list):
             raise fail("'argv' must be a list of argument patterns", f"{where}.argv", raw["argv"])
-        return Rule(argv=tuple(pattern(f"argv[{i}]", p) for i, p in enumerate(raw["argv"])), **common)
+        patterns, repeats = _repeated_last(raw["argv"], f"{where}.argv", fail)
+        return Rule(argv=tuple(pattern(f"argv[{i}]", p) for i, p in enumerate(patterns)), variadic=repeats, **common)
     options = raw.get("options") or {}
     if not isinstance(options, dict) or not all(isinstance(k, str) and k.startswith("-") for k in options):
         raise fail("'options' maps each option (-x or --long) to the pattern of its value, or null", f"{where}.options", options)
-    operands = list(raw.get("operands") or [])
-    variadic = bool(operands) and operands[-1] == "..."
-    if variadic:
-        operands.pop()
-        if not operands:
-            raise fail("'...' repeats the operand before it (zero or more times) and cannot stand alone", f"{where}.operands", raw.get("operands"))
+    operands, variadic = _repeated_last(list(raw.get("operands") or []), f"{where}.operands", fail)
     requires = raw.get("requires") or []
     if not isinstance(requires, list) or not set(requires) <= set(options):
         raise fail("'requires' lists options of the rule that must be present", f"{where}.requires", requires)
@@ -194,6 +190,16 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
         requires=frozenset(requires),
         **common,
     )
+
+
+def _repeated_last(patterns: list[Any], where: str, fail: Callable[..., PolicyFileError]) -> tuple[list[Any], bool]:
+    """The patterns without a trailing "...", and whether it was there (the pattern before it repeats zero or more
+    times: the pids of one service's processes, the paths of one repair)."""
+    if not patterns or patterns[-1] != "...":
+        return patterns, False
+    if len(patterns) == 1:
+        raise fail("'...' repeats the pattern before it (zero or more times) and cannot stand alone", where, patterns)
+    return patterns[:-1], True
 
 
 def _parse_pattern(where: str, value: Any, fail: Callable[..., PolicyFileError]) -> Pattern:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Faults, acted, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
@@ -191,3 +192,22 @@ def test_a_socket_lock_naming_a_reused_pid_is_removed_and_postgres_started(lab: 
     assert sh(lab, "node1", "head", "-n", "1", lock).strip() == postmaster != reused
     assert sh(lab, "node1", "ps", "-o", "comm=", "-p", reused).strip() == "sleep"
     undo_and_check_clean(lab, faults, "node1")
+
+
+@pytest.mark.parametrize("host", ["node3", "node1"])  # sysv: the workers hold :80; systemd: the unit's cgroup went with them
+def test_nginx_with_its_master_alone_killed_heals_the_first_time_and_its_workers_are_its_own(
+        lab: Any, faults: Faults, host: str, tmp_path: Path) -> None:
+    faults.inject(host, "nginx-master-killed")
+    orphans = sh(lab, host, "pgrep", "-x", "nginx").split()
+    run = run_playbook(HEAL, "--limit", host, state_dir=tmp_path)
+    assert run.rc == 0 and f"{host}: nginx healed" in one_line(run.output), run.output
+    [episode] = episodes(tmp_path)
+    assert (episode["outcome"], episode["verified"], episode["attempt"]) == ("healed", 1, 1), episode
+    if orphans:  # the workers nginx's master left are nginx's own processes: stopped by pid as the service's
+        assert episode["verdicts"][0]["rule"] == "signal-own-process", episode["verdicts"]
+    # checked on the host: one master, in its pid file, answering, with workers of its own
+    master = sh(lab, host, "cat", "/run/nginx.pid").strip()
+    assert set(sh(lab, host, "pgrep", "-x", "nginx").split()) - set(sh(lab, host, "pgrep", "-P", master).split()) == {master}
+    assert not set(orphans) & set(sh(lab, host, "pgrep", "-x", "nginx").split())
+    assert sh(lab, host, "curl", "-fs", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/").strip() == "200"
+    undo_and_check_clean(lab, faults, host)

@@ -16,6 +16,9 @@ Derived views, for what a filter cannot say (JMESPath has no reference to the do
 owner cannot be compared with ``spec.user`` there), each a list, empty when nothing is found::
 
     foreign_port_owners                     the port owners that are not the service's own process ({process, pid, ...})
+    lost_port_owners                        the port owners that run the service's own program outside every unit and
+                                            outside the service's known processes (its master gone: a killed nginx's
+                                            workers), never another declared service's ({process, pid, ...})
     missing_paths                           what is missing: the path the service says is missing (its decisive
                                             line), then each declared path that does not exist (but none systemd
                                             makes at the unit's start: RuntimeDirectory= ...): {path, source,
@@ -83,9 +86,27 @@ class Query:
         except JMESPathError:
             return None
 
+    @property
+    def projects(self) -> bool:
+        """Whether the expression is a projection (``owners[*].pid``, ``owners[?root].pid``, ``owners[]``): a list by
+        design, never a value that happened to be one."""
+        return _projects(self.compiled.parsed)
+
     def holds(self, document: Mapping[str, Any]) -> bool:
         """Whether the value is true as JMESPath counts truth."""
         return jmespath_true(self.search(document))
+
+
+_PROJECTIONS = frozenset({"projection", "value_projection", "filter_projection", "flatten"})
+
+
+def _projects(node: Mapping[str, Any]) -> bool:
+    kind, children = node.get("type"), node.get("children") or []
+    if kind == "subexpression":  # evidence.owners[*].pid: the projection is the right-hand part
+        return any(_projects(child) for child in children)
+    if kind == "pipe":  # owners[*].pid | [0]: what the last part makes of it
+        return _projects(children[-1])
+    return kind in _PROJECTIONS
 
 
 def jmespath_true(value: Any) -> bool:
@@ -141,10 +162,18 @@ def incident_document(failure: Failure, outputs: Mapping[str, str], reading: Rea
                                                   "path": decisive.path, "place": decisive.place},
         "foreign_port_owners": [dict(owner) for owner in failure.evidence.get("port_owners") or []
                                 if owner.get("process") not in own and not owner.get("own")],
+        "lost_port_owners": [dict(owner) for owner in failure.evidence.get("port_owners") or [] if _lost(owner, failure.evidence)],
         "missing_paths": _missing_paths(failure, reading),
         "misowned_paths": _misowned_paths(failure, reading),
         "full_log_filesystems": _full_log_filesystems(failure, reading),
     }
+
+
+def _lost(owner: Mapping[str, Any], evidence: Mapping[str, Any]) -> bool:
+    """The host's judge counts such a port owner among the service's own processes (lost_pids) as well."""
+    other_unit = str(owner.get("unit") or "").endswith(".service")
+    return bool(owner.get("service_program")) and not owner.get("own") and not owner.get("service") and not other_unit \
+        and owner.get("pid") not in (evidence.get("service_pids") or [])
 
 
 def _package_dir(directory: PackageDir | None) -> dict[str, Any] | None:

@@ -13,7 +13,9 @@
       query:                          # JMESPath expressions over the incident document (conditions.py), each
         - "evidence.pidfile.exists && !(evidence.pidfile.alive)"   # true as JMESPath counts truth
     vars:                             # placeholders filled from the incident document by JMESPath: a value that is
-      pidfile_path: evidence.pidfile.path   # not text or a number, or is empty, makes the runbook not apply
+      pidfile_path: evidence.pidfile.path   # not text or a number, or is empty, makes the runbook not apply; a
+                                      # projection (owners[*].pid) fills a step's argument that is its placeholder
+                                      # alone, one argument per item found (kill -TERM {pids})
     evidence: [nginx -t]              # read-only commands diagnosis runs first (the guard must ALLOW them)
     investigate:                      # follow-up reads, run (think loop: plan -investigate-> observe -> plan) only
       - when: {journal: "CHDIR"}      # when every regex matches what the first evidence showed (names as in
@@ -91,6 +93,8 @@ SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
 # values that are text for people, never an argument
 _TEXT_PLACEHOLDERS = frozenset({"reading", "config_error"})
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
+# a var's value: one argument, or one argument each (a list)
+Value = str | tuple[str, ...]
 OUTPUT_LIMIT = 600
 
 
@@ -151,12 +155,14 @@ class Runbook:
         document = incident_document(failure, outputs, reading)
         return all(query.holds(document) for query in self.queries)
 
-    def variable_values(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> dict[str, str]:
-        """The values of the runbook's ``vars`` for the incident: only those that are text or a number and not empty."""
+    def variable_values(self, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ) -> dict[str, Value]:
+        """The values of the runbook's ``vars`` for the incident: only those that are text or a number and not empty,
+        or, for a projection, a list of such (which fills a step's argument of its own, one argument each: every pid
+        of a service)."""
         if not self.variables:
             return {}
         document = incident_document(failure, outputs, reading)
-        values = {name: scalar_text(query.search(document)) for name, query in self.variables.items()}
+        values = {name: _value(query.search(document), query.projects) for name, query in self.variables.items()}
         return {name: value for name, value in values.items() if value is not None}
 
     @property
@@ -244,20 +250,40 @@ def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dic
 
 
 def render_step(template: str, failure: Failure, may_fail: bool = False, reading: Reading = NOTHING_READ,
-                extra: Mapping[str, str] | None = None) -> Step:
+                extra: Mapping[str, Value] | None = None) -> Step:
     """Split the template, then fill each argument: a value can never become two arguments. ``extra``: a runbook's
-    ``vars``, filled only where each is one plain argument."""
-    values = {name: value for name, value in placeholder_values(failure, reading).items() if name not in _TEXT_PLACEHOLDERS}
-    values.update({name: value for name, value in (extra or {}).items() if _SAFE_VALUE.match(value)})
+    ``vars``, filled only where each is one plain argument; a list var only an argument that is its placeholder alone,
+    as one argument per item."""
+    values: dict[str, Value] = {name: value for name, value in placeholder_values(failure, reading).items() if name not in _TEXT_PLACEHOLDERS}
+    values.update({name: value for name, value in (extra or {}).items() if all(map(_SAFE_VALUE.match, _items(value)))})
 
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in values:
-            raise NotApplicable(f"{{{name}}} has no value for this incident")
-        return values[name]
+        value = values.get(name)
+        if value is None or isinstance(value, tuple):
+            raise NotApplicable(f"{{{name}}} has no value for this incident" if value is None else f"{{{name}}} is a list: an argument of its own")
+        return value
 
-    argv = tuple(_PLACEHOLDER.sub(fill, token) for token in shlex.split(template))
+    def arguments(token: str) -> tuple[str, ...]:
+        whole = _PLACEHOLDER.fullmatch(token)
+        listed = values.get(whole.group(1)) if whole else None
+        return listed if isinstance(listed, tuple) else (_PLACEHOLDER.sub(fill, token),)
+
+    argv = tuple(argument for token in shlex.split(template) for argument in arguments(token))
     return Step(template=template, argv=in_service_manager(argv, failure), may_fail=may_fail)
+
+
+def _value(found: Any, projects: bool) -> Value | None:
+    """What a var's expression found as the value it fills: text, or the texts a projection found (None when empty or
+    anything else)."""
+    if projects and isinstance(found, list):
+        items = tuple(scalar_text(item) for item in found)
+        return None if not items or None in items else tuple(str(item) for item in items)
+    return scalar_text(found)
+
+
+def _items(value: Value) -> tuple[str, ...]:
+    return value if isinstance(value, tuple) else (value,)
 
 
 def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ...]:
@@ -268,12 +294,12 @@ def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ..
 
 
 def render_text(template: str, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ, *,
-                strict: bool = False, extra: Mapping[str, str] | None = None, required: frozenset[str] = frozenset()) -> str:
+                strict: bool = False, extra: Mapping[str, Value] | None = None, required: frozenset[str] = frozenset()) -> str:
     """Fill a text for people. ``strict``: a value of the reading the incident lacks (or one of the ``required`` names
     of ``extra``, a runbook's vars) makes the text not applicable (an escalation about a missing path outside the
     service's directories says nothing when the path is inside them); otherwise what is missing reads "(not known)",
     never as a {placeholder}."""
-    values = {**placeholder_values(failure, reading), **(extra or {})}
+    values = {**placeholder_values(failure, reading), **{name: " ".join(_items(value)) for name, value in (extra or {}).items()}}
 
     def fill(match: re.Match[str]) -> str:
         name, argument = match.groups()

@@ -128,6 +128,38 @@ def test_vars_are_new_placeholders_and_steps_may_use_only_known_ones(front: str,
     assert caught.value.field == field
 
 
+def test_a_projection_var_fills_an_argument_of_its_own_with_one_argument_per_item_found() -> None:
+    book = runbook("vars:\n  pids: evidence.port_owners[*].pid\nsteps: ['kill -TERM {pids}', 'service {init_service} start']")
+    told = runbook("vars:\n  pids: evidence.port_owners[*].pid\nescalate: 'pids {pids} hold the port'")
+    failure = nginx_failure("port_conflict")
+    owners = [{**SQUATTER, "pid": 41}, {**SQUATTER, "pid": 42}]
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "port_owners": owners})
+    assert book.render_steps(failure)[0].argv == ("kill", "-TERM", "41", "42")
+    assert told.render_escalation(failure, {}) == "pids 41 42 hold the port"
+    inside = runbook("vars:\n  pids: evidence.port_owners[*].pid\nsteps: ['kill -TERM x{pids}']")
+    with pytest.raises(NotApplicable):  # never spliced into an argument
+        inside.render_steps(failure)
+    for unsafe in ("41; reboot", "", True):
+        spoiled = dataclasses.replace(failure, evidence={**failure.evidence, "port_owners": [*owners, {**SQUATTER, "pid": unsafe}]})
+        with pytest.raises(NotApplicable):
+            book.render_steps(spoiled)
+
+
+def test_the_workers_of_a_killed_master_on_its_port_are_stopped_by_pid_then_the_service_starts() -> None:
+    [lost] = [rb for rb in RunbookLibrary.load().runbooks if rb.id == "service-processes-outlived-master"]
+    workers = [{**SQUATTER, "pid": pid, "process": "nginx", "service_program": True, "unit": None} for pid in (41, 42)]
+    failure = nginx_failure("stale_pidfile")
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "port_owners": workers})
+    assert lost.matches(failure, {})
+    assert [step.argv for step in lost.render_steps(failure)] == [("kill", "-TERM", "41", "42"), ("service", "nginx", "start")]
+    # a process carrying the name without running the program, one of another service, or the pid file's own tree
+    for owner in ({"service_program": False}, {"service": "apache2"}, {"unit": "nginx-admin.service"}):
+        other = dataclasses.replace(failure, evidence={**failure.evidence, "port_owners": [{**workers[0], **owner}]})
+        assert not lost.matches(other, {}), owner
+    known = dataclasses.replace(failure, evidence={**failure.evidence, "port_owners": workers[:1], "service_pids": [41]})
+    assert not lost.matches(known, {})
+
+
 def test_the_port_conflict_class_stops_a_foreign_owner_never_the_services_own_process() -> None:
     [port_conflict] = [rb for rb in RunbookLibrary.load().runbooks if rb.id == "port-conflict"]
     squatted = nginx_failure("port_conflict", owner=SQUATTER)

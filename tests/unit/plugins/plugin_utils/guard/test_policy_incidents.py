@@ -204,8 +204,13 @@ def test_the_workers_a_killed_master_left_on_the_services_port_running_its_progr
         return _seen(monkeypatch, root, nginx, "sysv", *processes, program=str(program))
 
     worker = FakeProcess(801, "nginx", uid=33, exe=str(program.resolve()), ports=(80,))
-    assert _decide(seen(worker, FakeProcess(802, "nginx", uid=33, exe=str(program.resolve()), ports=(80,))),
-                   "kill -TERM 801", "kill -TERM 802", "service nginx start")[:2] == [("allow", "signal-own-process")] * 2
+    workers = seen(worker, FakeProcess(802, "nginx", uid=33, exe=str(program.resolve()), ports=(80,)))
+    assert _decide(workers, "kill -TERM 801", "kill -TERM 802", "service nginx start")[:2] == [("allow", "signal-own-process")] * 2
+    # all of them in one step, as the runbook of a killed master plans it; never with a pid that is not one of them
+    assert _decide(workers, "kill -TERM 801 802", "service nginx start")[0] == ("allow", "signal-own-process")
+    assert _decide(workers, "kill -TERM 801 802 1", "service nginx start")[0] != ("allow", "signal-own-process")
+    assert _decide(workers, "kill -TERM 801 807", "service nginx start")[0] != ("allow", "signal-own-process")
+    assert _decide(workers, "kill -TERM", "service nginx start")[0] != ("allow", "signal-own-process")
     # its name without its program: a squatter, and a person's when root's
     assert _decide(seen(FakeProcess(803, "nginx", uid=33, exe="/usr/bin/python3", ports=(80,))),
                    "kill -TERM 803", "service nginx start")[0] == ("allow", "kill-port-squatter")
