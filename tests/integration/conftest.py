@@ -64,13 +64,13 @@ def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str]
     return PlaybookRun(rc=proc.returncode, output=output)
 
 
-def run_on_localhost(playbook_text: str, tmp_path: Path) -> PlaybookRun:
-    """A playbook of the test's own against this machine (the local connection, the controller's Python), with a
-    memory of its own in ``tmp_path``: for what needs no lab."""
+def run_on_localhost(playbook_text: str, tmp_path: Path, *args: str) -> PlaybookRun:
+    """A playbook of the test's own against this machine (the local connection, the controller's Python unless
+    ``args`` say another), with a memory of its own in ``tmp_path``: for what needs no lab."""
     playbook = tmp_path / "play.yml"
     playbook.write_text(playbook_text)
     return run_playbook(str(playbook), "-e", "ansible_connection=local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
-                        state_dir=tmp_path / "state")
+                        *args, state_dir=tmp_path / "state")
 
 
 def episodes(state_dir: Path) -> list[dict[str, Any]]:

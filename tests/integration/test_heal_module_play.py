@@ -98,3 +98,37 @@ def test_a_state_dir_that_is_a_file_fails_the_first_healthy_run_naming_the_path(
     assert re.search(r"TASK \[sentinel.heal.autoheal : Check the declared services and heal the failed ones\] \*+ \[ERROR\]: Task "
                      r"failed: the state dir is a regular file", output), run.output
     assert "integrity_check" not in output and state.read_text() == "a file where the state dir should be\n"
+
+
+# what a host whose python3 is a pyenv shim without that version answers to any module
+BROKEN_INTERPRETER = """#!/bin/sh
+echo "pyenv: python3.13: command not found" >&2
+exit 127
+"""
+
+
+UNRUNNABLE_PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: the heal module
+      sentinel.heal.heal: {services: FINE, state_dir: "{{ autoheal_state_dir }}", interactive_approval: false}
+      ignore_errors: true
+    - name: the role
+      ansible.builtin.include_role: {name: sentinel.heal.autoheal}
+      vars: {autoheal_services: FINE}
+"""
+
+
+def test_an_interpreter_that_cannot_run_the_check_is_reported_with_what_it_said_and_the_option_to_fix(tmp_path: Path) -> None:
+    interpreter = tmp_path / "python3"
+    interpreter.write_text(BROKEN_INTERPRETER)
+    interpreter.chmod(0o755)
+    run = run_on_localhost(UNRUNNABLE_PLAY.replace("FINE", FINE), tmp_path, "-e", f"ansible_python_interpreter={interpreter}")
+    output = one_line(run.output)
+    assert run.rc != 0, run.output
+    told = (f"sentinel.heal.service_check could not run on the host: Module result deserialization failed: No start of json char "
+            f"found; the host said: 'pyenv: python3.13: command not found' (rc 127); field: ansible_python_interpreter; value: "
+            f"'{interpreter}'; fix: point ansible_python_interpreter at a Python 3 that runs on the host")
+    # the heal module and the role alike
+    assert output.count(told) >= 2, run.output

@@ -19,6 +19,7 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor, RunReport, RunStep, Target
@@ -167,9 +168,23 @@ def _module(action: Any, name: str, args: Mapping[str, Any], task_vars: dict[str
     if answered.get("unreachable"):
         raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"),
                               hint=redact(str(answered.get("msg", "")), secrets))
+    if answered.get("failed") and ("module_stderr" in answered or "module_stdout" in answered):
+        raise _could_not_run(name, redact(answered, secrets), task_vars)
     if answered.get("failed"):
         raise AnsibleActionFail(f"{name} failed: {redact(answered.get('msg', answered), secrets)}")
     return redact(answered, secrets)  # type: ignore[no-any-return]
+
+
+def _could_not_run(name: str, answered: Mapping[str, Any], task_vars: Mapping[str, Any]) -> ExecutorError:
+    """A module that gave no answer at all (Ansible's "Module result deserialization failed", "MODULE FAILURE"): the
+    host's interpreter, or what ran instead of it, said why on its stderr (``pyenv: python3.13: command not found``),
+    which Ansible keeps beside its own message; that is the cause a person needs."""
+    said = [line.strip() for line in f"{answered.get('module_stderr') or ''}\n{answered.get('module_stdout') or ''}".splitlines() if line.strip()]
+    cause = clip(" | ".join(said[:3]), 400) if said else "nothing on its stdout or stderr"
+    return ExecutorError(
+        f"{name} could not run on the host: {answered.get('msg') or 'no answer'}; the host said: {cause!r} (rc {answered.get('rc', 'unknown')})",
+        field="ansible_python_interpreter", value=task_vars.get("ansible_python_interpreter", "auto (discovered by Ansible)"),
+        hint="point ansible_python_interpreter at a Python 3 that runs on the host; `ansible HOST -m ansible.builtin.ping` shows the same error")
 
 
 @dataclass
