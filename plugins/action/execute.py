@@ -17,11 +17,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     blast_radius,
     check_ranges,
     executor_policy,
+    privilege_for_host,
     service_check,
     step_executor,
     target_for_task,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import STEP_PRIVILEGES
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import TASK_STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
@@ -44,7 +45,7 @@ ARGUMENT_SPEC = dict(
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
-    step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
+    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
     flap_limit=dict(type="int", default=3),
     flap_window=dict(type="int", default=3600),
@@ -68,6 +69,13 @@ class ActionModule(ActionBase):
         check_ranges(args, LIMIT_OPTION_RANGES)
         if not args["approved_by"].strip():
             raise AnsibleActionFail("approved_by: name who approves (it is recorded with the plan and the episode)")
+        try:
+            with privilege_for_host(self, args, task_vars) as resolved:
+                return self._run_approved(result, resolved, task_vars)
+        except SentinelError as exc:
+            raise AnsibleActionFail(str(exc)) from exc
+
+    def _run_approved(self, result: dict[str, Any], args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         host = task_vars.get("inventory_hostname", "localhost")
         secrets = known_secrets(task_vars, [*args["redact_values"], *memory_secrets(args)])
         try:

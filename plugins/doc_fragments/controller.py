@@ -140,8 +140,12 @@ options:
         role C(sentinel.heal.host) installs, which judges the step again with the host's policy, in the context it
         gathers there and runs it only when that policy allows it. A step it refuses ends the incident escalated,
         like a plan the guard blocked. Plans a person approved run only where the host's policy allows them too.
+      - C(auto) is C(executor) on a host that has the executor installed (one C(test -x) over the task's connection
+        first, as its account), and C(become) elsewhere. With the executor, nothing of the task uses the play's become.
+        The result then says where the policy was enforced (C(enforcement), and a line of C(summary)), naming a host
+        that ran without the executor, or whose healing account keeps other sudo rules beside it.
     type: str
-    choices: [become, sudo, executor]
+    choices: [become, sudo, executor, auto]
     default: become
 """
 

@@ -41,9 +41,9 @@ _PATTERNS = (
     # Authorization: Bearer/Basic <token>
     (re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)\S+"), r"\1" + MASK),
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{12,}"), r"\1" + MASK),
-    # PASSWORD=..., api_key: ..., "token": "..."
+    # PASSWORD=..., api_key: ..., "token": "..." (never sudo's tags: NOPASSWD: ALL names a rule, not a password)
     (re.compile(
-        r"(?i)(\b[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
+        r"(?i)(\b(?-i:(?!(?:NO)?PASSWD:))[a-z0-9_.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
         r"[a-z0-9_.-]*[\"']?\s*[=:]\s*[\"']?)([^\s\"',;]+)"), r"\1" + MASK),
     # well-known token shapes
     (re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|xox[abprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20,})"),

@@ -188,6 +188,34 @@ def test_with_the_executor_as_the_accounts_only_rule_a_killed_service_is_still_h
     assert asked[0] == "service_check" and asked[-1] == "service_check" and len(asked) >= 3, asked
 
 
+def test_by_default_each_host_heals_through_the_executor_where_it_has_one_and_the_summary_says_where_it_was_enforced(
+        executor: Any, faults: Any, tmp_path: Path) -> None:
+    """autoheal_enforcement's default, auto: node1 has the executor, node3 (sysv, outside the group executor) none."""
+    faults.inject(NODE, "nginx-killed")
+    faults.inject("node3", "nginx-killed")
+    before = len(journal(executor))
+    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
+    try:
+        run = run_playbook("playbooks/heal.yml", "--limit", f"{NODE},node3", "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
+    finally:
+        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    said = one_line(run.output)
+    assert run.rc == 0 and f"{NODE}: nginx healed" in said and "node3: nginx healed" in said, run.output
+    assert (f"{NODE}: enforced on the host: the executor judged every step and read, and it is all the healing account may run as "
+            "root") in said, run.output
+    assert ("node3: not enforced on the host: it has no executor (playbooks/host.yml installs it), so the guard on the controller alone "
+            "judged every step") in said, run.output
+    asked = [entry["step"][0] for entry in journal(executor)[before:]]
+    assert asked[0] == "service_check" and asked[-1] == "service_check", asked  # nothing of node1's heal became root beside it
+
+    # the image's broad rule back in place: the executor still judges, and the summary says the host is not enforced
+    healthy = run_playbook("playbooks/heal.yml", "--limit", NODE, "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
+    said = one_line(healthy.output)
+    assert healthy.rc == 0 and f"{NODE}: every declared service is healthy" in said, healthy.output
+    assert (f"{NODE}: not enforced on the host: the executor judged every step and read, but the healing account keeps other sudo "
+            "rules beside it ((ALL) NOPASSWD: ALL") in said, healthy.output
+
+
 def test_a_plan_a_person_approved_runs_on_the_host_with_their_signature_not_the_controllers_word(
         executor: Any, faults: Any, tmp_path: Path) -> None:
     """The role rolled out with a policy under which starting nginx needs a person: asked without a signature the host

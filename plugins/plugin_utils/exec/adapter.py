@@ -9,6 +9,7 @@ credentials included. Secret options travel separately and are never written to 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Set
@@ -18,6 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH
 from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
@@ -134,6 +136,35 @@ def executor_policy(options: Mapping[str, Any], policy: Policy) -> str:
     """The policy version for service_check's executor_policy: ``policy``'s when the steps go to the executor on the host,
     else "" (the module checks itself)."""
     return policy.version if options.get("step_privilege") == "executor" else ""
+
+
+@contextlib.contextmanager
+def privilege_for_host(action: Any, options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The task's options with ``step_privilege: auto`` made the host's own: the executor where the host has it
+    installed (the role sentinel.heal.host's), the play's become elsewhere. With the executor, the task's own module
+    calls run without become for as long as the task runs: the healing account's one sudo rule there is the executor,
+    so a become would fail (or, where other rules stay, run the check as root beside it)."""
+    if options.get("step_privilege") != "auto":
+        yield dict(options)
+        return
+    if not executor_installed(action, task_vars):
+        yield {**options, "step_privilege": "become"}
+        return
+    become = action._connection.become
+    action._connection.set_become_plugin(None)
+    try:
+        yield {**options, "step_privilege": "executor"}
+    finally:
+        action._connection.set_become_plugin(become)
+
+
+def executor_installed(action: Any, task_vars: Mapping[str, Any]) -> bool:
+    """Whether the host has the executor: one command over the task's connection, as its account (no become)."""
+    try:
+        answered = action._low_level_execute_command(f"test -x {EXECUTOR_PATH}", sudoable=False)
+    except AnsibleConnectionFailure as exc:
+        raise HostUnreachable("the host did not answer", field="host", value=task_vars.get("inventory_hostname"), hint=str(exc)) from exc
+    return bool(answered.get("rc") == 0)
 
 
 def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:

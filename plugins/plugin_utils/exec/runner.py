@@ -92,6 +92,8 @@ class RunReport:
 
 
 STEP_PRIVILEGES = ("become", "sudo", "executor")
+# what a task may ask for: ``auto`` is made the host's own (the executor where it is installed) before anything runs
+TASK_STEP_PRIVILEGES = (*STEP_PRIVILEGES, "auto")
 # A step still running at its timeout gets SIGTERM on the host, and SIGKILL this many seconds later.
 TIMEOUT_KILL_AFTER_S = 5
 # coreutils' timeout exits with 124 when the step ran out of time and ended on SIGTERM

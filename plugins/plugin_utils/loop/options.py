@@ -11,7 +11,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVIC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMSettings
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import STEP_PRIVILEGES
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import TASK_STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
@@ -53,7 +53,7 @@ HEAL_SPEC: dict[str, Any] = dict(
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
-    step_privilege=dict(type="str", default="become", choices=list(STEP_PRIVILEGES)),
+    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
     interactive_approval=dict(type="bool", default=True),
     approval_key=dict(type="path", default=""),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),

@@ -35,6 +35,26 @@ def host_result(host: str, outcomes: Sequence[IncidentOutcome], *, check_mode: b
     }
 
 
+def with_enforcement(result: dict[str, Any], host: str, asked: str, privilege: str, enforcement: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The result with where the policy was enforced (``enforcement``, and a summary line), when the task asked for the
+    executor (``auto`` or ``executor``): a host that ran without it is said, never assumed. ``enforcement``: what the
+    executor's check said of the healing account's other sudo rules."""
+    if asked not in ("auto", "executor") or result.get("unreachable") or "summary" not in result:
+        return result
+    on_executor = privilege == "executor"
+    other_rules = [str(rule) for rule in (enforcement or {}).get("other_rules") or []]
+    if not on_executor:
+        line = (f"{host}: not enforced on the host: it has no executor (playbooks/host.yml installs it), so the guard on the "
+                "controller alone judged every step")
+    elif other_rules:
+        line = (f"{host}: not enforced on the host: the executor judged every step and read, but the healing account keeps other "
+                f"sudo rules beside it ({'; '.join(other_rules)})")
+    else:
+        line = f"{host}: enforced on the host: the executor judged every step and read, and it is all the healing account may run as root"
+    return {**result, "enforcement": {"executor": on_executor, "enforced": on_executor and not other_rules, "other_rules": other_rules},
+            "summary": [*result["summary"], line]}
+
+
 def closed_line(host: str, incident: FleetIncident) -> str:
     return (f"{host}: fleet incident {incident.id} closed: {incident.service} on its {len(incident.hosts)} hosts was seen without the "
             f"failure it opened with ({incident.summary})")

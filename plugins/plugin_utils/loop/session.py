@@ -26,6 +26,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     blast_radius,
     check_ranges,
     executor_policy,
+    privilege_for_host,
     service_check,
     step_executor,
     target_for_task,
@@ -42,7 +43,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies im
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import (
     ApprovalPrompt,
     DependencyOutcome,
@@ -91,6 +92,7 @@ class HealSession:
         self.services = with_what_they_need(args["services"], args.get("target_services") or [])
         self._windows: tuple[MaintenanceWindow, ...] = ()
         self._runbooks: RunbookLibrary | None = None
+        self._facts: Mapping[str, Any] = {}
 
     @property
     def writes(self) -> bool:
@@ -99,6 +101,16 @@ class HealSession:
 
     def run(self) -> dict[str, Any]:
         """The task's result; a SentinelError says what to fix (:meth:`message`)."""
+        asked = self.args.get("step_privilege", "become")
+        try:
+            with privilege_for_host(self.task.action, self.args, self.task.task_vars) as resolved:
+                self.args = resolved
+                return with_enforcement(self._checked_and_healed(), self.task.host, asked, resolved.get("step_privilege", "become"),
+                                        self._facts.get("enforcement"))
+        except HostUnreachable as exc:
+            return {"unreachable": True, "status": Status.UNREACHABLE.value, "msg": str(exc)}
+
+    def _checked_and_healed(self) -> dict[str, Any]:
         args, host = self.args, self.task.host
         try:
             llm_settings = llm_settings_from(args.get("llm"))
@@ -256,6 +268,7 @@ class HealSession:
             raw_failures, facts = checked["failures"], checked.get("facts") or {}
         else:
             raw_failures, facts = redact(args["failures"], secrets), args["facts"]
+        self._facts = facts
         # the executor on the host puts a last known good file back, or the module known_good_restore as root (become):
         # a sudo rule cannot bind a restore to the incident's file and copy, so with sudo none is planned
         setting = args.get("restore_known_good") or "approve" if args.get("step_privilege", "become") != "sudo" else "off"

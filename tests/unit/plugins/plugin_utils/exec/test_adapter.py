@@ -1,13 +1,21 @@
-"""The inventory's hosts that a heal session gives the guard: the only hosts besides loopback a probe may reach."""
+"""The Ansible side of a heal task: the inventory's hosts that a heal session gives the guard (the only hosts besides
+loopback a probe may reach), and where a task asking for ``step_privilege: auto`` runs its steps."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from ansible.parsing.dataloader import DataLoader
+from ansible.playbook.play_context import PlayContext
+from ansible.playbook.task import Task
+from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import become_loader, connection_loader
 from ansible.template import Templar
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import InventoryHosts
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec import adapter
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import InventoryHosts, privilege_for_host
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 from helpers import nginx_failure
@@ -37,3 +45,42 @@ def test_a_probe_of_a_name_reads_no_hosts_variables_and_the_first_of_an_address_
     assert evaluate("ping -c 1 10.77.0.11", context).decision is Decision.ALLOW
     assert sorted(hostvars.read) == ["node1", "node2", "node3"]
     assert set(hosts) == {"node1", "node2", "node3", "10.77.0.11", "10.77.0.12"} and len(hosts) == 5
+
+
+class LocalAction(ActionBase):
+    """An action over Ansible's real local connection, with sudo as the task's become (never used: the commands of
+    privilege_for_host run as the connection's account)."""
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {}
+
+
+def local_action() -> LocalAction:
+    play_context = PlayContext()
+    connection = connection_loader.get("local", play_context, "/dev/null")
+    connection.set_become_plugin(become_loader.get("sudo"))
+    return LocalAction(Task(), connection, play_context, DataLoader(), Templar(loader=DataLoader()), None)
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_auto_is_the_executor_where_the_host_has_it_and_the_tasks_become_is_set_aside_while_the_task_runs(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, installed: bool) -> None:
+    executor = tmp_path / "exec"
+    if installed:
+        executor.write_text("#!/bin/sh\n")
+        executor.chmod(0o755)
+    monkeypatch.setattr(adapter, "EXECUTOR_PATH", str(executor))
+    action = local_action()
+    become = action._connection.become
+    with privilege_for_host(action, {"step_privilege": "auto", "state_dir": "x"}, {}) as options:
+        assert options == {"step_privilege": "executor" if installed else "become", "state_dir": "x"}
+        assert action._connection.become is (None if installed else become)
+    assert action._connection.become is become  # the next task of the play is as the play says
+
+
+def test_a_privilege_the_task_names_is_kept_and_the_host_is_not_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    action = local_action()
+    monkeypatch.setattr(action, "_low_level_execute_command", None)  # asking would fail the test
+    for privilege in ("become", "sudo", "executor"):
+        with privilege_for_host(action, {"step_privilege": privilege}, {}) as options:
+            assert options == {"step_privilege": privilege}

@@ -72,3 +72,11 @@ def test_the_controller_redacts_a_redis_configuration_and_acl_file_as_the_host_d
     for leak in ("correct horse", "replica-secret-1", "admin-pass-1", "admin-pass-2", "5e884898da", "sql-pass-5"):
         assert leak not in masked["stdout"]
     assert masked["stdout"].startswith("requirepass ********\nmasterauth ********\nuser admin on ******** ******** ~* +@all\n")
+
+
+def test_a_sudo_rules_tag_is_no_password_and_a_password_key_still_is() -> None:
+    """What the host role and the executor say of a rule (`(ALL) NOPASSWD: ALL`) reaches the person as sudo wrote it."""
+    assert _redact.redact("other sudo rules beside it ((ALL) NOPASSWD: ALL; (root) PASSWD: /usr/bin/ls)") == \
+        "other sudo rules beside it ((ALL) NOPASSWD: ALL; (root) PASSWD: /usr/bin/ls)"
+    for written in ("passwd: hunter2", "PASSWD=hunter2", "db_passwd: hunter2", "nopasswd=hunter2"):
+        assert _redact.redact(written).endswith(MASK), written
