@@ -12,7 +12,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
 
-
 # the verbs that start a service: a start that exits 0 while the service stays down said nothing true with its status
 START_VERBS = frozenset({"start", "restart", "try-restart"})
 
@@ -65,7 +64,7 @@ class VerifyNode(ToolNode):
         state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
         state.log(self.name, state.reason)
         recorded = starts_that_failed(attempt.results, state.failure)
-        for ran, result in zip(attempt.results, recorded):
+        for ran, result in zip(attempt.results, recorded, strict=True):
             if ran.status != result.status:
                 state.log(self.name, f"{shlex.join(result.argv)} exited {result.rc}, yet {state.failure.service} still fails its checks: "
                                      "recorded as a failed start, with what it printed")
