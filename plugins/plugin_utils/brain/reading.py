@@ -59,6 +59,10 @@ CONFIG_TEST = re.compile(r"^(?:\S*/)?(?:(?:nginx|sshd|php-fpm\S*|httpd) (?:-\w+ 
 # start command failed before the service could write it ("Can't open PID file /run/postgresql/15-main.pid (yet?)
 # after start: No such file or directory"); read as a missing path, it would hide the service's own line.
 AFTERMATH = re.compile(r"can't open pid file \S+ \(yet\?\) after start", re.IGNORECASE)
+# An init script's word on a limit it could not raise ("/etc/init.d/redis-server: 51: ulimit: error setting limit
+# (Operation not permitted)", in a container): the daemon starts without it, so it is no cause, and the path it names is
+# the script's, never the file an error of the lines after it is in.
+LIMIT_NOT_RAISED = re.compile(r"\bulimit: error setting limit\b", re.IGNORECASE)
 # The kinds no restart or retry can fix: each start fails the same way until a person acts.
 NO_RETRY_HELPS = frozenset({"not_installed", "invalid_config", "missing_dependency"})
 _QUOTED_PATH = re.compile(r"[\"'`\u2018\u201c](/[^\"'`\u2019\u201d]+)[\"'`\u2019\u201d]")
@@ -260,6 +264,8 @@ def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     before: list[str] = []
     for block in error_blocks([clip(raw.strip(), LINE_LIMIT) for raw in text.splitlines() if raw.strip()]):
         line = " | ".join(block)
+        if LIMIT_NOT_RAISED.search(line):
+            continue
         context = tuple(before[-2:])
         before.append(line)
         if AFTERMATH.search(line):

@@ -3,12 +3,17 @@ as still failing."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+import shlex
+from typing import Any, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
+
+# the verbs that start a service: a start that exits 0 while the service stays down said nothing true with its status
+START_VERBS = frozenset({"start", "restart", "try-restart"})
 
 
 class StillFailing(Exception):
@@ -58,7 +63,37 @@ class VerifyNode(ToolNode):
             return "healthy"
         state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
         state.log(self.name, state.reason)
+        recorded = starts_that_failed(attempt.results, state.failure)
+        for ran, result in zip(attempt.results, recorded, strict=True):
+            if ran.status != result.status:
+                state.log(self.name, f"{shlex.join(result.argv)} exited {result.rc}, yet {state.failure.service} still fails its checks: "
+                                     "recorded as a failed start, with what it printed")
+        attempt.results = recorded
         if exec_res.get("failure_class") and exec_res.get("evidence"):
             # the next attempt diagnoses what the service says now (its journal since the failed start included)
             state.failure = Failure.from_check(state.failure.host, exec_res, state.failure.facts)
         return "failing"
+
+
+def starts_that_failed(results: Sequence[StepResult], failure: Failure) -> list[StepResult]:
+    """The steps of an attempt whose service still fails, a start or restart of it that exited 0 recorded as failed:
+    Debian's init scripts exit 0 when the daemon refuses its configuration (redis prints "Bad directive" on the start's
+    stderr, and its init script says "failed" and exits 0), and what such a start printed is the failure's best words,
+    which diagnosis reads from failed steps only."""
+    return [dataclasses.replace(result, status="failed") if result.status == "ok" and starts(result.argv, failure) else result
+            for result in results]
+
+
+def starts(argv: Sequence[str], failure: Failure) -> bool:
+    """Whether ``argv`` starts or restarts the incident's own service, as a runbook says it (``service NAME start``) or
+    as the host's service manager runs it (``systemctl start UNIT``, ``invoke-rc.d NAME start``, ``/etc/init.d/NAME
+    start``)."""
+    names = {failure.init_service, f"{failure.init_service}.service"} | (
+        set() if failure.unit is None else {failure.unit, f"{failure.unit}.service"})
+    if len(argv) == 2:
+        return argv[0] == f"/etc/init.d/{failure.init_service}" and argv[1] in START_VERBS
+    if len(argv) != 3:
+        return False
+    if argv[0] == "systemctl":
+        return argv[1] in START_VERBS and argv[2] in names
+    return argv[0] in ("service", "invoke-rc.d") and argv[1] in names and argv[2] in START_VERBS

@@ -179,3 +179,27 @@ def test_a_log_read_later_is_judged_by_the_hosts_last_start_and_a_malformed_one_
     # what a host of another version (or a stored approval) says instead is no time at all: the lines all count
     odd = dataclasses.replace(killed, evidence={**killed.evidence, "started_at": "yesterday", "utc_offset": "UTC"})
     assert "invalid_config" in read_failure(odd, {"tail -n 30 /var/log/nginx/error.log": planted}).kinds
+
+
+# what `service redis-server start` printed on the lab's sysv host, with a directive redis does not know in redis.conf:
+# Debian's init script exits 0 and says "failed", and redis's words went to its stderr
+SYSV_REDIS_START = StepResult(
+    argv=("service", "redis-server", "start"), status="failed", rc=0, stdout="Starting redis-server: failed",
+    stderr="/etc/init.d/redis-server: 51: ulimit: error setting limit (Operation not permitted)\n\n"
+           "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\nReading the configuration file, at line 2277\n"
+           ">>> 'lab-bad-directive yes'\nBad directive or wrong number of arguments")
+
+
+def test_what_a_start_printed_is_read_first_in_redis_words_and_the_init_scripts_ulimit_warning_is_no_cause() -> None:
+    down = dataclasses.replace(nginx_failure("not_running"), service="redis", spec={"name": "redis", "service": "redis-server"},
+                               evidence={"status": {"command": "/etc/init.d/redis-server status", "rc": 3,
+                                                    "output": "redis-server is not running ... failed!"}, "logs": {}})
+    reading = read_failure(down, {}, [SYSV_REDIS_START])
+    assert reading.kinds == {"invalid_config"}, reading
+    finding = reading.decisive
+    assert finding is not None and finding.source == "output of service redis-server start"
+    assert "'lab-bad-directive yes'" in finding.said and "Bad directive or wrong number of arguments" in finding.said
+    # the path of the init script's warning is not where the error is: the error names no file (a restore takes the one changed)
+    assert finding.path is None and finding.place == "line 2277"
+    # a start that succeeded says nothing of the failure: only what failed is read
+    assert read_failure(down, {}, [dataclasses.replace(SYSV_REDIS_START, status="ok")]).findings == ()

@@ -31,6 +31,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import hea
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import summary_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import CANARY_POLL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.verify import starts
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, audit_records, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import next_step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, decoded_episode
@@ -785,3 +786,71 @@ def test_a_service_the_loop_would_not_diagnose_now_is_not_read_ahead() -> None:
     ahead = evidence_ahead(services, Planner(RunbookLibrary.load(), None), load_policy(), "web1",
                            held=lambda service: "silenced by alice" if service == "nginx" else None)
     assert {entry["service"] for entry in ahead} == {"postgresql"}
+
+
+REDIS_CONF_CHANGED = {"good_at": 1000.0, "packages": [], "files": [
+    {"path": "/etc/redis/redis.conf", "change": "modified", "changed_at": 1700.0, "before_failure_s": 20, "good_sha256": "b" * 64,
+     "diff": "--- /etc/redis/redis.conf (last known good)\n+++ /etc/redis/redis.conf\n@@ -2276,0 +2277 @@\n+lab-bad-directive yes\n"}]}
+SYSV_REDIS_START = ("Starting redis-server: failed\n*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***\n"
+                    "Reading the configuration file, at line 2277\n>>> 'lab-bad-directive yes'\nBad directive or wrong number of arguments")
+
+
+def _redis_on_sysv(restore: str) -> Failure:
+    """redis down on a sysv host, its configuration changed since its last healthy check: the status says only "not
+    running", and redis's words are in no log (it refuses its configuration before it opens one)."""
+    return Failure(host="web1", service="redis", failure_class="not_running", summary="redis-server is not running ... failed!",
+                   evidence={"status": {"command": "/etc/init.d/redis-server status", "rc": 3, "output": "redis-server is not running ... failed!"},
+                             "logs": {"/var/log/redis/redis-server.log": ""}, "port_owners": [], "pidfile": None, "processes": [],
+                             "changes": REDIS_CONF_CHANGED},
+                   spec={"name": "redis", "service": "redis-server", "ports": [6379], "logs": ["/var/log/redis/redis-server.log"],
+                         "restore_known_good": restore},
+                   facts={"service_manager": "sysv", "os": {"id": "debian"}})
+
+
+@pytest.mark.parametrize("restore", ["approve", "off"])
+def test_a_start_that_exits_0_while_the_check_still_fails_is_recorded_as_failed_and_its_output_is_read(
+        tmp_path: Path, restore: str) -> None:
+    executor = ScriptedExecutor({"service redis-server start": SYSV_REDIS_START})
+    tools = _tools(tmp_path, executor, [STILL_DOWN], max_attempts=3)
+    outcome = heal_incident(_redis_on_sysv(restore), tools)
+    first = outcome.state.attempts[0]
+    assert executor.remediations[0] == [("service", "redis-server", "start")]
+    [start] = first.results
+    assert (start.status, start.rc, start.stdout) == ("failed", 0, SYSV_REDIS_START)
+    assert any("service redis-server start exited 0, yet redis still fails its checks: recorded as a failed start" in event["message"]
+               for event in outcome.state.timeline)
+    # the episode keeps it so: memory and the report say the start failed, with what it printed
+    episode = sorted(tools.memory.episodes(), key=lambda row: row["id"])[0]  # type: ignore[union-attr]
+    assert [(step["status"], step["stdout"]) for step in json.loads(episode["results_json"])["steps"]] == [("failed", SYSV_REDIS_START)]
+    # the next attempt reads redis's own words: the configuration error, what changed, and the restore as policy allows
+    assert len(executor.remediations) == 1
+    said = outcome.state.attempts[-1].diagnosis
+    assert "read as invalid_config" in said and "Bad directive or wrong number of arguments" in said and "'lab-bad-directive yes'" in said
+    reason = outcome.state.reason
+    if restore == "off":
+        assert "Bad directive or wrong number of arguments" in reason, reason
+        assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "service-config-invalid"
+        assert reason.startswith("what changed since it last worked: /etc/redis/redis.conf modified"), reason
+    else:
+        assert outcome.state.status == "awaiting_approval" and outcome.to_dict()["plan"]["reference"] == "restore-known-good"
+        steps = [step["argv"] for step in outcome.to_dict()["plan"]["steps"]]
+        assert steps[0] == ["sentinel-heal-restore", "/etc/redis/redis.conf", "b" * 64] and steps[-1] == ["service", "redis-server", "restart"]
+
+
+@pytest.mark.parametrize(("argv", "manager", "start"), [
+    (("service", "redis-server", "start"), "sysv", True),
+    (("service", "redis-server", "restart"), "sysv", True),
+    (("/etc/init.d/redis-server", "start"), "sysv", True),
+    (("invoke-rc.d", "redis-server", "restart"), "sysv", True),
+    (("systemctl", "start", "redis-server"), "systemd", True),
+    (("systemctl", "restart", "redis-server.service"), "systemd", True),
+    (("service", "redis-server", "stop"), "sysv", False),
+    (("systemctl", "reset-failed", "redis-server"), "systemd", False),
+    (("service", "nginx", "start"), "sysv", False),  # another service's
+    (("rm", "-f", "/run/redis/redis-server.pid"), "sysv", False),
+])
+def test_only_a_start_or_restart_of_the_incidents_own_service_is_a_start(argv: tuple[str, ...], manager: str, start: bool) -> None:
+    failure = _redis_on_sysv("approve")
+    if manager == "systemd":
+        failure = _systemd_failure(_redis_on_systemd("failed"))
+    assert starts(argv, failure) is start
