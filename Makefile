@@ -33,12 +33,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 # those ansible-runner starts for a job in the execution environment
 export CONTAINERS_CONF := $(CURDIR)/tests/ee/containers.conf
 
-.PHONY: setup system-packages demo test lint sanity unit platform integration molecule ee ee-image bench bench-efficacy lab-up lab-down llm-up llm-down build clean
+.PHONY: setup system-packages lab-wheels demo test lint sanity unit platform integration molecule ee ee-image bench bench-efficacy lab-up lab-down llm-up llm-down build clean
 # One lab fleet per machine: the lab scenarios, Molecule and the benchmark must never run at the same time.
 .NOTPARALLEL:
 
 ## setup: system packages, the virtualenv with requirements-dev.txt (requirements.txt and the tools) and the local LLM, the collection on Ansible's path
-setup: system-packages $(VENV)/.installed $(IMPORTER_VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(AWX_COLLECTION) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX)
+setup: system-packages $(VENV)/.installed $(IMPORTER_VENV)/.installed $(LOCAL_LLM_INSTALLED) $(COLLECTION_LINK) $(AWX_COLLECTION) $(HOME)/.ansible/test/cache/get_pip_24_2.py $(MINILM_ONNX) lab-wheels
 
 system-packages:
 	@missing=""; \
@@ -95,6 +95,11 @@ $(MINILM_ONNX): | $(VENV)/.installed $(COLLECTION_LINK)
 	$(BIN)/python -c 'import sys; from pathlib import Path; sys.path.insert(0, ".collections"); \
 	  from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import build_minilm_onnx; \
 	  print(build_minilm_onnx(Path(sys.argv[1])))' '$(MINILM_DIR)'
+
+# The wheels a lab host installs sentinel.heal from to heal itself over the local connection (the hosts have no
+# internet; tests/lab/host_wheels.py): downloaded once into $(WHEEL_CACHE), a no-op once there.
+lab-wheels: | $(VENV)/.installed
+	SENTINEL_HEAL_WHEEL_CACHE=$(WHEEL_CACHE) $(BIN)/python tests/lab/host_wheels.py >/dev/null
 
 # ansible-test downloads a pip bootstrap script; offline, this one bootstraps pip from ensurepip.
 $(HOME)/.ansible/test/cache/get_pip_24_2.py: tests/sanity/get_pip_shim.py

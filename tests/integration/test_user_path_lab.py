@@ -1,5 +1,5 @@
 """The user's path, as the guides command_line.rst and role.rst (docs/docsite/rst/) write it, run as written on the lab
-fleet.
+fleet; and command_line.rst's host that heals itself (``ansible_connection: local``), on a lab host with no internet.
 
 A new HOME, a fresh virtualenv, the collection built from a clone and installed from its tarball, a project
 directory of the user's own outside the checkout, with none of the checkout's ansible.cfg, environment or
@@ -18,7 +18,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, Faults, sh
+import host_wheels  # tests/lab, on the path conftest gives
+from conftest import ROOT, Faults, one_line, sh
 from guides import CodeBlock, code_block
 from readme_figures import about, stated
 
@@ -60,6 +61,36 @@ class Reader:
         script = CARRIED + block.body.replace(CLONE_URL, str(ROOT))
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=self.env, cwd=self.home, capture_output=True,
                               text=True, timeout=timeout, check=False)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"{block.body}\nrc={proc.returncode}\n{output}"
+        return output
+
+
+class ReaderOnHost:
+    """The same person at a shell on a lab host, over SSH as the lab's user (sudo without a password, as the guide
+    asks), in that user's home."""
+
+    def __init__(self, lab: Any, host: str) -> None:
+        self.ssh = ["ssh", "-i", str(lab.SSH_KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                    "-o", "LogLevel=ERROR"]
+        self.login = f"sentinel@{lab.address(host)}"
+
+    def carry(self, *paths: Path) -> None:
+        """Directories of this machine copied into the home on the host, as a person copies them there."""
+        subprocess.run(["scp", "-q", "-r", *self.ssh[1:], *map(str, paths), f"{self.login}:"], check=True, timeout=300, capture_output=True)
+
+    def run(self, script: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.ssh, self.login, "bash", "-euo", "pipefail", "-s"], input=script, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def follow(self, block: CodeBlock) -> str:
+        file = shown_file(block)
+        if file is not None:
+            script = f"mkdir -p \"$(dirname {file})\"\ncat > {file} <<'SENTINEL_HEAL_GUIDE_EOF'\n{block.body}SENTINEL_HEAL_GUIDE_EOF\n"
+        else:
+            assert block.language == "bash", f"a block the test does not know how to follow: {block.language}"
+            script = CARRIED + block.body
+        proc = self.run(script)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{block.body}\nrc={proc.returncode}\n{output}"
         return output
@@ -119,3 +150,35 @@ def test_a_user_installs_from_the_tarball_and_heals_the_lab_from_a_directory_of_
     used = " ".join(reader.follow(role_commands).split())
     assert re.search(r"node1 : ok=\d+ changed=0 unreachable=0 failed=0", used), used
     assert "autoheal_services" in used and "autoheal_max_attempts" in used
+
+
+def test_a_host_with_no_internet_heals_its_own_nginx_and_redis_over_the_local_connection(tmp_path: Path, lab: Any, faults: Faults) -> None:
+    host = "node3"  # sysv: nginx and redis started by their init scripts
+    python = sh(lab, host, "python3", "-c", "import sys; print(*sys.version_info[:2], sep='.')").strip()
+    here = ".".join(map(str, sys.version_info[:2]))
+    assert python == here, f"{host} has Python {python}, the wheels downloaded here are for {here}: download them with Python {python}"
+    carried = tmp_path / "carried"
+    shutil.copytree(host_wheels.ensure(), carried / "wheels")
+    subprocess.run(["ansible-galaxy", "collection", "build", str(ROOT), "--output-path", str(carried / "dist")], check=True, timeout=300,
+                   capture_output=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"))
+    reader = ReaderOnHost(lab, host)
+    assert reader.run("curl -s -m 5 -o /dev/null https://pypi.org/ || echo no internet").stdout.strip() == "no internet"
+    reader.carry(carried / "wheels", carried / "dist")
+    try:
+        reader.follow(code_block("command_line", "local_install"))
+        for name in ("ansible_cfg", "local_inventory", "local_services"):
+            reader.follow(code_block("command_line", name))
+
+        faults.inject(host, "nginx-killed")
+        faults.inject(host, "redis-killed")
+        ran = one_line(reader.follow(code_block("command_line", "local_run")))
+        assert "localhost: nginx healed in 1 attempt" in ran, ran
+        assert "localhost: redis healed in 1 attempt" in ran, ran
+        assert re.search(r"localhost : ok=\d+ changed=\d+ unreachable=0 failed=0", ran), ran
+        assert "WARNING" not in ran, ran
+        # the memory where the guide says, in the home of the user who ran the play
+        assert reader.run("test -f ~/.local/state/sentinel-heal/memory.sqlite3").returncode == 0
+        assert "200" in sh(lab, host, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
+        assert "PONG" in sh(lab, host, "redis-cli", "ping")
+    finally:
+        reader.run("rm -rf ~/.venvs ~/ops ~/wheels ~/dist ~/.ansible/collections ~/.local/state/sentinel-heal")

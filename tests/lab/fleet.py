@@ -56,6 +56,8 @@ PACKAGES = (
     "sudo",
     "python3",
     "python3-apt",
+    # a virtualenv on a host (ensurepip), for the collection installed on the host it heals over the local connection
+    "python3-venv",
     "tini",
     "iproute2",
     "procps",
