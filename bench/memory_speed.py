@@ -120,8 +120,8 @@ def main() -> None:
         for failure in failures[:200]:
             outputs = {"nginx -t": "nginx: the configuration file /etc/nginx/nginx.conf syntax is ok\n" * 3,
                        "ss -ltnp": "\n".join(f"LISTEN 0 511 0.0.0.0:{port} 0.0.0.0:* users:((\"svc\",pid={port},fd=6))" for port in range(20))}
-            messages = build_messages(failure, outputs=outputs, similar_fixes=memory.similar_fixes(failure),
-                                      failed_plans=sorted(memory.failed_plans(failure.fingerprint, since=0)), knowledge=[])
+            failed = sorted({failed.templates for failed in memory.failed_plans(failure.fingerprint, since=0)})
+            messages = build_messages(failure, outputs=outputs, similar_fixes=memory.similar_fixes(failure), failed_plans=failed, knowledge=[])
             tokens.append(sum(estimate_tokens(m["content"]) for m in messages))
         tokens.sort()
         worst = tokens[-1]

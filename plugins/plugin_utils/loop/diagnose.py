@@ -1,5 +1,6 @@
 """Before a plan: whether an incident gets an attempt at all (a silence, a masked unit, the deadline, flapping), the
-evidence commands and how the failure reads, and the wait for systemd's own restart."""
+evidence commands and how the failure reads, which remembered plans the present evidence leaves to try, and the wait
+for systemd's own restart."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import cause_of, describe, gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
@@ -16,7 +20,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import FailedPlan, Memory
 
 
 @dataclass(frozen=True)
@@ -29,13 +33,26 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Diagnosing:
-    """What one attempt's diagnosis starts from: the failure, the plans not to try again, the deadline, and what the
-    steps of the earlier attempts printed (a failed start often says why)."""
+    """What one attempt's diagnosis starts from: the failure, the plans this run tried, the deadline, what the steps of
+    the earlier attempts printed (a failed start often says why), and the plans that failed for this fingerprint in
+    earlier runs (not tried again while the cause they failed on holds)."""
 
     failure: Failure
     excluded: frozenset[tuple[str, ...]]
     deadline: float
     earlier_steps: tuple[StepResult, ...]
+    failed: tuple[FailedPlan, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """What diagnosis concluded, the evidence it read, the plans not to try, and what it found changed since earlier
+    runs (a failed plan's cause gone, a remembered fix sent away), for the timeline."""
+
+    diagnosis: Diagnosis
+    evidence: Evidence
+    excluded: frozenset[tuple[str, ...]]
+    notes: tuple[str, ...] = ()
 
 
 class DiagnoseNode(ToolNode):
@@ -49,11 +66,9 @@ class DiagnoseNode(ToolNode):
             return route
         earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
-        excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
-        if memory is not None:
-            excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
-        return Diagnosing(failure, frozenset(excluded), self._deadline(state), earlier_steps)
+        failed = () if memory is None else tuple(memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
+        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, failed)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a silence, a masked unit), failing services it needs healed before it in this run and not
@@ -93,21 +108,42 @@ class DiagnoseNode(ToolNode):
         state.log(self.name, state.reason)
         return outcome
 
-    def exec(self, prep_res: Diagnosing | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+    def exec(self, prep_res: Diagnosing | str) -> Diagnosed | str:
         if isinstance(prep_res, str):
             return prep_res
-        failure, excluded = prep_res.failure, prep_res.excluded
+        failure = prep_res.failure
         context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
-        remembered = self.tools.planner.remembered_fix(failure, excluded)
-        if remembered is not None:
-            reading = read_failure(failure, {}, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
-            return (Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}, reading), Evidence(),
-                    excluded)
+        # the present first: what a remembered plan failed on, or a remembered fix healed, is judged against it
         evidence = self._gather(failure, context, prep_res.deadline)
+        results = {command: result.to_dict() for command, result in evidence.results.items()}
+        excluded, notes = self._excluded(prep_res, results)
         outputs = {command: result.output for command, result in evidence.results.items()}
         passed = [command for command, result in evidence.results.items() if result.rc == 0]
         reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context), passed)
-        return Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded
+        remembered, sent_away = self.tools.planner.remembered_fix(failure, excluded, results)
+        notes += (sent_away,) if sent_away else ()
+        if remembered is not None:
+            return Diagnosed(Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, outputs, reading),
+                             evidence, excluded, notes)
+        return Diagnosed(Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded, notes)
+
+    def _excluded(self, prep_res: Diagnosing, results: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[tuple[str, ...]], tuple[str, ...]]:
+        """The plans not to try: this run's, and those of earlier runs whose cause still holds; and, for each plan of
+        an earlier run whose cause is gone (a person fixed it between the runs), that it is tried again."""
+        failure, now = prep_res.failure, self.tools.clock()
+        excluded = set(prep_res.excluded)
+        released: dict[tuple[str, ...], tuple[FailedPlan, dict[str, str], dict[str, str]]] = {}
+        for failed in prep_res.failed:  # newest first: a plan is said again for its newest failure
+            cause = cause_of(failed.evidence, failed.results)
+            went = gone(cause, failure.evidence, results)
+            if not went:
+                excluded.add(failed.templates)
+            elif failed.templates not in released:
+                released[failed.templates] = (failed, cause, went)
+        notes = tuple(f"the cause reported at {moment(failed.finished_at, now)} (episode {failed.episode_id}: {describe(cause)}) is gone "
+                      f"(now: {describe(went)}); trying again: {' && '.join(render_text(template, failure, {}) for template in templates)}"
+                      for templates, (failed, cause, went) in released.items() if templates not in excluded)
+        return frozenset(excluded), notes
 
     def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
@@ -134,17 +170,20 @@ class DiagnoseNode(ToolNode):
         if isinstance(exc, ExecutorError):
             failure = prep_res.failure
             reading = read_failure(failure, {}, prep_res.earlier_steps)
-            return (Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
-                    prep_res.excluded)
+            excluded, notes = self._excluded(prep_res, {})
+            return Diagnosed(Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
+                             excluded, notes)
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str) -> str:
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | str) -> str:
         if isinstance(exec_res, str):
             return exec_res
-        diagnosis, evidence, excluded = exec_res
+        diagnosis, evidence, excluded = exec_res.diagnosis, exec_res.evidence, exec_res.excluded
+        for note in exec_res.notes:
+            state.log(self.name, f"{state.failure.service}: {note}")
         results = evidence.results
         attempt = state.attempt
-        attempt.diagnosis = diagnosis.text
+        attempt.diagnosis = "; ".join((diagnosis.text, *exec_res.notes))
         attempt.evidence_results = results
         if evidence.artifacts:
             attempt.artifacts.append(evidence.artifacts)

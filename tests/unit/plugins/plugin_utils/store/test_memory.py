@@ -131,8 +131,11 @@ def test_failed_plans_are_remembered_per_fingerprint_within_the_window(memory_pl
     with memory_place.open() as memory:
         memory.record_attempt(incident_id="a", failure=failure, attempt=_attempt("failed", "service {init_service} restart", finished_at=now - 10))
         memory.record_attempt(incident_id="b", failure=failure, attempt=_attempt("failed", "old", finished_at=now - 5000))
-        assert memory.failed_plans(failure.fingerprint, since=now - 60) == {("service {init_service} restart",)}
-        assert memory.failed_plans(other.fingerprint, since=0) == set()
+        [failed] = memory.failed_plans(failure.fingerprint, since=now - 60)
+        assert (failed.templates, failed.finished_at) == (("service {init_service} restart",), now - 10)
+        # with the failure it ran on, whose facts tell later whether its cause still holds
+        assert failed.evidence == failure.evidence
+        assert memory.failed_plans(other.fingerprint, since=0) == []
 
 
 def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(memory_place: MemoryPlace) -> None:
