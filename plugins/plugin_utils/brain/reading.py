@@ -192,8 +192,8 @@ def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[
         texts.append((f"output of {status.get('command') or 'its status'}", str(status["output"])))
     for path, tail in (evidence.get("logs") or {}).items():
         texts.append((f"log {path}", "\n".join(str(tail).splitlines()[-LOG_LINES_READ:])))
-    # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the last start
-    started, offset = evidence.get("started_at"), evidence.get("utc_offset")
+    # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the failure
+    started, offset = evidence.get("failing_since", evidence.get("started_at")), evidence.get("utc_offset")
     started = started if isinstance(started, (int, float)) and not isinstance(started, bool) else None
     offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 0
     texts += [(f"output of {command}", "\n".join(since_last_start(text, started, offset).splitlines()[-LOG_LINES_READ:]))

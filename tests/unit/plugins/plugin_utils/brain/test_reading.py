@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 
 import pytest
@@ -179,3 +180,17 @@ def test_a_log_read_later_is_judged_by_the_hosts_last_start_and_a_malformed_one_
     # what a host of another version (or a stored approval) says instead is no time at all: the lines all count
     odd = dataclasses.replace(killed, evidence={**killed.evidence, "started_at": "yesterday", "utc_offset": "UTC"})
     assert "invalid_config" in read_failure(odd, {"tail -n 30 /var/log/nginx/error.log": planted}).kinds
+
+
+def test_a_log_line_older_than_the_failures_start_is_context_and_never_its_cause() -> None:
+    """nginx ran since 18:00 and was killed at 18:31: a second instance a person started at 18:30 could not bind the
+    port, and that line is no cause of the kill."""
+    killed = nginx_failure("not_running")
+    log = "2026/11/18 18:30:00 [emerg] 99#99: bind() to 0.0.0.0:80 failed (98: Address already in use)"
+    at = calendar.timegm((2026, 11, 18, 18, 0, 0))
+    evidence = {**killed.evidence, "started_at": float(at), "failing_since": float(at + 31 * 60 - 10), "utc_offset": 0}
+    failure = dataclasses.replace(killed, evidence=evidence)
+    assert "address_in_use" not in read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": log}).kinds
+    # judged by its last start alone (what an older host reports), the line counts
+    started_only = dataclasses.replace(killed, evidence={key: value for key, value in evidence.items() if key != "failing_since"})
+    assert "address_in_use" in read_failure(started_only, {"tail -n 30 /var/log/nginx/error.log": log}).kinds
