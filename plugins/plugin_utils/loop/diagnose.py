@@ -20,7 +20,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import FailedPlan, Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, Unhealed
 
 
 @dataclass(frozen=True)
@@ -34,20 +34,20 @@ class Evidence:
 @dataclass(frozen=True)
 class Diagnosing:
     """What one attempt's diagnosis starts from: the failure, the plans this run tried, the deadline, what the steps of
-    the earlier attempts printed (a failed start often says why), and the plans that failed for this fingerprint in
-    earlier runs (not tried again while the cause they failed on holds)."""
+    the earlier attempts printed (a failed start often says why), and what did not heal this fingerprint in earlier
+    runs (a plan that failed is not tried again while the cause it failed on holds)."""
 
     failure: Failure
     excluded: frozenset[tuple[str, ...]]
     deadline: float
     earlier_steps: tuple[StepResult, ...]
-    failed: tuple[FailedPlan, ...] = ()
+    unhealed: tuple[Unhealed, ...] = ()
 
 
 @dataclass(frozen=True)
 class Diagnosed:
     """What diagnosis concluded, the evidence it read, the plans not to try, and what it found changed since earlier
-    runs (a failed plan's cause gone, a remembered fix sent away), for the timeline."""
+    runs (the cause an earlier run reported gone, a remembered fix sent away), for the timeline."""
 
     diagnosis: Diagnosis
     evidence: Evidence
@@ -67,8 +67,8 @@ class DiagnoseNode(ToolNode):
         earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
-        failed = () if memory is None else tuple(memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
-        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, failed)
+        earlier = () if memory is None else tuple(memory.unhealed(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
+        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a silence, a masked unit), failing services it needs healed before it in this run and not
@@ -128,22 +128,31 @@ class DiagnoseNode(ToolNode):
         return Diagnosed(Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded, notes)
 
     def _excluded(self, prep_res: Diagnosing, results: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[tuple[str, ...]], tuple[str, ...]]:
-        """The plans not to try: this run's, and those of earlier runs whose cause still holds; and, for each plan of
-        an earlier run whose cause is gone (a person fixed it between the runs), that it is tried again."""
-        failure, now = prep_res.failure, self.tools.clock()
+        """The plans not to try: this run's, and those that failed in earlier runs on a cause that still holds; and,
+        when the cause an earlier run reported is gone (a person fixed it between the runs), that it is tried again."""
+        failure = prep_res.failure
         excluded = set(prep_res.excluded)
-        released: dict[tuple[str, ...], tuple[FailedPlan, dict[str, str], dict[str, str]]] = {}
-        for failed in prep_res.failed:  # newest first: a plan is said again for its newest failure
-            cause = cause_of(failed.evidence, failed.results)
+        went_from: tuple[Unhealed, dict[str, str], dict[str, str]] | None = None
+        released: list[tuple[str, ...]] = []
+        for earlier in prep_res.unhealed:  # newest first
+            cause = cause_of(earlier.evidence, earlier.results)
             went = gone(cause, failure.evidence, results)
             if not went:
-                excluded.add(failed.templates)
-            elif failed.templates not in released:
-                released[failed.templates] = (failed, cause, went)
-        notes = tuple(f"the cause reported at {moment(failed.finished_at, now)} (episode {failed.episode_id}: {describe(cause)}) is gone "
-                      f"(now: {describe(went)}); trying again: {' && '.join(render_text(template, failure, {}) for template in templates)}"
-                      for templates, (failed, cause, went) in released.items() if templates not in excluded)
-        return frozenset(excluded), notes
+                if earlier.templates:
+                    excluded.add(earlier.templates)
+                continue
+            went_from = went_from or (earlier, cause, went)
+            if earlier.templates:
+                released.append(earlier.templates)
+        if went_from is None:
+            return frozenset(excluded), ()
+        earlier, cause, went = went_from
+        again = [" && ".join(render_text(template, failure, {}) for template in templates)
+                 for templates in dict.fromkeys(released) if templates not in excluded]
+        note = (f"the cause reported at {moment(earlier.finished_at, self.tools.clock())} (episode {earlier.episode_id}, {earlier.outcome}: "
+                f"{describe(cause)}) is gone (now: {describe(went)}); trying again"
+                + (f", the plan that failed on it too: {'; '.join(again)}" if again else ""))
+        return frozenset(excluded), (note,)
 
     def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""

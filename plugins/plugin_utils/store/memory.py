@@ -95,9 +95,11 @@ class RememberedFix:
 
 
 @dataclass(frozen=True)
-class FailedPlan:
-    """A plan that ran for a fingerprint and did not heal it, with the evidence of the failure it ran on."""
+class Unhealed:
+    """An attempt for a fingerprint that did not heal it: a plan that ran and failed (its step templates), or an
+    escalation (no templates), with the evidence of the failure it was made for."""
 
+    outcome: str
     templates: tuple[str, ...]
     episode_id: int
     finished_at: float
@@ -253,16 +255,16 @@ class Memory:
         return RememberedFix(episode_id=int(row["id"]), plan=plan, evidence=_json_of(row["evidence_json"]),
                              results=_json_of(row["results_json"]).get("evidence") or {})
 
-    def failed_plans(self, fingerprint: str, since: float) -> list[FailedPlan]:
-        """The plans that ran for this fingerprint since ``since`` and did not heal it, newest first."""
+    def unhealed(self, fingerprint: str, since: float) -> list[Unhealed]:
+        """The plans that ran for this fingerprint since ``since`` and did not heal it, and its escalations, newest first."""
         rows = self._db.execute(
-            """SELECT id, finished_at, plan_json, evidence_json, results_json FROM episodes
-               WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ? ORDER BY finished_at DESC, id DESC""",
+            """SELECT id, outcome, finished_at, plan_json, evidence_json, results_json FROM episodes
+               WHERE fingerprint = ? AND outcome IN ('failed', 'escalated') AND finished_at >= ? ORDER BY finished_at DESC, id DESC""",
             (fingerprint, since),
         )
-        return [FailedPlan(templates=tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]), episode_id=int(row["id"]),
-                           finished_at=float(row["finished_at"]), evidence=_json_of(row["evidence_json"]),
-                           results=_json_of(row["results_json"]).get("evidence") or {}) for row in rows]
+        return [Unhealed(outcome=row["outcome"], templates=tuple(step["template"] for step in _json_of(row["plan_json"]).get("steps") or ()),
+                         episode_id=int(row["id"]), finished_at=float(row["finished_at"]), evidence=_json_of(row["evidence_json"]),
+                         results=_json_of(row["results_json"]).get("evidence") or {}) for row in rows]
 
     def similar_fixes(self, failure: Failure, *, limit: int = 4) -> list[dict[str, Any]]:
         """Verified fixes of other fingerprints of the same service whose error reads most alike (full-text search: FTS5

@@ -122,7 +122,8 @@ def test_a_plan_that_failed_in_an_earlier_run_is_tried_again_once_a_person_remov
     if tried_again:
         [line] = said
         assert line.startswith("nginx: the cause reported at ")
-        assert f"file {SITE} modified (mtime 950.0)) is gone (now: file {SITE} as last known good); trying again: rm -f /run/nginx.pid" in line
+        assert (f"failed: file {SITE} modified (mtime 950.0)) is gone (now: file {SITE} as last known good); trying again, "
+                "the plan that failed on it too: rm -f /run/nginx.pid && service nginx start") in line
         # what the person reads of the run: the attempt, as its episode says it
         assert "the cause reported at" in outcome.to_dict()["attempt_log"][0]["diagnosis"]
     else:
