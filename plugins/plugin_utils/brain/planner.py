@@ -99,7 +99,7 @@ class Planner:
             return None, ""
         then, now = cause_of(remembered.evidence, remembered.results), cause_of(failure.evidence, results)
         if then != now:
-            return None, (f"the fix remembered from episode {remembered.episode_id} ({remembered.plan.rationale}) was verified on "
+            return None, (f"{failure.service}: the fix remembered from episode {remembered.episode_id} ({remembered.plan.rationale}) was verified on "
                           f"{describe(then)}, and now {describe(now)}: not replayed")
         return remembered, ""
 

@@ -123,6 +123,8 @@ class Reading:
     findings: tuple[Finding, ...] = ()
     # the package directory of each declared path and log directory of the service that is (in) one
     package_dirs: Mapping[str, PackageDir] = dataclasses.field(default_factory=dict, compare=False)
+    # that the cause an earlier run reported for the failure is gone (the present evidence shows it fixed), or None
+    cause_gone: str | None = dataclasses.field(default=None, compare=False)
 
     @property
     def kinds(self) -> frozenset[str]:

@@ -4,6 +4,7 @@ for systemd's own restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -116,18 +117,19 @@ class DiagnoseNode(ToolNode):
         # the present first: what a remembered plan failed on, or a remembered fix healed, is judged against it
         evidence = self._gather(failure, context, prep_res.deadline)
         results = {command: result.to_dict() for command, result in evidence.results.items()}
-        excluded, notes = self._excluded(prep_res, results)
+        excluded, cause_gone = self._excluded(prep_res, results)
         outputs = {command: result.output for command, result in evidence.results.items()}
         passed = [command for command, result in evidence.results.items() if result.rc == 0]
-        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context), passed)
+        reading = dataclasses.replace(read_failure(failure, outputs, prep_res.earlier_steps,
+                                                   functools.partial(package_dir, self.tools.policy, context), passed), cause_gone=cause_gone)
         remembered, sent_away = self.tools.planner.remembered_fix(failure, excluded, results)
-        notes += (sent_away,) if sent_away else ()
+        notes = tuple(note for note in (cause_gone, sent_away) if note)
         if remembered is not None:
             return Diagnosed(Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, outputs, reading),
                              evidence, excluded, notes)
         return Diagnosed(Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded, notes)
 
-    def _excluded(self, prep_res: Diagnosing, results: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[tuple[str, ...]], tuple[str, ...]]:
+    def _excluded(self, prep_res: Diagnosing, results: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[tuple[str, ...]], str | None]:
         """The plans not to try: this run's, and those that failed in earlier runs on a cause that still holds; and,
         when the cause an earlier run reported is gone (a person fixed it between the runs), that it is tried again."""
         failure = prep_res.failure
@@ -145,14 +147,15 @@ class DiagnoseNode(ToolNode):
             if earlier.templates:
                 released.append(earlier.templates)
         if went_from is None:
-            return frozenset(excluded), ()
+            return frozenset(excluded), None
         earlier, cause, went = went_from
         again = [" && ".join(render_text(template, failure, {}) for template in templates)
                  for templates in dict.fromkeys(released) if templates not in excluded]
-        note = (f"the cause reported at {moment(earlier.finished_at, self.tools.clock())} (episode {earlier.episode_id}, {earlier.outcome}: "
-                f"{describe(cause)}) is gone (now: {describe(went)}); trying again"
+        reported = moment(earlier.finished_at, self.tools.clock())
+        note = (f"{failure.service}: the cause reported at {reported} (episode {earlier.episode_id}, {earlier.outcome}: {describe(cause)}) "
+                f"is gone (now: {describe(went)}); trying again"
                 + (f", the plan that failed on it too: {'; '.join(again)}" if again else ""))
-        return frozenset(excluded), (note,)
+        return frozenset(excluded), note
 
     def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
@@ -178,10 +181,10 @@ class DiagnoseNode(ToolNode):
     def exec_fallback(self, prep_res: Diagnosing, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             failure = prep_res.failure
-            reading = read_failure(failure, {}, prep_res.earlier_steps)
-            excluded, notes = self._excluded(prep_res, {})
+            excluded, cause_gone = self._excluded(prep_res, {})
+            reading = dataclasses.replace(read_failure(failure, {}, prep_res.earlier_steps), cause_gone=cause_gone)
             return Diagnosed(Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
-                             excluded, notes)
+                             excluded, (cause_gone,) if cause_gone else ())
         raise exc
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | str) -> str:
@@ -189,7 +192,7 @@ class DiagnoseNode(ToolNode):
             return exec_res
         diagnosis, evidence, excluded = exec_res.diagnosis, exec_res.evidence, exec_res.excluded
         for note in exec_res.notes:
-            state.log(self.name, f"{state.failure.service}: {note}")
+            state.log(self.name, note)
         results = evidence.results
         attempt = state.attempt
         attempt.diagnosis = "; ".join((diagnosis.text, *exec_res.notes))

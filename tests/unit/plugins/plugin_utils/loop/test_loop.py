@@ -130,6 +130,36 @@ def test_a_plan_that_failed_in_an_earlier_run_is_tried_again_once_a_person_remov
         assert said == []
 
 
+def _redis_looped(changes: Mapping[str, Any]) -> Failure:
+    """redis on a systemd host after its Restart= looped into the start limit on a directive a person added; its
+    journal since that last start holds redis's words."""
+    journal = "\n".join(f"2026-12-02T04:00:00+0000 cache1 redis-server[80]: {line}" for line in (
+        "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***", ">>> 'lab-unknown-directive yes'", "Bad directive or wrong number of arguments"))
+    unit = {"Id": "redis-server.service", "ActiveState": "failed", "journal": journal}
+    return Failure(host="cache1", service="redis", failure_class="restart_loop", summary="redis-cli ping: rc=1; its journal says: Bad directive",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "unit": unit, "changes": changes},
+                   spec={"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server"},
+                   facts={"service_manager": "systemd"})
+
+
+def test_an_escalation_whose_cause_a_person_removed_between_two_runs_is_tried_again_in_the_next(tmp_path: Path) -> None:
+    """The first run escalates the loop (restarting cannot help while redis.conf holds the directive); the person puts
+    redis.conf back and leaves the unit failed. The next run's failure reads the same, its fingerprint too, and the
+    journal still quotes redis: the configuration is as last known good now, and the unit is reset and started."""
+    edited = {"good_at": 900.0, "files": [{"path": "/etc/redis/redis.conf", "change": "modified", "changed_at": 950.0}], "packages": []}
+    executor = ScriptedExecutor()
+    tools = _tools(tmp_path, executor, [HEALTHY])
+    first = heal_incident(_redis_looped(edited), tools)
+    assert first.state.status == "escalated" and first.to_dict()["plan"]["reference"] == "systemd-restart-loop"
+    assert executor.remediations == []
+    second = heal_incident(_redis_looped(AS_GOOD), tools)
+    assert _redis_looped(AS_GOOD).fingerprint == _redis_looped(edited).fingerprint
+    assert second.state.status == "healed" and second.to_dict()["plan"]["reference"] == "systemd-restart-loop-cause-gone"
+    assert executor.remediations == [[("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")]]
+    [line] = [entry["message"] for entry in second.state.timeline if "is gone" in entry["message"]]
+    assert "(episode 1, escalated: file /etc/redis/redis.conf modified (mtime 950.0)) is gone" in line and line.endswith("; trying again")
+
+
 def test_a_remembered_fix_is_sent_away_before_it_runs_when_the_configuration_test_fails_now(tmp_path: Path) -> None:
     """The fix remembered for a killed master (nginx -t passed then) is no fix for a typo: nginx -t fails now."""
     executor = ScriptedExecutor(CONFIG_OK)
