@@ -105,7 +105,7 @@ def main() -> None:
         baseline = _latencies(memory.episode, ids)
         rows = [
             ("verified fix for the fingerprint", _latencies(lambda f: memory.verified_fix(f.fingerprint), probes)),
-            ("failed plans of the fingerprint", _latencies(lambda f: memory.failed_plans(f.fingerprint, since=0), probes)),
+            ("failed plans of the fingerprint", _latencies(lambda f: memory.unhealed(f.fingerprint, since=0), probes)),
             ("similar errors (FTS5 bm25)", _latencies(memory.similar_fixes, probes)),
         ]
         print(f"memory with {EPISODES:,} episodes ({FINGERPRINTS:,} fingerprints), filled in {filled:.1f} s")
@@ -120,8 +120,8 @@ def main() -> None:
         for failure in failures[:200]:
             outputs = {"nginx -t": "nginx: the configuration file /etc/nginx/nginx.conf syntax is ok\n" * 3,
                        "ss -ltnp": "\n".join(f"LISTEN 0 511 0.0.0.0:{port} 0.0.0.0:* users:((\"svc\",pid={port},fd=6))" for port in range(20))}
-            messages = build_messages(failure, outputs=outputs, similar_fixes=memory.similar_fixes(failure),
-                                      failed_plans=sorted(memory.failed_plans(failure.fingerprint, since=0)), knowledge=[])
+            failed = sorted({earlier.templates for earlier in memory.unhealed(failure.fingerprint, since=0) if earlier.outcome == "failed"})
+            messages = build_messages(failure, outputs=outputs, similar_fixes=memory.similar_fixes(failure), failed_plans=failed, knowledge=[])
             tokens.append(sum(estimate_tokens(m["content"]) for m in messages))
         tokens.sort()
         worst = tokens[-1]

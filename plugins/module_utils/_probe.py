@@ -394,13 +394,17 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
     for owner in owners:
         owner["service"] = None if owner.get("own") else _declared_service_of(owner, process_name, others)
         owner["service_program"] = _processes.runs_program(owner["pid"], program)
-    since = _last_start(unit, spec)
+    started = _last_start(unit, spec)
+    down = _systemd.went_down_at(unit) if unit is not None else None
+    since = started if down is None or (started is not None and down < started) else down
     offset = time.localtime().tm_gmtoff
     return dict(
         status=dict(command=" ".join(status["command"]), rc=status["rc"], output=status["output"]),
         logs=dict((path, since_last_start(tail(path, log_lines), since, offset)) for path in spec.get("logs") or []),
-        # when the service last started, and the host's offset from UTC: a log read later is judged by them too
-        started_at=since,
+        # when the service last started, when its failure began (a unit that ran and went down: moments before it did;
+        # else its last start), and the host's offset from UTC: a log read later is judged by them too
+        started_at=started,
+        failing_since=since,
         utc_offset=offset,
         port_owners=owners,
         pidfile=pidfile,
@@ -630,8 +634,9 @@ def _last_start(unit, spec):
 
 
 def since_last_start(text, since, utc_offset):
-    """The lines of a log tail written since the service last started: a line whose time says it is older belongs to
-    an earlier run (or was planted to look like one) and is no cause of this failure. Lines without a time are kept
+    """The lines of a log tail written since the service last started (or since its failure began): a line whose time
+    says it is older belongs to an earlier run, or to the time it ran well (or was planted to look like one), and is
+    no cause of this failure. Lines without a time are kept
     with the line before them. ``utc_offset``: the host's, in seconds (its logs are written in its local time)."""
     if since is None:
         return text

@@ -23,6 +23,7 @@ UNIT_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "Result", "UnitFileState", "NRestarts", "ExecMainCode", "ExecMainStatus",
     "Restart", "RestartUSec", "FragmentPath", "DropInPaths", "ConsistsOf", "Requires", "BindsTo", "Requisite", "After",
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
+    "InactiveEnterTimestamp", "InactiveEnterTimestampMonotonic",
     "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit", "Names",
 )
 # what tells a unit that fronts others from one whose parts they are (``umbrella_members``)
@@ -42,6 +43,9 @@ EXIT_STATUSES = {
     240: "LOGS_DIRECTORY", 241: "CONFIGURATION_DIRECTORY", 242: "NUMA_POLICY", 243: "CREDENTIALS", 245: "BPF",
 }
 MAX_REQUIREMENTS = 8
+# a service writes why it stops in the moments before it goes down (redis's last words, a crash's trace, a slow
+# shutdown's lines): the seconds before its unit went down that are still its failure's
+DYING_WORDS_S = 10
 MAX_CAUSE_LINES = 3
 CAUSE_LIMIT = 600
 # the lines a block such as redis's "*** FATAL CONFIG FILE ERROR ***" holds after its first
@@ -152,6 +156,24 @@ def stopped_by_start_limit(unit):
 def last_run_clean(unit):
     """The unit's last run ended the way a stop ends it: no step failed, the main process exited with 0."""
     return unit.get("failed_step") is None and unit.get("ExecMainCode") in ("0", "1") and unit.get("ExecMainStatus") == "0"
+
+
+def went_down_at(unit):
+    """When the failure of a unit that had been running began (seconds since the epoch): DYING_WORDS_S before it went
+    down (InactiveEnterTimestamp). What it wrote before then, while it ran, is context, never the failure's cause (an
+    "Address already in use" a minute earlier, from a second instance started by hand). None for a unit that runs,
+    whose last start never made it active (the whole start is its failure), or when systemd does not say."""
+    if unit.get("ActiveState") not in ("inactive", "failed"):
+        return None
+    started, active, down = (unit.get(key, "0") for key in (
+        "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "InactiveEnterTimestampMonotonic"))
+    if not (started.isdigit() and active.isdigit() and down.isdigit()) or not int(started) <= int(active) <= int(down):
+        return None
+    at = unit.get("InactiveEnterTimestamp", "")
+    try:
+        return float(at[1:]) - DYING_WORDS_S if at.startswith("@") else None
+    except ValueError:
+        return None
 
 
 def start_failed(unit):
@@ -301,9 +323,11 @@ def _failed_requirements(unit, timeout):
 
 
 def _journal(unit, timeout, lines):
-    """The unit's newest journal lines since its last start (this boot's when systemd does not say when), oldest first.
-    Read newest first: with --since, --lines alone counts from the oldest line."""
-    since = unit.get("InactiveExitTimestamp", "")
+    """The unit's newest journal lines since its failure began (went_down_at), else since its last start (this boot's
+    when systemd does not say when), oldest first. Read newest first: with --since, --lines alone counts from the
+    oldest line."""
+    down = went_down_at(unit)
+    since = unit.get("InactiveExitTimestamp", "") if down is None else "@%d" % down
     argv = ["journalctl", "--unit=" + unit["Id"], "--no-pager", "--quiet", "--output=short-iso", "--reverse", "--lines=%d" % lines]
     argv.append("--since=" + since if since.startswith("@") else "--boot")
     rc, output = run(argv, timeout, limit=JOURNAL_LIMIT)

@@ -11,6 +11,9 @@ The incident document (what every expression reads)::
     outputs                                 the output of each of the runbook's evidence commands, by command
     reading                                 the decisive finding of the service's own error text:
                                             {kind, lines, source, path, place} (null when nothing was read)
+    cause_gone                              what says that the cause an earlier run reported for this failure is
+                                            gone now (its facts of trouble no longer hold: a person fixed it between
+                                            the runs), or null
 
 Derived views, for what a filter cannot say (JMESPath has no reference to the document's root inside a filter, so an
 owner cannot be compared with ``spec.user`` there), each a list, empty when nothing is found::
@@ -156,7 +159,7 @@ def incident_document(failure: Failure, outputs: Mapping[str, str], reading: Rea
     own = {str(failure.spec.get("process") or ""), failure.service, failure.init_service} - {""}
     return {
         "host": failure.host, "service": failure.service, "init_service": failure.init_service, "unit": failure.unit,
-        "failure_class": failure.failure_class, "summary": failure.summary, "cause": failure.cause,
+        "failure_class": failure.failure_class, "summary": failure.summary, "cause": failure.cause, "cause_gone": reading.cause_gone,
         "evidence": dict(failure.evidence), "spec": dict(failure.spec), "facts": dict(failure.facts), "outputs": dict(outputs),
         "reading": None if decisive is None else {"kind": decisive.kind, "lines": list(decisive.lines), "source": decisive.source,
                                                   "path": decisive.path, "place": decisive.place},

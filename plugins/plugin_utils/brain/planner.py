@@ -4,7 +4,8 @@ Sources are tried in order of trust. A fix verified before for the same failure 
 from memory; otherwise the most specific runbook whose match holds on the evidence; otherwise the
 LLM, when one is configured, grounded in the evidence, memory and knowledge; otherwise the fallback
 runbooks (priority 0 or lower) and a restart of the service - one such blind plan at most per failure, which a second
-could not heal where the first failed. A plan whose steps already failed for this fingerprint is not tried again; when
+could not heal where the first failed. A plan whose steps already failed for this fingerprint is not tried again while
+the cause it failed on holds (brain/cause.py); a remembered fix is replayed only on the facts it was verified on; when
 no untried plan is left the incident is escalated with what the evidence says went wrong. When
 the LLM is down, slow, over budget or answers nonsense, the offline sources plan and the plan says so.
 """
@@ -14,9 +15,10 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import AbstractSet, Mapping, Sequence
+from typing import AbstractSet, Any, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import cause_of, describe
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
     MAX_READS_PER_ROUND,
     NO_THINKING,
@@ -87,11 +89,19 @@ class Planner:
         self.knowledge = knowledge
         self.secrets = tuple(secrets)
 
-    def remembered_fix(self, failure: Failure, excluded: AbstractSet[tuple[str, ...]]) -> RememberedFix | None:
+    def remembered_fix(self, failure: Failure, excluded: AbstractSet[tuple[str, ...]],
+                       results: Mapping[str, Mapping[str, Any]]) -> tuple[RememberedFix | None, str]:
+        """The fix verified before for this fingerprint, when it was verified on the failure there is now (the same facts
+        of trouble in ``failure``'s evidence and the evidence commands' ``results``), and why a remembered fix was sent
+        away before it ran ("" when none was)."""
         remembered = self.memory.verified_fix(failure.fingerprint) if self.memory else None
         if remembered is None or remembered.plan.templates in excluded:
-            return None
-        return remembered
+            return None, ""
+        then, now = cause_of(remembered.evidence, remembered.results), cause_of(failure.evidence, results)
+        if then != now:
+            return None, (f"{failure.service}: the fix remembered from episode {remembered.episode_id} ({remembered.plan.rationale}) was verified on "
+                          f"{describe(then)}, and now {describe(now)}: not replayed")
+        return remembered, ""
 
     def evidence_commands(self, failure: Failure) -> list[str]:
         """Read-only commands the candidate runbooks (and, with an LLM, a general look) want to see, each once."""

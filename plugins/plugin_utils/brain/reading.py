@@ -127,6 +127,8 @@ class Reading:
     findings: tuple[Finding, ...] = ()
     # the package directory of each declared path and log directory of the service that is (in) one
     package_dirs: Mapping[str, PackageDir] = dataclasses.field(default_factory=dict, compare=False)
+    # that the cause an earlier run reported for the failure is gone (the present evidence shows it fixed), or None
+    cause_gone: str | None = dataclasses.field(default=None, compare=False)
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -196,8 +198,8 @@ def failure_texts(failure: Failure, outputs: Mapping[str, str], steps: Sequence[
         texts.append((f"output of {status.get('command') or 'its status'}", str(status["output"])))
     for path, tail in (evidence.get("logs") or {}).items():
         texts.append((f"log {path}", "\n".join(str(tail).splitlines()[-LOG_LINES_READ:])))
-    # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the last start
-    started, offset = evidence.get("started_at"), evidence.get("utc_offset")
+    # a log read later (tail, grep) holds what service_check left out of the evidence: lines older than the failure
+    started, offset = evidence.get("failing_since", evidence.get("started_at")), evidence.get("utc_offset")
     started = started if isinstance(started, (int, float)) and not isinstance(started, bool) else None
     offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 0
     texts += [(f"output of {command}", "\n".join(since_last_start(text, started, offset).splitlines()[-LOG_LINES_READ:]))
@@ -220,11 +222,15 @@ def read_failure(failure: Failure, outputs: Mapping[str, str], steps: Sequence[S
                  locate: Callable[[str], PackageDir | None] = lambda path: None, passed: Collection[str] = ()) -> Reading:
     """The failure's reading. ``passed``: the evidence commands that exited 0 (with service_check's own, read on the
     host): a configuration test among them outweighs a line of a log or journal that calls the configuration invalid,
-    which is then an old line, or one someone wrote there, and no cause."""
+    which is then an old line, or one someone wrote there, and no cause. So does a configuration the service last
+    worked with (nothing changed since its last known good): a person put the file back after the service failed to
+    start with it, and the journal since that start still says so. A start that fails again says it in its own output."""
     reading = read_texts(failure_texts(failure, outputs, steps), locate)
     host_passed = [" ".join(map(str, answer.get("argv") or ())) for answer in failure.evidence.get("commands") or ()
                    if isinstance(answer, Mapping) and answer.get("rc") == 0]
-    if any(CONFIG_TEST.search(command) for command in (*passed, *host_passed)):
+    changes = failure.evidence.get("changes")
+    as_last_good = isinstance(changes, Mapping) and not changes.get("files") and not changes.get("packages")
+    if as_last_good or any(CONFIG_TEST.search(command) for command in (*passed, *host_passed)):
         reading = Reading(tuple(finding for finding in reading.findings
                                 if not (finding.kind == "invalid_config" and _recorded(finding.source))))
     logs = [str(log) for log in failure.spec.get("logs") or []]

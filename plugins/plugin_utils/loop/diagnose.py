@@ -1,14 +1,19 @@
 """Before a plan: whether an incident gets an attempt at all (a silence, a masked unit, the deadline, flapping), the
-evidence commands and how the failure reads, and the wait for systemd's own restart."""
+evidence commands and how the failure reads, which remembered plans the present evidence leaves to try, and the wait
+for systemd's own restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import cause_of, describe, gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
@@ -16,7 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
-from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, Unhealed
 
 
 @dataclass(frozen=True)
@@ -29,13 +34,26 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Diagnosing:
-    """What one attempt's diagnosis starts from: the failure, the plans not to try again, the deadline, and what the
-    steps of the earlier attempts printed (a failed start often says why)."""
+    """What one attempt's diagnosis starts from: the failure, the plans this run tried, the deadline, what the steps of
+    the earlier attempts printed (a failed start often says why), and what did not heal this fingerprint in earlier
+    runs (a plan that failed is not tried again while the cause it failed on holds)."""
 
     failure: Failure
     excluded: frozenset[tuple[str, ...]]
     deadline: float
     earlier_steps: tuple[StepResult, ...]
+    unhealed: tuple[Unhealed, ...] = ()
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """What diagnosis concluded, the evidence it read, the plans not to try, and what it found changed since earlier
+    runs (the cause an earlier run reported gone, a remembered fix sent away), for the timeline."""
+
+    diagnosis: Diagnosis
+    evidence: Evidence
+    excluded: frozenset[tuple[str, ...]]
+    notes: tuple[str, ...] = ()
 
 
 class DiagnoseNode(ToolNode):
@@ -49,11 +67,9 @@ class DiagnoseNode(ToolNode):
             return route
         earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
-        excluded = set(state.tried)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
-        if memory is not None:
-            excluded |= memory.failed_plans(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl)
-        return Diagnosing(failure, frozenset(excluded), self._deadline(state), earlier_steps)
+        earlier = () if memory is None else tuple(memory.unhealed(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
+        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
         """A person's decision (a silence, a masked unit), failing services it needs healed before it in this run and not
@@ -93,21 +109,53 @@ class DiagnoseNode(ToolNode):
         state.log(self.name, state.reason)
         return outcome
 
-    def exec(self, prep_res: Diagnosing | str) -> tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str:
+    def exec(self, prep_res: Diagnosing | str) -> Diagnosed | str:
         if isinstance(prep_res, str):
             return prep_res
-        failure, excluded = prep_res.failure, prep_res.excluded
+        failure = prep_res.failure
         context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
-        remembered = self.tools.planner.remembered_fix(failure, excluded)
-        if remembered is not None:
-            reading = read_failure(failure, {}, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context))
-            return (Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, {}, reading), Evidence(),
-                    excluded)
+        # the present first: what a remembered plan failed on, or a remembered fix healed, is judged against it
         evidence = self._gather(failure, context, prep_res.deadline)
+        results = {command: result.to_dict() for command, result in evidence.results.items()}
+        excluded, cause_gone = self._excluded(prep_res, results)
         outputs = {command: result.output for command, result in evidence.results.items()}
         passed = [command for command, result in evidence.results.items() if result.rc == 0]
-        reading = read_failure(failure, outputs, prep_res.earlier_steps, functools.partial(package_dir, self.tools.policy, context), passed)
-        return Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded
+        reading = dataclasses.replace(read_failure(failure, outputs, prep_res.earlier_steps,
+                                                   functools.partial(package_dir, self.tools.policy, context), passed), cause_gone=cause_gone)
+        remembered, sent_away = self.tools.planner.remembered_fix(failure, excluded, results)
+        notes = tuple(note for note in (cause_gone, sent_away) if note)
+        if remembered is not None:
+            return Diagnosed(Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, outputs, reading),
+                             evidence, excluded, notes)
+        return Diagnosed(Diagnosis(_diagnosis_text(failure, reading), None, outputs, reading), evidence, excluded, notes)
+
+    def _excluded(self, prep_res: Diagnosing, results: Mapping[str, Mapping[str, Any]]) -> tuple[frozenset[tuple[str, ...]], str | None]:
+        """The plans not to try: this run's, and those that failed in earlier runs on a cause that still holds; and,
+        when the cause an earlier run reported is gone (a person fixed it between the runs), that it is tried again."""
+        failure = prep_res.failure
+        excluded = set(prep_res.excluded)
+        went_from: tuple[Unhealed, dict[str, str], dict[str, str]] | None = None
+        released: list[tuple[str, ...]] = []
+        for earlier in prep_res.unhealed:  # newest first
+            cause = cause_of(earlier.evidence, earlier.results)
+            went = gone(cause, failure.evidence, results)
+            if not went:
+                if earlier.templates:
+                    excluded.add(earlier.templates)
+                continue
+            went_from = went_from or (earlier, cause, went)
+            if earlier.templates:
+                released.append(earlier.templates)
+        if went_from is None:
+            return frozenset(excluded), None
+        earlier, cause, went = went_from
+        again = [" && ".join(render_text(template, failure, {}) for template in templates)
+                 for templates in dict.fromkeys(released) if templates not in excluded]
+        reported = moment(earlier.finished_at, self.tools.clock())
+        note = (f"{failure.service}: the cause reported at {reported} (episode {earlier.episode_id}, {earlier.outcome}: {describe(cause)}) "
+                f"is gone (now: {describe(went)}); trying again"
+                + (f", the plan that failed on it too: {'; '.join(again)}" if again else ""))
+        return frozenset(excluded), note
 
     def _gather(self, failure: Failure, context: PolicyContext, deadline: float) -> Evidence:
         """Run the read-only evidence commands of the candidate runbooks that the policy ALLOWs."""
@@ -133,18 +181,21 @@ class DiagnoseNode(ToolNode):
     def exec_fallback(self, prep_res: Diagnosing, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             failure = prep_res.failure
-            reading = read_failure(failure, {}, prep_res.earlier_steps)
-            return (Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
-                    prep_res.excluded)
+            excluded, cause_gone = self._excluded(prep_res, {})
+            reading = dataclasses.replace(read_failure(failure, {}, prep_res.earlier_steps), cause_gone=cause_gone)
+            return Diagnosed(Diagnosis(f"{failure.summary} (evidence commands could not run: {exc})", None, {}, reading), Evidence(),
+                             excluded, (cause_gone,) if cause_gone else ())
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[Diagnosis, Evidence, frozenset[tuple[str, ...]]] | str) -> str:
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | str) -> str:
         if isinstance(exec_res, str):
             return exec_res
-        diagnosis, evidence, excluded = exec_res
+        diagnosis, evidence, excluded = exec_res.diagnosis, exec_res.evidence, exec_res.excluded
+        for note in exec_res.notes:
+            state.log(self.name, note)
         results = evidence.results
         attempt = state.attempt
-        attempt.diagnosis = diagnosis.text
+        attempt.diagnosis = "; ".join((diagnosis.text, *exec_res.notes))
         attempt.evidence_results = results
         if evidence.artifacts:
             attempt.artifacts.append(evidence.artifacts)

@@ -89,6 +89,22 @@ class Suspension:
 class RememberedFix:
     episode_id: int
     plan: Plan
+    # what the failure it healed looked like: service_check's evidence and the evidence commands' results (command -> dict)
+    evidence: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    results: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unhealed:
+    """An attempt for a fingerprint that did not heal it: a plan that ran and failed (its step templates), or an
+    escalation (no templates), with the evidence of the failure it was made for."""
+
+    outcome: str
+    templates: tuple[str, ...]
+    episode_id: int
+    finished_at: float
+    evidence: Mapping[str, Any]
+    results: Mapping[str, Mapping[str, Any]]
 
 
 class Memory:
@@ -221,7 +237,7 @@ class Memory:
     def verified_fix(self, fingerprint: str) -> RememberedFix | None:
         """The most recent plan that healed this fingerprint and was verified."""
         row = self._db.execute(
-            """SELECT id, plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1
+            """SELECT id, plan_json, evidence_json, results_json FROM episodes WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1
                ORDER BY finished_at DESC, id DESC LIMIT 1""",
             (fingerprint,),
         ).fetchone()
@@ -236,15 +252,19 @@ class Memory:
             steps=tuple(Step.from_dict(step) for step in stored["steps"]),
             origin=origin,
         )
-        return RememberedFix(episode_id=int(row["id"]), plan=plan)
+        return RememberedFix(episode_id=int(row["id"]), plan=plan, evidence=_json_of(row["evidence_json"]),
+                             results=_json_of(row["results_json"]).get("evidence") or {})
 
-    def failed_plans(self, fingerprint: str, since: float) -> set[tuple[str, ...]]:
-        """Step templates of plans that ran for this fingerprint and did not heal it."""
+    def unhealed(self, fingerprint: str, since: float) -> list[Unhealed]:
+        """The plans that ran for this fingerprint since ``since`` and did not heal it, and its escalations, newest first."""
         rows = self._db.execute(
-            "SELECT DISTINCT plan_json FROM episodes WHERE fingerprint = ? AND outcome = 'failed' AND finished_at >= ?",
+            """SELECT id, outcome, finished_at, plan_json, evidence_json, results_json FROM episodes
+               WHERE fingerprint = ? AND outcome IN ('failed', 'escalated') AND finished_at >= ? ORDER BY finished_at DESC, id DESC""",
             (fingerprint, since),
         )
-        return {tuple(step["template"] for step in json.loads(row["plan_json"])["steps"]) for row in rows}
+        return [Unhealed(outcome=row["outcome"], templates=tuple(step["template"] for step in _json_of(row["plan_json"]).get("steps") or ()),
+                         episode_id=int(row["id"]), finished_at=float(row["finished_at"]), evidence=_json_of(row["evidence_json"]),
+                         results=_json_of(row["results_json"]).get("evidence") or {}) for row in rows]
 
     def similar_fixes(self, failure: Failure, *, limit: int = 4) -> list[dict[str, Any]]:
         """Verified fixes of other fingerprints of the same service whose error reads most alike (full-text search: FTS5
@@ -689,6 +709,10 @@ class _Transaction:
                 self._db.rollback()
         except gone:
             pass
+
+
+def _json_of(column: str | None) -> dict[str, Any]:
+    return json.loads(column) if column else {}
 
 
 def _json(value: Any) -> str:

@@ -13,6 +13,7 @@ from typing import Callable
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
+    DYING_WORDS_S,
     classify,
     describe,
     fronted_units,
@@ -20,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
     read_unit,
     timespan_seconds,
     units_of,
+    went_down_at,
 )
 
 NGINX_DROP_IN = "\n".join([
@@ -217,3 +219,23 @@ def test_the_unit_is_read_with_every_name_systemd_knows_it_by(scripted_systemd: 
     scripted_systemd({"redis-server.service": _failed("redis-server.service", Names="redis-server.service redis.service")})
     unit = read_unit("redis-server", 5, 20)
     assert unit is not None and unit["Names"].split() == ["redis-server.service", "redis.service"]
+
+
+def _went_down(state: str, started: int, active: int, down: int) -> dict[str, str]:
+    """A unit's timestamps as ``systemctl show --timestamp=unix`` prints them (monotonic ones in microseconds)."""
+    return {"ActiveState": state, "InactiveExitTimestampMonotonic": str(started * 10**6), "ActiveEnterTimestampMonotonic": str(active * 10**6),
+            "InactiveEnterTimestampMonotonic": str(down * 10**6), "InactiveEnterTimestamp": f"@{1795000000 + down}"}
+
+
+def test_a_unit_that_ran_and_went_down_failed_only_moments_before_it_did() -> None:
+    """What it wrote while it ran well (an "Address already in use" of a second instance a minute before it was killed)
+    is no cause of its failure; what it wrote as it went down is."""
+    assert went_down_at(_went_down("failed", started=100, active=101, down=400)) == 1795000400 - DYING_WORDS_S
+    assert went_down_at(_went_down("inactive", started=100, active=101, down=400)) == 1795000400 - DYING_WORDS_S
+    # a start that never made it active is the failure whole: it began with the start
+    assert went_down_at(_went_down("failed", started=300, active=101, down=301)) is None
+    # running, or restarting by itself: not down
+    assert went_down_at(_went_down("active", started=100, active=101, down=50)) is None
+    assert went_down_at(_went_down("activating", started=100, active=101, down=400)) is None
+    # systemd before 248 prints local dates, not @seconds: nothing tells
+    assert went_down_at({**_went_down("failed", started=100, active=101, down=400), "InactiveEnterTimestamp": "Tue 2026-12-01 10:00:00 UTC"}) is None

@@ -38,7 +38,7 @@ def library() -> RunbookLibrary:
 
 def _plan(planner: Planner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
     """As the diagnose node plans: with the reading of the failure and the outputs, package directories from the policy."""
-    remembered = planner.remembered_fix(failure, excluded)
+    remembered, _sent_away = planner.remembered_fix(failure, excluded, {})
     locate = functools.partial(package_dir, POLICY, PolicyContext.from_failure(failure))
     return planner.plan(failure, Diagnosis("d", remembered, outputs or {}, read_failure(failure, outputs or {}, locate=locate)), excluded)
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, read_failure, read_texts
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from helpers import nginx_failure
 
 NGINX_LOG_GONE = ('nginx: [emerg] open() "/var/log/nginx/error.log" failed (2: No such file or directory)\n'
@@ -203,3 +204,39 @@ def test_what_a_start_printed_is_read_first_in_redis_words_and_the_init_scripts_
     assert finding.path is None and finding.place == "line 2277"
     # a start that succeeded says nothing of the failure: only what failed is read
     assert read_failure(down, {}, [dataclasses.replace(SYSV_REDIS_START, status="ok")]).findings == ()
+
+
+def test_a_log_line_older_than_the_failures_start_is_context_and_never_its_cause() -> None:
+    """nginx ran since 18:00 and was killed at 18:31: a second instance a person started at 18:30 could not bind the
+    port, and that line is no cause of the kill."""
+    killed = nginx_failure("not_running")
+    log = "2026/11/18 18:30:00 [emerg] 99#99: bind() to 0.0.0.0:80 failed (98: Address already in use)"
+    at = calendar.timegm((2026, 11, 18, 18, 0, 0))
+    evidence = {**killed.evidence, "started_at": float(at), "failing_since": float(at + 31 * 60 - 10), "utc_offset": 0}
+    failure = dataclasses.replace(killed, evidence=evidence)
+    assert "address_in_use" not in read_failure(failure, {"tail -n 30 /var/log/nginx/error.log": log}).kinds
+    # judged by its last start alone (what an older host reports), the line counts
+    started_only = dataclasses.replace(killed, evidence={key: value for key, value in evidence.items() if key != "failing_since"})
+    assert "address_in_use" in read_failure(started_only, {"tail -n 30 /var/log/nginx/error.log": log}).kinds
+
+
+def test_a_journal_that_calls_the_configuration_invalid_is_no_cause_once_it_is_as_the_service_last_worked_with() -> None:
+    """redis failed to start on a directive a person added; they put the file back. The journal since that start still
+    holds redis's words, and the configuration is as last known good: the words are old, no cause. A start that fails
+    again says them in its own output, which counts."""
+    journal = "\n".join(f"2026-12-02T04:00:00+0000 node1 redis-server[80]: {line}" for line in (
+        "*** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***", "Reading the configuration file, at line 2323",
+        ">>> 'lab-unknown-directive \"yes\"'", "Bad directive or wrong number of arguments"))
+    down = nginx_failure("not_running")
+    unit = {"Id": "redis-server.service", "ActiveState": "failed", "journal": journal}
+
+    def failure(changes: dict[str, object] | None) -> Failure:
+        return dataclasses.replace(down, service="redis", evidence={**down.evidence, "unit": unit, "changes": changes})
+
+    edited = {"files": [{"path": "/etc/redis/redis.conf", "change": "modified", "changed_at": 1.0}], "packages": []}
+    assert "invalid_config" in read_failure(failure(edited), {}).kinds
+    assert "invalid_config" in read_failure(failure(None), {}).kinds  # never seen good: nothing tells
+    assert "invalid_config" not in read_failure(failure({"files": [], "packages": []}), {}).kinds
+    started = StepResult(argv=("service", "redis-server", "start"), status="failed", rc=1,
+                         stdout="*** FATAL CONFIG FILE ERROR ***\nBad directive or wrong number of arguments")
+    assert "invalid_config" in read_failure(failure({"files": [], "packages": []}), {}, [started]).kinds

@@ -124,15 +124,21 @@ def test_the_same_failure_with_another_pid_has_the_same_fingerprint() -> None:
     assert nginx_failure(pid=812).fingerprint != nginx_failure("not_running").fingerprint
 
 
-def test_failed_plans_are_remembered_per_fingerprint_within_the_window(memory_place: MemoryPlace) -> None:
+def test_failed_plans_and_escalations_are_remembered_per_fingerprint_within_the_window(memory_place: MemoryPlace) -> None:
     failure = nginx_failure()
     other = nginx_failure("not_running")
     now = time.time()
     with memory_place.open() as memory:
         memory.record_attempt(incident_id="a", failure=failure, attempt=_attempt("failed", "service {init_service} restart", finished_at=now - 10))
         memory.record_attempt(incident_id="b", failure=failure, attempt=_attempt("failed", "old", finished_at=now - 5000))
-        assert memory.failed_plans(failure.fingerprint, since=now - 60) == {("service {init_service} restart",)}
-        assert memory.failed_plans(other.fingerprint, since=0) == set()
+        memory.record_attempt(incident_id="c", failure=failure, attempt=_attempt("healed", "service {init_service} start", finished_at=now - 20))
+        memory.record_attempt(incident_id="d", failure=failure, attempt=_attempt("escalated", finished_at=now - 30))
+        failed, escalated = memory.unhealed(failure.fingerprint, since=now - 60)
+        assert (failed.outcome, failed.templates, failed.finished_at) == ("failed", ("service {init_service} restart",), now - 10)
+        assert (escalated.outcome, escalated.templates) == ("escalated", ())
+        # with the failure it ran on, whose facts tell later whether its cause still holds
+        assert failed.evidence == failure.evidence
+        assert memory.unhealed(other.fingerprint, since=0) == []
 
 
 def test_an_episode_and_its_pending_plan_are_written_together_or_not_at_all(memory_place: MemoryPlace) -> None:
