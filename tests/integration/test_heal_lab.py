@@ -142,8 +142,8 @@ def test_the_second_identical_fault_is_planned_from_memory_and_says_so(lab: Any,
     assert f"[plan from memory episode {first_episode['id']}]" in one_line(second.output)
     assert second_episode["fingerprint"] == first_episode["fingerprint"]
     assert second_episode["outcome"] == "healed" and nginx_serves_its_own_page(lab, "node1")
-    # memory skipped the evidence: the second incident read nothing before it ran its fix
-    assert [bool(episode["results"]["evidence"]) for episode in (first_episode, second_episode)] == [True, False]
+    # the fix is replayed only on the evidence it was verified on: the second incident reads it too (nginx -t passes)
+    assert [bool(episode["results"]["evidence"]) for episode in (first_episode, second_episode)] == [True, True]
 
 
 def test_a_plan_needing_approval_is_stored_and_nothing_runs(lab: Any, faults: Faults, tmp_path: Path) -> None:
