@@ -44,9 +44,9 @@ options:
   failed_ttl:
     description:
       - Seconds a plan that failed for a failure fingerprint is remembered and not tried again for it
-        (0 to 31536000), while the cause it failed on holds: a configuration test that failed passes now, the port
-        another program held is free, a file that had changed is as last known good again (a person fixed it between
-        the runs), and the plan runs again in this run, which says so. Plans that failed during the same incident are
+        (0 to 31536000), while the cause it failed on holds. Once it is gone (a configuration test that failed passes
+        now, the port another program held is free, a file that had changed is as last known good again, as when a
+        person fixed it between the runs), the plan runs again in this run, which says so. Plans that failed during the same incident are
         never repeated in it.
     type: int
     default: 86400
