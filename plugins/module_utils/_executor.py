@@ -42,6 +42,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import 
 from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import policy_from_document
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     MAX_LOG_LINES,
+    NOT_READ_FOR,
     SERVICE_OPTIONS,
     ProbeConfigError,
     check_one,
@@ -51,6 +52,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
 )
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._sudo_rules import other_sudo_rules
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
 CONFIG_DIR = "/etc/sentinel-heal"
 # where the host role installs the executor: the healing account's one sudo rule
@@ -61,6 +63,9 @@ LOG_IDENTIFIER = "sentinel-heal-exec"
 LOG_FILE = "/var/log/sentinel-heal/exec.log"
 MAX_REQUEST_BYTES = 65536
 MAX_OUTPUT_BYTES = 16384
+# evidence read within a check: at most so many commands, each answer cut to what the module's own check keeps
+MAX_READS_AHEAD = 16
+READ_OUTPUT_LIMIT = 4000
 MAX_TIMEOUT = 600
 # what a refusal exits with (EX_NOPERM): the controller tells it from a step that ran and failed
 REFUSED = 77
@@ -178,14 +183,25 @@ def _parse_check(request):
     secrets = request.get("redact_values", [])
     if not isinstance(secrets, list) or not all(isinstance(secret, str) for secret in secrets):
         raise RequestRefused("redact_values must be a list of strings", "request", field="redact_values", value="(not shown)")
+    reads = request.get("evidence", [])
+    if not isinstance(reads, list) or len(reads) > MAX_READS_AHEAD or not all(
+            isinstance(read, dict) and read.get("service") in names and isinstance(read.get("argv"), list) and read["argv"]
+            and all(isinstance(arg, str) for arg in read["argv"]) for read in reads):
+        raise RequestRefused("evidence must be at most %d reads, each a service the check names and its argv (a list of strings)"
+                             % MAX_READS_AHEAD, "request", field="evidence", value=reads if isinstance(reads, list) else type(reads).__name__)
+    timeout = request.get("timeout", 120)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or not 1 <= timeout <= MAX_TIMEOUT:
+        raise RequestRefused("timeout must be 1 to %d seconds" % MAX_TIMEOUT, "request", field="timeout", value=timeout)
     return request
 
 
 def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     """service_check as root on the host, of services the host declares, as it declares them: the request chooses which,
-    never what is read for them."""
-    _enforced_policy(request, config_dir)
-    declared = dict((spec.get("name"), spec) for spec in _load_json(os.path.join(config_dir, "services.json")).get("services") or [])
+    never what is read for them. The evidence it asks to be read for a service the check finds failing is judged here,
+    each command as a read request of its own would be (:func:`_read_ahead`)."""
+    policy = _enforced_policy(request, config_dir)
+    services = _load_json(os.path.join(config_dir, "services.json"))
+    declared = dict((spec.get("name"), spec) for spec in services.get("services") or [])
     unknown = [name for name in request["services"] if name not in declared]
     if unknown:
         raise RequestRefused("%s: not a service this host declares" % ", ".join(unknown), "undeclared-service", field="services",
@@ -202,13 +218,50 @@ def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     except ProbeConfigError as exc:
         raise RequestRefused("the host's declared services cannot be checked: %s" % exc, "host-configuration", field="services",
                              value=request["services"], hint="fix autoheal_services and apply the sentinel.heal.host role") from None
+    # a person's maintenance marker, whatever it covers, holds the reads back too (as the module's own check does)
+    reads = _read_ahead(request, checked, services, policy, (config_dir, approvals_dir)) if marker is None else []
     # a plan this host began and nobody finished: visible to the run that checks next
     checked["facts"]["unfinished_plans"] = unfinished_runs(approvals_dir, request["services"], now)
     # whether the executor is all the caller may run as root: otherwise the host runs without enforcement
     others = other_sudo_rules(os.environ.get("SUDO_USER") or "root", EXECUTOR_RULE)
     checked["facts"]["enforcement"] = dict(enforced=not others, other_rules=[other["rule"] for other in others])
     return dict(refused=False, rc=0, decision=Decision.ALLOW.value, rule="check", reason="service_check of declared services",
-                check=checked)
+                check=checked, reads=reads)
+
+
+def _read_ahead(request, checked, services, policy, places):
+    """Read the evidence the request names for each service the check found failing, in the check's one request (an
+    incident's evidence then costs no request of its own): each command judged with the host's policy in the context of
+    the failure just found, and run or refused exactly as a read request for it would be. The answers go into the
+    failure's ``evidence.commands`` as the module's own check puts them; what was decided, for the decision log."""
+    wanted = {}
+    for read in request.get("evidence") or []:
+        wanted.setdefault(read["service"], []).append(read["argv"])
+    declared = dict((spec.get("name"), spec) for spec in services.get("services") or [])
+    manager, decided = checked["facts"]["service_manager"], []
+    for failure in checked["failures"]:
+        if not wanted.get(failure["name"]) or failure["failure_class"] in NOT_READ_FOR:
+            continue
+        spec = _as_the_host_declares(declared[failure["name"]], services)
+        context = PolicyContext.from_failure(_Incident(spec["name"], spec, failure["evidence"], manager), services.get("probe_hosts") or ())
+        answers = []
+        for argv in wanted[failure["name"]]:
+            [verdict], _decision = judge_plan([judge_argv(argv, context, policy)], context)
+            started = time.time()
+            said = _decide_and_run(dict(kind="read", timeout=request.get("timeout", 120)), verdict, spec, services, context, policy, places)
+            output = "\n".join(part for part in (said.get("stdout"), said.get("stderr")) if part) if not said["refused"] else \
+                "refused by the host's executor (%s): %s" % (said["rule"], said["reason"])
+            answers.append(dict(argv=list(argv), become=verdict.become, rc=None if said["refused"] else said.get("rc"),
+                                output=redact(clip(output, READ_OUTPUT_LIMIT, keep="middle"), request.get("redact_values") or ()),
+                                duration=round(time.time() - started, 3)))
+            decided.append(dict(argv=list(argv), decision="refused" if said["refused"] else said["decision"], rule=said["rule"]))
+        failure["evidence"]["commands"] = answers
+    return decided
+
+
+def _as_the_host_declares(spec, services):
+    """A declared service with the host's own setting for what it leaves unsaid (sentinel.heal.host's host_restore_known_good)."""
+    return dict(spec, restore_known_good=spec.get("restore_known_good") or services.get("restore_known_good") or "approve")
 
 
 def _with_defaults(spec, options):
@@ -226,11 +279,11 @@ def _with_defaults(spec, options):
 def check_through_executor(params):
     """service_check's result for the declared services ``params`` names, read as root by the executor on the host
     (the module's way with enforcement on the host: the healing account's one sudo rule is the executor)."""
-    if params.get("evidence_commands"):
-        raise ProbeConfigError("evidence_commands: with through_executor, evidence is read through the executor step by step, not in the check")
     answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
                       policy_version=params["policy_version"], log_lines=params["log_lines"],
-                      redact_values=params.get("redact_values") or []))
+                      redact_values=params.get("redact_values") or [], timeout=params.get("evidence_timeout", 120),
+                      # run as the host's policy says, not as the controller's become says
+                      evidence=[dict(service=read["service"], argv=read["argv"]) for read in params.get("evidence_commands") or []]))
     if answer.get("refused"):
         raise ProbeConfigError("the executor on the host refused the check (%s): %s" % (answer.get("rule"), answer.get("reason")))
     return answer["check"]
@@ -262,8 +315,7 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     if spec is None:
         raise RequestRefused("%s is not a service this host declares" % request["service"], "undeclared-service", field="service",
                              value=request["service"], hint="declare it in autoheal_services and apply the sentinel.heal.host role")
-    # the host's own setting for services that do not say (sentinel.heal.host's host_restore_known_good)
-    spec = dict(spec, restore_known_good=spec.get("restore_known_good") or services.get("restore_known_good") or "approve")
+    spec = _as_the_host_declares(spec, services)
     kind = request.get("kind", "step")
     _refuse_when_a_person_said_so(spec, services, kind)
     manager = detect_service_manager()
@@ -654,6 +706,8 @@ def record_decision(caller, request, response, log_file=LOG_FILE, rate_dir=None,
         entry["approved_by"] = response["approved_by"]
     if response.get("ran_with_it"):
         entry["ran_with_it"] = [" ".join(later["argv"]) for later in response["ran_with_it"]]
+    if response.get("reads"):
+        entry["reads"] = ["%s: %s (%s)" % (" ".join(read["argv"]), read["decision"], read["rule"]) for read in response["reads"]]
     for key in ("run", "failure_class", "fingerprint"):  # which incident of the controller's the step was for
         if request.get(key):
             entry[key] = request[key]

@@ -112,6 +112,8 @@ KERNEL_MOUNTS = ("/proc", "/sys", "/dev")
 PROGRAM_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 # A filesystem is reported full when this much of it (space or inodes) is used, as df counts it.
 FULL_PERCENT = 99
+# the failures no evidence is read for: a unit a person masked, one systemd restarts by itself
+NOT_READ_FOR = ("masked", "auto_restart")
 _NAME = re.compile(r"^[A-Za-z0-9@._+-]+$")
 
 
@@ -260,7 +262,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values, others)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
-    if reads and failure_class not in ("masked", "auto_restart"):
+    if reads and failure_class not in NOT_READ_FOR:
         evidence["commands"] = read_evidence(reads, *read_with)
     summary = "; ".join(check["detail"] for check in checks if not check["ok"])
     pidfile = evidence["pidfile"]

@@ -250,8 +250,10 @@ options:
       - Ask the executor on the host (installed by the role C(sentinel.heal.host)) to check the services, as root, through
         its one sudo rule, instead of checking them in this module. Run the module without become then.
       - The executor checks the services as the host declares them (C(/etc/sentinel-heal/services.json)), by the names
-        in O(services); a name the host does not declare fails the module. O(evidence_commands) cannot be combined
-        with it.
+        in O(services); a name the host does not declare fails the module.
+      - O(evidence_commands) go to the executor with the check; it judges each with the host's policy, for a service
+        it finds failing, as a read of its own would be judged, and runs it as the host's policy says (not as
+        O(evidence_commands[].become) says); a command the host refuses answers with C(rc) null and the refusal.
     type: bool
     default: false
   policy_version:

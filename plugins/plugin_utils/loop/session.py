@@ -261,7 +261,7 @@ class HealSession:
         if args["failures"] is None:
             # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
             on_host = executor_policy(args, load_policy(args["policy"]))
-            ahead = self._evidence_ahead() if self.writes and not on_host else []
+            ahead = self._evidence_ahead() if self.writes else []
             checked = service_check(self.task.action, self.services, task_vars, secrets, args["log_lines"], ahead,
                                     "become" if on_host else args.get("step_privilege", "become"), args.get("step_timeout", 120),
                                     executor_policy=on_host)

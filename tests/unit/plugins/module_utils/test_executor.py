@@ -33,8 +33,12 @@ NGINX = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/ng
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> Path:
-    """The configuration the host role writes: the controller's policy document and the declared services."""
+def host(tmp_path: Path, empty_host: Path) -> Path:
+    """The configuration the host role writes: the controller's policy document and the declared services; the empty
+    host has nginx's init script, which says it is stopped (so nginx is not_running there, whatever runs on this machine)."""
+    script = empty_host / "etc" / "init.d" / "nginx"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
     config = tmp_path / "etc"
     config.mkdir()
     (config / "policy.json").write_text(json.dumps(host_policy_document()))
@@ -609,3 +613,41 @@ def test_a_read_of_the_incidents_configuration_comes_back_with_its_passwords_and
         assert rc == 0 and response["rule"] == "read-files", response
         assert not [leak for leak in LEAKS if leak in json.dumps(response)], response["stdout"]
     assert "requirepass ********" in execute(host, request(["cat", str(configuration / "redis.conf")], service="redis"))[1]["stdout"]
+
+
+def test_the_evidence_a_check_names_is_read_for_a_failing_service_as_reads_of_its_own_would_be(host: Path, empty_host: Path) -> None:
+    """One request for the check and its evidence: each command judged with the host's policy in the failure's context,
+    run as the host's rule says (not as the caller says), refused as its own read request would be, and said in the
+    check's one decision-log entry; nothing is read for a healthy service, nor while a person's marker holds."""
+    reads = [{"service": "site", "argv": ["df", "-h", "/"]}, {"service": "site", "argv": ["cat", "/etc/shadow"]},
+             {"service": "site", "argv": ["systemctl", "restart", "site"]}, {"service": "up", "argv": ["df", "-h", "/"]}]
+    _declare(host, [{"name": "site", "status_check": False, "check_command": "false"}, {**SITE_UP, "name": "up"}])
+    rc, response, log = execute(host, check_request(["site", "up"], evidence=reads))
+    assert rc == 0, response
+    failing, healthy = response["check"]["services"]
+    usage, shadow, restart = failing["evidence"]["commands"]
+    assert (usage["argv"], usage["rc"], usage["become"]) == (["df", "-h", "/"], 0, False) and "Filesystem" in usage["output"], usage
+    assert shadow["rc"] is None and "secrets-are-never-read" in shadow["output"] and "root:" not in shadow["output"], shadow
+    assert restart["rc"] is None and "asked as a read, but" in restart["output"], restart
+    assert healthy["healthy"] and "commands" not in healthy.get("evidence", {})
+    [entry] = log
+    assert entry["step"] == ["service_check", "site", "up"]
+    assert entry["reads"] == ["df -h /: allow (filesystem-usage)", "cat /etc/shadow: refused (secrets-are-never-read)",
+                              f"systemctl restart site: refused ({restart['output'].split('(', 1)[1].split(')', 1)[0]})"], entry
+    marker = empty_host / "etc" / "sentinel-heal" / "maintenance"
+    marker.parent.mkdir(parents=True)
+    marker.write_text("reason: swapping the disk\nby: alice\n")
+    rc, response, log = execute(host, check_request(["site"], evidence=reads[:1]))
+    assert rc == 0 and "commands" not in response["check"]["services"][0]["evidence"] and "reads" not in log[-1], response
+
+
+@pytest.mark.parametrize("evidence", [
+    [{"service": "nginx", "argv": "df -h /"}],
+    [{"service": "redis", "argv": ["df"]}],
+    [{"service": "nginx", "argv": []}],
+    [{"service": "nginx", "argv": ["df"]}] * 17,
+    {"nginx": ["df"]},
+])
+def test_evidence_a_check_cannot_read_is_refused_naming_the_field(host: Path, evidence: Any) -> None:
+    rc, response, _log = execute(host, check_request(["nginx"], evidence=evidence))
+    assert rc == REFUSED and response["rule"] == "request" and "field: evidence" in response["reason"], response
