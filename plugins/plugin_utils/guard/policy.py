@@ -27,6 +27,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
     SHELL_SYNTAX,
     TRUSTED_BIN_DIRS,
     Decision,
+    Effect,
     Policy,
     Rule,
     StepEffect,
@@ -75,6 +76,13 @@ def evaluate_plan(steps: Sequence[Any], context: PolicyContext | None = None, po
     judged = [_judge_step(step, context, policy) if isinstance(step, (list, tuple)) else _judge_command(step, context, policy)
               for step in steps]
     return judge_plan(judged, context)
+
+
+def starts_the_service(argv: Sequence[str], context: PolicyContext, policy: Policy) -> bool:
+    """Whether the step starts or restarts the incident's own service, as the rule that judges it says (its ``effect``):
+    the policy is what knows the service manager's verbs, aliases and a cluster's instances."""
+    _verdict, effect = _judge_step(argv, context, policy)
+    return effect is not None and effect[0] is Effect.STARTS
 
 
 def _judge_command(command: Any, context: PolicyContext, policy: Policy) -> tuple[Verdict, StepEffect | None]:

@@ -7,13 +7,13 @@ import dataclasses
 import shlex
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import starts_the_service
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
-
-# the verbs that start a service: a start that exits 0 while the service stays down said nothing true with its status
-START_VERBS = frozenset({"start", "restart", "try-restart"})
 
 
 class StillFailing(Exception):
@@ -63,7 +63,7 @@ class VerifyNode(ToolNode):
             return "healthy"
         state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
         state.log(self.name, state.reason)
-        recorded = starts_that_failed(attempt.results, state.failure)
+        recorded = starts_that_failed(attempt.results, state.failure, self.tools.policy)
         for ran, result in zip(attempt.results, recorded, strict=True):
             if ran.status != result.status:
                 state.log(self.name, f"{shlex.join(result.argv)} exited {result.rc}, yet {state.failure.service} still fails its checks: "
@@ -75,25 +75,11 @@ class VerifyNode(ToolNode):
         return "failing"
 
 
-def starts_that_failed(results: Sequence[StepResult], failure: Failure) -> list[StepResult]:
+def starts_that_failed(results: Sequence[StepResult], failure: Failure, policy: Policy) -> list[StepResult]:
     """The steps of an attempt whose service still fails, a start or restart of it that exited 0 recorded as failed:
     Debian's init scripts exit 0 when the daemon refuses its configuration (redis prints "Bad directive" on the start's
     stderr, and its init script says "failed" and exits 0), and what such a start printed is the failure's best words,
-    which diagnosis reads from failed steps only."""
-    return [dataclasses.replace(result, status="failed") if result.status == "ok" and starts(result.argv, failure) else result
-            for result in results]
-
-
-def starts(argv: Sequence[str], failure: Failure) -> bool:
-    """Whether ``argv`` starts or restarts the incident's own service, as a runbook says it (``service NAME start``) or
-    as the host's service manager runs it (``systemctl start UNIT``, ``invoke-rc.d NAME start``, ``/etc/init.d/NAME
-    start``)."""
-    names = {failure.init_service, f"{failure.init_service}.service"} | (
-        set() if failure.unit is None else {failure.unit, f"{failure.unit}.service"})
-    if len(argv) == 2:
-        return argv[0] == f"/etc/init.d/{failure.init_service}" and argv[1] in START_VERBS
-    if len(argv) != 3:
-        return False
-    if argv[0] == "systemctl":
-        return argv[1] in START_VERBS and argv[2] in names
-    return argv[0] in ("service", "invoke-rc.d") and argv[1] in names and argv[2] in START_VERBS
+    which diagnosis reads from failed steps only. What starts the service is the policy's to say (its rules' effect)."""
+    context = PolicyContext.from_failure(failure)
+    return [dataclasses.replace(result, status="failed")
+            if result.status == "ok" and starts_the_service(result.argv, context, policy) else result for result in results]

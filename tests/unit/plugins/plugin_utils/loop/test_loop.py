@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import jsonschema
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
@@ -24,14 +25,13 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import R
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy, starts_the_service
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import summary_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import CANARY_POLL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.verify import starts
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, audit_records, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import next_step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, decoded_episode
@@ -931,8 +931,10 @@ def test_a_start_that_exits_0_while_the_check_still_fails_is_recorded_as_failed_
 @pytest.mark.parametrize(("argv", "manager", "start"), [
     (("service", "redis-server", "start"), "sysv", True),
     (("service", "redis-server", "restart"), "sysv", True),
-    (("/etc/init.d/redis-server", "start"), "sysv", True),
-    (("invoke-rc.d", "redis-server", "restart"), "sysv", True),
+    # forms no rule of the policy gives an effect (a person's own command, approved): not taken for a start
+    (("/etc/init.d/redis-server", "start"), "sysv", False),
+    (("invoke-rc.d", "redis-server", "restart"), "sysv", False),
+    (("pg_ctlcluster", "15", "main", "start"), "sysv", False),
     (("systemctl", "start", "redis-server"), "systemd", True),
     (("systemctl", "restart", "redis-server.service"), "systemd", True),
     (("service", "redis-server", "stop"), "sysv", False),
@@ -944,4 +946,4 @@ def test_only_a_start_or_restart_of_the_incidents_own_service_is_a_start(argv: t
     failure = _redis_on_sysv("approve")
     if manager == "systemd":
         failure = _systemd_failure(_redis_on_systemd("failed"))
-    assert starts(argv, failure) is start
+    assert starts_the_service(argv, PolicyContext.from_failure(failure), load_policy()) is start
