@@ -89,7 +89,7 @@ def episodes(state_dir: Path) -> list[dict[str, Any]]:
 
 def evidence_read(state_dir: Path, host: str) -> list[list[str]]:
     """The read-only evidence commands each episode of the host read, in order: in the check's module call over the
-    play's connection, or, with the executor on the host, each a request of its own (ansible-runner's evidence runs)."""
+    play's connection (with the executor on the host, in its check request), or each a request of its own when read later."""
     return [result["argv"] for episode in episodes(state_dir) if episode["host"] == host
             for result in ((episode["results"] or {}).get("evidence") or {}).values()]
 
