@@ -30,12 +30,12 @@ WATCHED_UNITS = ("nginx", "redis-server", "postgresql@15-main", "ssh", "cron", "
 MARKER = "/etc/sentinel-heal/maintenance"
 
 
-def snapshot(lab: Any) -> str:
+def snapshot(lab: Any, *moving: str) -> str:
     """What an attacker of these classes could change: the watched files' content, owner, mode and links, /etc's owner,
-    and each watched unit's state and main pid."""
+    and each watched unit's state and main pid (but those ``moving`` of themselves: a unit systemd restarts)."""
     watched = " ".join(WATCHED_FILES)
     files = sh(lab, NODE, "sh", "-c", f"sha256sum {watched}; stat -c '%n %U:%G %a %h %F' /etc {watched}")
-    units = sh(lab, NODE, "systemctl", "show", "-p", "Id,ActiveState,MainPID", *(f"{unit}.service" for unit in WATCHED_UNITS))
+    units = sh(lab, NODE, "systemctl", "show", "-p", "Id,ActiveState,MainPID", *(f"{unit}.service" for unit in WATCHED_UNITS if unit not in moving))
     return files + units
 
 
@@ -76,9 +76,9 @@ def check(service: str, **fields: Any) -> dict[str, Any]:
 
 
 def no_secret_in(response: dict[str, Any], lab: Any) -> None:
-    shadow_root = sh(lab, NODE, "sh", "-c", "grep '^root:' /etc/shadow").strip()
+    shadow = [line for line in sh(lab, NODE, "cat", "/etc/shadow").splitlines() if line.count(":") == 8]
     said = json.dumps(response)
-    assert shadow_root and shadow_root not in said and shadow_root.split(":")[1] not in said, said[:2000]
+    assert shadow and not [line for line in shadow if line in said], said[:3000]
 
 
 def test_1_a_plan_cut_into_pieces_replayed_out_of_order_or_twice_runs_nothing_beyond_the_whole_plan(lab: Any, faults: Any) -> None:
@@ -109,9 +109,10 @@ def test_2_a_healthy_service_is_neither_restarted_restored_nor_repaired_and_the_
     sh(lab, NODE, "sh", "-c", f"echo '# an administrator hardening it' >> {conf}")
     try:
         before = snapshot(lab)
-        for plan in ([["systemctl", "restart", "postgresql@15-main"]], [["sentinel-heal-restore", conf, good]],
-                     [["chown", "-R", "postgres:postgres", "/var/lib/postgresql/15/main"]]):
-            refused_once(lab, step(lab, "postgresql", *plan), rule="service-healthy")
+        for plan, rule in (([["systemctl", "restart", "postgresql@15-main"]], "service-healthy"),
+                           ([["sentinel-heal-restore", conf, good]], "restore-not-the-incidents"),  # no changed file of an incident
+                           ([["chown", "-R", "postgres:postgres", "/var/lib/postgresql/15/main"]], "service-healthy")):
+            refused_once(lab, step(lab, "postgresql", *plan), rule=rule)
         assert snapshot(lab) == before
     finally:
         sh(lab, NODE, "sed", "-i", "/# an administrator hardening it/d", conf)
@@ -178,9 +179,9 @@ def test_4_a_pid_reused_by_another_process_before_the_kill_is_refused_and_the_im
     faults.inject(NODE, "redis-killed")
     impostor = ""
     try:
-        for _attempt in range(5):  # another process of the host may take the pid first
-            # setsid forks once (the pid wanted) and setpriv execs sleep as redis: no other process in between
-            sh(lab, NODE, "sh", "-c", f"echo {int(planned) - 1} > /proc/sys/kernel/ns_last_pid; "
+        for attempt in range(9):  # another process of the host may take a pid first: one to three before it
+            # setsid forks (the pid wanted) and setpriv execs sleep as redis
+            sh(lab, NODE, "sh", "-c", f"echo {int(planned) - 1 - attempt % 3} > /proc/sys/kernel/ns_last_pid; "
                "setsid -f setpriv --reuid=redis --regid=redis --clear-groups sleep 600 </dev/null >/dev/null 2>&1")
             time.sleep(0.3)
             impostor = sh(lab, NODE, "pgrep", "-u", "redis", "-x", "sleep").strip()
@@ -213,11 +214,11 @@ def test_5_the_services_links_lead_nowhere_outside_it(lab: Any, faults: Any) -> 
     conf = "/etc/redis/redis.conf"
     sh(lab, NODE, "sh", "-c", f"mv {conf} {conf}.aside && ln -s /etc/passwd {conf} && ln /etc/shadow /var/log/redis/shadow-link")
     try:
-        before = snapshot(lab)
+        before = snapshot(lab, "redis-server")  # systemd starts redis again and again, failing
         refused_once(lab, step(lab, "redis", ["sentinel-heal-restore", conf, sh(lab, NODE, "sha256sum", "/etc/passwd").split()[0]]))
         rc, response = ask(lab, step(lab, "redis", ["chown", "-R", "redis:adm", "/var/log/redis"]))
         assert rc != 0 and "shadow-link" in json.dumps(response), response  # the hard link stops the walk, named
-        assert snapshot(lab) == before
+        assert snapshot(lab, "redis-server") == before
     finally:
         sh(lab, NODE, "sh", "-c", f"rm -f {conf} /var/log/redis/shadow-link && mv {conf}.aside {conf}")
 
@@ -228,10 +229,10 @@ def test_5_a_file_swapped_for_a_link_between_the_check_and_the_step_changes_noth
     request = step(lab, "redis", ["chown", "redis:adm", log])  # judged from the check, as the controller planned it
     sh(lab, NODE, "runuser", "-u", "redis", "--", "sh", "-c", f"mv {log} {log}.aside && ln -s /etc/shadow {log}")
     try:
-        before = snapshot(lab)
+        before = snapshot(lab, "redis-server")  # systemd starts redis again and again, failing
         rc, response = ask(lab, request)
         assert rc != 0, response
-        assert snapshot(lab) == before
+        assert snapshot(lab, "redis-server") == before
     finally:
         sh(lab, NODE, "sh", "-c", f"rm -f {log} && mv {log}.aside {log}")
 
@@ -270,7 +271,10 @@ def test_8_with_sudo_keeping_path_a_fake_systemctl_of_the_callers_never_runs(lab
         sh(lab, NODE, "rm", "-rf", keep_path, "/tmp/attack-bin", "/tmp/attack-ran")
 
 
-def test_9_a_read_of_redis_conf_with_a_password_comes_back_redacted(lab: Any, faults: Any) -> None:
+def test_9_a_read_of_redis_conf_with_a_password_never_returns_the_password(lab: Any, faults: Any) -> None:
+    """Debian's /etc/redis is the redis account's: a read as root there could be led elsewhere, so the host refuses it
+    rather than run it (where the directory is root's, the read comes back redacted: test_executor's unit test of
+    redis.conf and users.acl)."""
     conf = "/etc/redis/redis.conf"
     password = "attack-lab-" + uuid.uuid4().hex
     sh(lab, NODE, "cp", "-p", conf, "/root/redis.conf.aside")
@@ -278,7 +282,8 @@ def test_9_a_read_of_redis_conf_with_a_password_comes_back_redacted(lab: Any, fa
     try:
         rc, response = ask(lab, step(lab, "redis", ["cat", conf], kind="read"))
         assert password not in json.dumps(response), response
-        assert (rc == 0 and "requirepass ********" in response["stdout"]) or rc == REFUSED, response
+        assert (rc, response["rule"]) == (REFUSED, "read-could-be-redirected"), response
+        assert "/etc/redis is not root's" in response["reason"], response
     finally:
         sh(lab, NODE, "cp", "-p", "/root/redis.conf.aside", conf)
         sh(lab, NODE, "rm", "-f", "/root/redis.conf.aside")
@@ -293,7 +298,7 @@ def test_7_a_request_near_the_size_limit_is_one_bounded_entry_and_a_burst_is_cou
     wrong = json.dumps({"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": "0123456789abcdef"})
     sh(lab, NODE, "sh", "-c", f"for i in $(seq 130); do echo '{wrong}' | runuser -u sentinel -- sudo -n {EXEC} >/dev/null; done")
     written = [line for line in log_lines(lab)[before:] if '"decision": "refused"' in line]
-    assert 60 <= len(written) < 130, len(written)
+    assert len(written) < 130, len(written)  # the minute's first 60 (the tests before spent some of them)
     deadline = time.time() + 150
     said: list[dict[str, Any]] = []
     while len(written) + sum(entry["suppressed"] for entry in said) < 130 and time.time() < deadline:
