@@ -319,17 +319,25 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     kind = request.get("kind", "step")
     _refuse_when_a_person_said_so(spec, services, kind)
     manager = detect_service_manager()
-    others = [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
     # a step's: the host's own check, whose evidence is the context too while the service fails
-    checked = check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, others) if kind == "step" else {}
-    incident = _Incident(spec["name"], spec, checked.get("evidence") or evidence_of(spec, manager, others=others), manager)
-    context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
+    checked = check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, _others(spec, services)) if kind == "step" else {}
+    context = _context_now(spec, services, manager, checked)
     # each step judged once; the plan's own rules then over the whole plan and, for a run, over its pieces
     judged = [judge_argv(step, context, policy) for step in request["plan"]]
     verdicts, _decision = judge_plan(judged, context)
     if checked:
         return _run_in_plan(request, (judged, verdicts), spec, services, (context, checked), policy, (config_dir, approvals_dir))
     return _decide_and_run(request, verdicts[request["step"]], spec, services, context, policy, (config_dir, approvals_dir))
+
+
+def _others(spec, services):
+    return [other for other in services.get("services") or [] if other.get("name") != spec["name"]]
+
+
+def _context_now(spec, services, manager, checked=None):
+    """The incident's context as the host is now: the evidence of its check (``checked``) when it has one, else read."""
+    evidence = (checked or {}).get("evidence") or evidence_of(spec, manager, others=_others(spec, services))
+    return PolicyContext.from_failure(_Incident(spec["name"], spec, evidence, manager), services.get("probe_hosts") or ())
 
 
 # the classes one failure of a stopped service passes through between the controller's check and a step (a crash loop
@@ -506,6 +514,8 @@ def _decide_and_run(request, verdict, spec, services, context, policy, places):
         response.update(_restore_known_good(spec, verdict.argv))
     elif rule and rule.restores:
         response.update(_repair(rule, verdict.argv, context, policy))
+    elif verdict.argv[0] == "kill" and verdict.become:
+        response.update(signal_processes(verdict.argv, lambda: _judged_again(verdict, spec, services, policy)))
     else:
         response.update(_run(verdict.argv, verdict.become, request.get("timeout", 120)))
     response["seconds"] = round(time.time() - started, 3)
@@ -646,6 +656,64 @@ def _redirectable_path(path, metadata_only=False):
         if stat.S_ISDIR(info.st_mode) and others_write and not info.st_mode & stat.S_ISVTX:
             return "%s may be written by others than root" % current
     return None
+
+
+def signal_processes(argv, judged_again):
+    """kill [-SIGNAL] PID..., sent by the executor itself and only to the processes it judged: a pidfd is opened for
+    each pid first, then ``judged_again()`` (the step judged again in the context read after that, None when it holds,
+    else why not) says whether each pid is still what the step was allowed for, and the signal goes through the pidfd.
+    A pid whose process ended and was taken by another between the judgement and the signal is never signalled: the
+    pidfd names the process, not the number."""
+    parsed = _kill_operands(argv)
+    if parsed is None:
+        return dict(refused=True, rule="signal-by-pidfd", reason="%r: the executor sends signals itself as kill [-SIGNAL] PID..., "
+                    "with a signal by name or number and pids only" % " ".join(argv))
+    signum, pids = parsed
+    opened = []
+    try:
+        for pid in pids:
+            try:
+                opened.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                return dict(refused=True, rule="process-gone", reason="process %d has ended since it was judged: nothing was signalled" % pid)
+        changed = judged_again()
+        if changed:
+            return dict(refused=True, rule="process-changed", reason="judged again with each pid held: %s; nothing was signalled" % changed)
+        ended = []
+        for pid, pidfd in zip(pids, opened):
+            try:
+                signal.pidfd_send_signal(pidfd, signum)
+            except ProcessLookupError:
+                ended.append(pid)
+    finally:
+        for pidfd in opened:
+            os.close(pidfd)
+    said = "".join("process %d had ended: not signalled\n" % pid for pid in ended)
+    return dict(rc=1 if ended else 0, stdout="", stderr=said)
+
+
+def _kill_operands(argv):
+    """(signal, pids) of kill [-SIGNAL] PID... (SIGTERM when it names none), or None for anything else."""
+    args = list(argv[1:])
+    signum = signal.SIGTERM
+    if args and args[0].startswith("-"):
+        name = args.pop(0)[1:].upper()
+        try:
+            signum = signal.Signals(int(name)) if name.isdigit() else signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+        except (KeyError, ValueError):
+            return None
+    if not args or not all(arg.isdigit() and int(arg) > 0 for arg in args):
+        return None
+    return signum, [int(arg) for arg in args]
+
+
+def _judged_again(verdict, spec, services, policy):
+    """None when the step is judged as before in the context read now (the same rule, the same decision), else what
+    changed: a pid no longer the service's, a squatter gone, another process in its place."""
+    again, _effect = judge_argv(list(verdict.argv), _context_now(spec, services, detect_service_manager()), policy)
+    if (again.rule, again.decision) == (verdict.rule, verdict.decision):
+        return None
+    return "now %s (%s): %s, not %s as when it was judged" % (again.decision.value, again.rule, again.reason, verdict.rule)
 
 
 def _kill_group(pid):

@@ -651,3 +651,62 @@ def test_the_evidence_a_check_names_is_read_for_a_failing_service_as_reads_of_it
 def test_evidence_a_check_cannot_read_is_refused_naming_the_field(host: Path, evidence: Any) -> None:
     rc, response, _log = execute(host, check_request(["nginx"], evidence=evidence))
     assert rc == REFUSED and response["rule"] == "request" and "field: evidence" in response["reason"], response
+
+
+def test_a_signal_goes_through_a_pidfd_held_from_before_the_pid_is_judged_again_so_a_reused_pid_is_never_signalled() -> None:
+    """A process of the test's own plays the service's: judged again with its pidfd open, a pid no longer the service's
+    is not signalled; a process that ended in the window is not signalled either (nor whatever took its number); one
+    still the service's gets the signal the step names."""
+    from ansible_collections.sentinel.heal.plugins.module_utils._executor import signal_processes
+    served = subprocess.Popen(["sleep", "30"])
+    try:
+        answer = signal_processes(["kill", "-TERM", str(served.pid)], lambda: "no longer the service's")
+        assert (answer["refused"], answer["rule"]) == (True, "process-changed") and "nothing was signalled" in answer["reason"], answer
+        assert served.poll() is None
+        bystanders: list[subprocess.Popen[bytes]] = []
+
+        def ends_and_another_starts() -> None:
+            served.kill()
+            served.wait()
+            bystanders.append(subprocess.Popen(["sleep", "30"]))
+        answer = signal_processes(["kill", "-TERM", str(served.pid)], ends_and_another_starts)
+        assert (answer["rc"], answer["stderr"]) == (1, f"process {served.pid} had ended: not signalled\n"), answer
+        assert bystanders[0].poll() is None
+        bystanders[0].kill()
+        answer = signal_processes(["kill", "-TERM", str(served.pid)], lambda: None)
+        assert (answer["refused"], answer["rule"]) == (True, "process-gone"), answer
+    finally:
+        served.kill()
+        served.wait()
+    for argv, ended_by in ((["kill", "-15"], -15), (["kill", "-HUP"], -1), (["kill", "-SIGUSR1"], -10), (["kill"], -15)):
+        own = subprocess.Popen(["sleep", "30"])
+        answer = signal_processes([*argv, str(own.pid)], lambda: None)
+        assert answer["rc"] == 0 and own.wait(timeout=10) == ended_by, (argv, answer)
+    assert signal_processes(["kill", "-s", "TERM", "1"], lambda: None)["rule"] == "signal-by-pidfd"
+
+
+def test_a_kill_allowed_for_the_services_own_process_is_refused_when_that_pid_is_no_longer_the_services_when_signalled(
+        host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judged with the pid in the service's processes, read again once its pidfd is open and found outside them (its
+    process ended, the number taken by another): refused, and the process lives."""
+    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    other = subprocess.Popen(["sleep", "30"])
+    read_now = _executor._context_now
+    contexts: list[Any] = []
+
+    def service_then_not(*args: Any) -> Any:
+        context = read_now(*args)
+        contexts.append(context)
+        return dataclasses.replace(context, service_pids=frozenset({other.pid}) if len(contexts) == 1 else frozenset())
+    monkeypatch.setattr(_executor, "_context_now", service_then_not)
+    ran: list[list[str]] = []  # the plan's start (run with its kill as one piece) never reaches this machine's systemctl
+    monkeypatch.setattr(_executor, "_run", lambda argv, become, timeout: ran.append(list(argv)) or dict(rc=0, stdout="", stderr=""))
+    plan = [["kill", "-TERM", str(other.pid)], ["systemctl", "start", "nginx"]]
+    try:
+        answer = _executor.handle(for_the_failure_now(host, request(*plan)), str(host), str(host.parent / "approvals"))
+        assert (answer["refused"], answer["rule"]) == (True, "process-changed"), answer
+        assert "not signal-own-process as when it was judged" in answer["reason"], answer
+        assert other.poll() is None and len(contexts) == 2 and ran == []
+    finally:
+        other.kill()
+        other.wait()
