@@ -5,7 +5,8 @@ on standard input (JSON: the host, the service, the policy version it judged wit
 one to run); the executor gathers the incident's context again itself, at that moment (who holds the port now, the pid
 file now, the unit's own processes, who owns each component of the service's paths), judges the plan with the same
 argv judge as the controller and runs the step only when its own policy says ALLOW. Ownership, mode and directory
-repairs it does itself, component by component without following links; a read run as root whose path another account
+repairs it does itself, component by component without following links (so a directory a service account owns on
+the way does not send them to a person, as it does where the command itself runs); a read run as root whose path another account
 than root could redirect (a link on the way, an entry or a writable directory not root's) it refuses rather than runs,
 since the program would follow whatever is put there. Whatever it decides goes to the host's
 journal (identifier ``sentinel-heal-exec``), or to a file when the host has none.
@@ -271,7 +272,8 @@ def handle(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     # a step's: the host's own check, whose evidence is the context too while the service fails
     checked = check_one(_with_defaults(spec, SERVICE_OPTIONS), manager, 1, others) if kind == "step" else {}
     incident = _Incident(spec["name"], spec, checked.get("evidence") or evidence_of(spec, manager, others=others), manager)
-    context = PolicyContext.from_failure(incident, services.get("probe_hosts") or ())
+    # the repairs the policy allows are done here, without following a link (_repair): none can be redirected
+    context = PolicyContext.from_failure(incident, services.get("probe_hosts") or (), repairs_without_following_links=True)
     # each step judged once; the plan's own rules then over the whole plan and, for a run, over its pieces
     judged = [judge_argv(step, context, policy) for step in request["plan"]]
     verdicts, _decision = judge_plan(judged, context)
