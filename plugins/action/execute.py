@@ -144,4 +144,5 @@ class ActionModule(ActionBase):
             blast_radius=radius,
             incident_timeout=args["incident_timeout"],
             approval_signer=signer,
+            repairs_without_following_links=args["step_privilege"] == "executor",
         )

@@ -5,7 +5,8 @@ on standard input (JSON: the host, the service, the policy version it judged wit
 one to run); the executor gathers the incident's context again itself, at that moment (who holds the port now, the pid
 file now, the unit's own processes, who owns each component of the service's paths), judges the plan with the same
 argv judge as the controller and runs the step only when its own policy says ALLOW. Ownership, mode and directory
-repairs it does itself, component by component without following links; a read run as root whose path another account
+repairs it does itself, component by component without following links (so a directory a service account owns on
+the way does not send them to a person, as it does where the command itself runs); a read run as root whose path another account
 than root could redirect (a link on the way, an entry or a writable directory not root's) it refuses rather than runs,
 since the program would follow whatever is put there. Whatever it decides goes to the host's
 journal (identifier ``sentinel-heal-exec``), or to a file when the host has none.
@@ -337,7 +338,9 @@ def _others(spec, services):
 def _context_now(spec, services, manager, checked=None):
     """The incident's context as the host is now: the evidence of its check (``checked``) when it has one, else read."""
     evidence = (checked or {}).get("evidence") or evidence_of(spec, manager, others=_others(spec, services))
-    return PolicyContext.from_failure(_Incident(spec["name"], spec, evidence, manager), services.get("probe_hosts") or ())
+    # the repairs the policy allows are done here, without following a link (_repair): none can be redirected
+    return PolicyContext.from_failure(_Incident(spec["name"], spec, evidence, manager), services.get("probe_hosts") or (),
+                                      repairs_without_following_links=True)
 
 
 # the classes one failure of a stopped service passes through between the controller's check and a step (a crash loop

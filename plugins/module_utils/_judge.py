@@ -755,11 +755,19 @@ def _entries(paths: Sequence[str], context: PolicyContext, policy: Policy, *, fo
         path = policy.paths.canonical(arg)
         # x/ and x/. make the kernel resolve x as a directory: even chown -h follows a link there
         follows = follows_last or bool(_RESOLVES_LAST.search(arg))
-        located = None if path is None or not _unredirectable(path, context, policy, follows) else policy.package_path(path, context)
+        safe = path is not None and (_repaired_without_following(arg, path, context) or _unredirectable(path, context, policy, follows))
+        located = policy.package_path(path, context) if safe and path is not None else None
         if path is None or located is None:
             return None
         found.append((path, located[0] == path, located[1]))
     return found
+
+
+def _repaired_without_following(arg: str, path: str, context: PolicyContext) -> bool:
+    """Whether the host's executor does the repair of ``arg`` itself, never following a link at any component (a link
+    is refused wherever it is met, so an account's directory on the way cannot redirect it): only a path it walks,
+    absolute and normal, written as the policy reads it (it refuses x/, x/. and a link the policy resolves, /var/run)."""
+    return context.repairs_without_following_links and arg == path
 
 
 def _unredirectable(path: str, context: PolicyContext, policy: Policy, follows_last: bool) -> bool:

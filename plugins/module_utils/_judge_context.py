@@ -57,6 +57,11 @@ class PolicyContext:
     # who owns each directory on the way to the service's declared paths, as service_check saw it on the host
     # ("(link)" for a symbolic link): a repair below a directory a service account owns could be redirected
     path_owners: Mapping[str, str] = field(default_factory=dict)
+    # the ownership, mode and directory repairs are the host's executor's own (module_utils/_nofollow.py): it walks each
+    # path from / one directory at a time without following a link, refusing one met anywhere, the last component
+    # included, so a link a service account swaps in on the way cannot redirect them and who owns the directories on
+    # the way (path_owners) does not decide whether they run unattended; False where the step runs as the command
+    repairs_without_following_links: bool = False
     # the host's mount points, when service_check reported them: a recursive repair never crosses one
     mounts: tuple[str, ...] | None = None
     # files of the service outside its directories: its unit file and drop-ins, pid file, sockets, logs, and the files
@@ -72,11 +77,12 @@ class PolicyContext:
     cached_packages: frozenset[str] = frozenset()
 
     @classmethod
-    def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = ()) -> PolicyContext:
+    def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = (), *, repairs_without_following_links: bool = False) -> PolicyContext:
         """The context of a failure service_check reported (anything with its ``service``, ``init_service``,
         ``unit``, ``spec`` and ``evidence``: the controller's Failure, or what the executor on the host reads
         again). ``probe_hosts`` that is a set is kept as it is (the controller's reads the inventory only when a probe
-        is judged)."""
+        is judged). ``repairs_without_following_links``: the steps go to the host's executor, which does the repairs
+        itself (the executor says so when it judges, the controller when it sends them there)."""
         spec, evidence = failure.spec, failure.evidence
         pidfile = evidence.get("pidfile") or {}
         seen_owners = [owner for owner in evidence.get("port_owners") or [] if isinstance(owner.get("pid"), int)]
@@ -113,6 +119,7 @@ class PolicyContext:
             probe_hosts=probe_hosts if isinstance(probe_hosts, AbstractSet) else frozenset(probe_hosts),
             pg_clusters=_pg_clusters([*(str(p) for p in spec.get("paths") or []), str(spec.get("pidfile") or ""), *logs]),
             path_owners={str(path): str(owner) for path, owner in (evidence.get("path_owners") or {}).items()},
+            repairs_without_following_links=repairs_without_following_links,
             mounts=None if evidence.get("mounts") is None else tuple(str(mount) for mount in evidence["mounts"]),
             own_files=_own_files_of(failure),
             known_good_copies={str(change["path"]): str(change["good_sha256"]) for change in (evidence.get("changes") or {}).get("files") or []

@@ -17,6 +17,9 @@ from conftest import ROOT, Faults, RollOut, acted, commands_run, episodes, evide
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
+# the controller's enforcement on an executor host: steps run as root by sudo on the controller's word, the commands
+# themselves (not the executor's own repairs)
+CONTROLLER_ENFORCED = ("-e", "autoheal_enforcement=controller")
 # A policy that lets sentinel.heal look but not act: nginx's configuration test runs, any remediation waits for a person.
 STRICT_POLICY = (
     "version: 1\n"
@@ -81,12 +84,15 @@ def test_a_runbook_plan_with_a_hostile_step_is_blocked_and_nothing_changes(lab: 
     assert "backdoor" not in sh(lab, "node1", "getent", "passwd")
 
 
-def test_a_repair_below_a_directory_the_service_account_owns_waits_for_a_person(lab: Any, faults: Faults, tmp_path: Path) -> None:
+def test_under_the_controllers_enforcement_a_repair_below_a_directory_the_service_account_owns_waits_for_a_person(
+        lab: Any, faults: Faults, tmp_path: Path) -> None:
     """The cluster's data directory lost its mode; the class runbook would give it back, but it lies in
     /var/lib/postgresql/15, which postgres owns (service_check says so): postgres could put a link in place of main
-    between the check and the step, and the step runs as root. So the plan waits for a person, and nothing runs."""
+    between the check and the step, and the step runs as root, as the command install. So the plan waits for a person,
+    and nothing runs. (Through the executor, which repairs without following a link, it heals:
+    test_no_follow_repair_lab.py.)"""
     faults.inject("node2", "postgres-data-dir-mode")
-    run = run_playbook(HEAL, "--limit", "node2", state_dir=tmp_path / "state")
+    run = run_playbook(HEAL, "--limit", "node2", *CONTROLLER_ENFORCED, state_dir=tmp_path / "state")
     assert run.rc == 0 and "awaits approval of plan" in run.output, run.output
     [episode] = [episode for episode in episodes(tmp_path / "state") if episode["service"] == "postgresql"]
     [repair] = [verdict for verdict in episode["verdicts"] if verdict["argv"][0] == "install"]

@@ -113,7 +113,7 @@ class DiagnoseNode(ToolNode):
         if isinstance(prep_res, str):
             return prep_res
         failure = prep_res.failure
-        context = PolicyContext.from_failure(failure, self.tools.probe_hosts)
+        context = self.tools.policy_context(failure)
         # the present first: what a remembered plan failed on, or a remembered fix healed, is judged against it
         evidence = self._gather(failure, context, prep_res.deadline)
         results = {command: result.to_dict() for command, result in evidence.results.items()}

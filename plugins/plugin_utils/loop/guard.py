@@ -15,7 +15,7 @@ class GuardNode(ToolNode):
     node_name = "guard"
 
     def prep(self, state: IncidentState) -> tuple[Plan, PolicyContext]:
-        return plan_of(state), PolicyContext.from_failure(state.failure, self.tools.probe_hosts)
+        return plan_of(state), self.tools.policy_context(state.failure)
 
     def exec(self, prep_res: tuple[Plan, PolicyContext]) -> list[Any]:
         plan, context = prep_res

@@ -23,7 +23,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_argv
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate_argv
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir, read_step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
@@ -52,7 +52,7 @@ class ObserveNode(ToolNode):
         if investigation is None:
             raise FlowError("observe ran without reads to make", field="investigation", value=None)
         policy = self.tools.policy
-        context = PolicyContext.from_failure(state.failure, self.tools.probe_hosts)
+        context = self.tools.policy_context(state.failure)
         requests = investigation.requests
         verdicts = [evaluate_argv(request.argv, context, policy) if index < MAX_READS_PER_ROUND else None
                     for index, request in enumerate(requests)]
@@ -108,7 +108,7 @@ class ObserveNode(ToolNode):
 def _with_reads(state: IncidentState, tools: Toolkit, diagnosis: Diagnosis, outputs: Mapping[str, str]) -> Diagnosis:
     """The diagnosis with what the reads printed among its outputs, read again."""
     merged = {**diagnosis.outputs, **outputs}
-    context = PolicyContext.from_failure(state.failure, tools.probe_hosts)
+    context = tools.policy_context(state.failure)
     earlier_steps = tuple(result for attempt in state.attempts[:-1] for result in attempt.results)
     reading = read_failure(state.failure, merged, earlier_steps, functools.partial(package_dir, tools.policy, context))
     return dataclasses.replace(diagnosis, outputs=merged, reading=reading)

@@ -215,6 +215,7 @@ class HealSession:
             verify_wait=args.get("verify_delay", 0.0),
             failed_plan_ttl=args["failed_ttl"],
             probe_hosts=InventoryHosts(task.task_vars, task.templar),
+            repairs_without_following_links=privilege == "executor",
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
             blast_radius=radius,

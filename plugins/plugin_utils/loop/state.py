@@ -17,7 +17,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, Plan, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 
@@ -73,6 +73,9 @@ class Toolkit:
     failed_plan_ttl: float = 86400.0
     # the inventory's hosts (names and addresses): probes may reach them and loopback, nothing else
     probe_hosts: AbstractSet[str] = frozenset()
+    # the steps go to the host's executor, which does the ownership, mode and directory repairs itself without following
+    # a link (step_privilege executor): a directory a service account owns on the way does not send them to a person
+    repairs_without_following_links: bool = False
     # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
     flap_limit: int = 3
     flap_window: float = 3600.0
@@ -93,6 +96,10 @@ class Toolkit:
     progress: Callable[[IncidentState, str], None] = lambda state, node: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+
+    def policy_context(self, failure: Failure) -> PolicyContext:
+        """What the guard judges the failure's steps and reads in, on this host."""
+        return PolicyContext.from_failure(failure, self.probe_hosts, repairs_without_following_links=self.repairs_without_following_links)
 
 
 @dataclass(frozen=True)

@@ -557,6 +557,56 @@ def test_a_directory_made_then_given_its_packages_owner_and_mode_is_repaired_on_
     assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (65534, 65534, "0o750")
 
 
+def _data_directory_in_an_accounts_directory(host: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A service's data directory at mode 0755 in a directory its account owns, as main is in postgres's
+    /var/lib/postgresql/15, and the host's policy and services declaring it the package's, nobody's with mode 0700:
+    (the directory, the policy's version)."""
+    data = tmp_path / "lib" / "cluster" / "main"
+    data.mkdir(parents=True)
+    data.chmod(0o755)
+    for path in (data.parent, data):
+        os.chown(path, 65534, 65534)
+    own_policy = tmp_path / "policy.yml"
+    own_policy.write_text(f"version: 1\ninclude_default: true\npackage_paths:\n"
+                          f"  - {{services: [nginx], path: {data}, owner: nobody, group: nogroup, mode: '0700', tree: true}}\n")
+    (host / "policy.json").write_text(json.dumps(host_policy_document(own_policy)))
+    (host / "services.json").write_text(json.dumps({"host": "node1", "services": [dict(NGINX, paths=[str(data)])]}))
+    return data, load_policy(own_policy).version
+
+
+def test_a_data_directory_in_a_directory_its_account_owns_gets_its_mode_back_from_the_executor_unattended(host: Path, tmp_path: Path) -> None:
+    """The controller, running the command as root, sends this repair to a person (the account could put a link in
+    place of the directory); the executor does it itself without following a link, so it runs: install -d on the
+    existing directory sets its owner and mode, as the command would."""
+    data, version = _data_directory_in_an_accounts_directory(host, tmp_path)
+    step = ["install", "-d", "-m", "0700", "-o", "nobody", "-g", "nogroup", str(data)]
+    rc, response, log = execute(host, request(step, policy_version=version))
+    assert (rc, response["decision"], response["rule"]) == (0, "allow", "create-runtime-directory"), response
+    info = data.stat()
+    assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (65534, 65534, "0o700")
+    assert [(entry["step"], entry["rc"]) for entry in log] == [(step, 0)]
+
+
+def test_a_link_the_account_put_in_place_of_its_data_directory_is_refused_by_the_executors_repair(host: Path, tmp_path: Path) -> None:
+    """The account swapped its directory for a link to root's after the controller's check: the executor's repair
+    refuses the link, and neither what it leads to nor the directory set aside changes."""
+    data, version = _data_directory_in_an_accounts_directory(host, tmp_path)
+    outside = tmp_path / "roots"
+    outside.mkdir()
+    outside.chmod(0o755)
+    data.rename(data.with_name("main.aside"))
+    data.symlink_to(outside)
+    os.chown(data, 65534, 65534, follow_symlinks=False)
+    step = ["install", "-d", "-m", "0700", "-o", "nobody", "-g", "nogroup", str(data)]
+    rc, response, log = execute(host, request(step, policy_version=version))
+    assert (rc, response["decision"]) == (1, "allow"), response
+    assert response["stderr"] == f"{str(data)!r} is a symbolic link: refused to follow it", response
+    for untouched, owner in ((outside, 0), (data.with_name("main.aside"), 65534)):
+        info = untouched.stat()
+        assert (info.st_uid, oct(info.st_mode & 0o7777)) == (owner, "0o755"), untouched
+    assert [(entry["step"], entry["rc"]) for entry in log] == [(step, 1)]
+
+
 def test_an_entry_of_nothing_but_control_characters_is_cut_to_its_bound_too() -> None:
     """Every field at its cut length and each character six once escaped: the entry is cut further until it fits."""
     from ansible_collections.sentinel.heal.plugins.module_utils._executor import MAX_LOG_ENTRY_BYTES, bounded_log_line

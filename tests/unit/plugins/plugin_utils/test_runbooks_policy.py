@@ -38,8 +38,9 @@ NEED_A_PERSON = {
     "log-filesystem-full": {"plan-removes-logs"},
     "log-filesystem-full-truncate": {"truncate-service-log"},  # truncate follows a symlink planted in its place
 }
-# ... and for one service only: a cluster's data directory lies in /var/lib/postgresql/15, which postgres owns (and so
-# could put a link in place of main), so a repair of its owner or mode waits for a person
+# ... and for one service only, where the step runs as the command: a cluster's data directory lies in
+# /var/lib/postgresql/15, which postgres owns (and so could put a link in place of main), so a repair of its owner or
+# mode waits for a person; the host's executor does these repairs itself without following a link, and there they run
 NEED_A_PERSON_FOR = {
     ("service-directory-permissions", "postgresql"): {"directory-repair-needs-a-person"},
     ("service-directory-missing", "postgresql"): {"directory-repair-needs-a-person"},
@@ -95,11 +96,13 @@ def _left_over(socket: str) -> dict[str, Any]:
 UNITS = {"postgresql": "postgresql@15-main.service", "sshd": "ssh.service", "redis": "redis-server.service"}
 
 
+@pytest.mark.parametrize("on_executor", [False, True])
 @pytest.mark.parametrize("service_manager", ["sysv", "systemd"])
-def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services(service_manager: str) -> None:
+def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_services(service_manager: str, on_executor: bool) -> None:
     """No lab needed: what each runbook would run gets ALLOW from the default policy for the incidents it is for,
-    on sysv and on systemd hosts (where `service X start` becomes `systemctl start UNIT`), judged as one plan; the
-    runbooks of NEED_A_PERSON wait for a person, by the plan-level rule named there."""
+    on sysv and on systemd hosts (where `service X start` becomes `systemctl start UNIT`), judged as one plan, with the
+    steps run as the command or sent to the host's executor (``on_executor``); the runbooks of NEED_A_PERSON wait for a
+    person, by the plan-level rule named there, and those of NEED_A_PERSON_FOR only where the command runs."""
     policy = load_policy()
     for runbook in RunbookLibrary.load().runbooks:
         services = [name for name in SPECS if name in runbook.services or SPECS[name].get("service") in runbook.services] or list(SPECS)
@@ -118,7 +121,7 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
                                         "unit": {"Id": UNITS.get(service, f"{service}.service")} if service_manager == "systemd" else None,
                                         "path_owners": _path_owners(spec), "mounts": ["/"]},
                               spec=spec, facts={"service_manager": service_manager})
-            context = PolicyContext.from_failure(failure)
+            context = PolicyContext.from_failure(failure, repairs_without_following_links=on_executor)
             for command in runbook.evidence_commands:
                 verdict = evaluate(command, context, policy)
                 assert verdict.decision is Decision.ALLOW, (runbook.id, service, command, verdict.reason)
@@ -133,5 +136,5 @@ def test_every_shipped_runbook_step_and_evidence_command_is_allowed_for_its_own_
                 continue
             verdicts, _decision = evaluate_plan([step.argv for step in steps], context, policy)
             expected = {verdict.rule for verdict in verdicts if verdict.decision is not Decision.ALLOW}
-            needed = NEED_A_PERSON.get(runbook.id, set()) | NEED_A_PERSON_FOR.get((runbook.id, service), set())
+            needed = NEED_A_PERSON.get(runbook.id, set()) | (set() if on_executor else NEED_A_PERSON_FOR.get((runbook.id, service), set()))
             assert expected == needed, (runbook.id, service, [v.reason for v in verdicts])

@@ -410,3 +410,64 @@ def test_a_plan_that_does_not_end_where_the_package_wants_needs_a_person(plan: l
     verdicts, decision = evaluate_plan(plan, _postgresql_without_its_runtime_directory(), POLICY)
     assert decision.value == "approve"
     assert rule in [verdict.rule for verdict in verdicts]
+
+
+# ---- repairs the host's executor does itself, never following a link ------------------------------------------------
+
+DATA = "/var/lib/postgresql/15/main"
+# the class runbook service-directory-permissions for the data directory at mode 0755 (the lab's postgres-data-dir-mode)
+DATA_DIR_MODE_PLAN = [f"install -d -m 0700 -o postgres -g postgres {DATA}", "systemctl reset-failed postgresql@15-main",
+                      "systemctl start postgresql@15-main"]
+
+
+def _postgresql_data_dir_mode(*, on_executor: bool, mounts: tuple[str, ...] = ("/",)) -> PolicyContext:
+    """PostgreSQL down with its data directory at mode 0755, in /var/lib/postgresql/15, which postgres owns; judged
+    where the steps go to the host's executor (``on_executor``) or run as the command."""
+    failure = _failure(POSTGRESQL, "start_failed", unit=_unit("postgresql@15-main.service", fragment="/lib/systemd/system/postgresql@.service"),
+                       path_owners=POSTGRESQL_OWNERS, mounts=list(mounts))
+    return PolicyContext.from_failure(failure, repairs_without_following_links=on_executor)
+
+
+def test_the_data_directory_s_mode_heals_unattended_where_the_executor_repairs_it_and_waits_for_a_person_elsewhere() -> None:
+    """postgres owns /var/lib/postgresql/15: it could put a link in place of main between the check and the step. A
+    command run as root would follow it; the executor refuses a link at any component, so on its host the runbook's
+    repair runs unattended."""
+    assert _decide(_postgresql_data_dir_mode(on_executor=True), *DATA_DIR_MODE_PLAN) == [
+        ("allow", "create-runtime-directory"), ("allow", "systemctl-control"), ("allow", "systemctl-control")]
+    elsewhere = _postgresql_data_dir_mode(on_executor=False)
+    assert _decide(elsewhere, DATA_DIR_MODE_PLAN[0]) == [("approve", "directory-repair-needs-a-person")]
+    [verdict], _decision = evaluate_plan(DATA_DIR_MODE_PLAN[:1], elsewhere, POLICY)
+    assert "another account than root could redirect" in verdict.reason
+    # the same for each repair the executor does itself: a mode, an owner, a directory made and finished by the plan
+    for command, rule in [(f"chmod 0700 {DATA}", "give-back-mode"), (f"chown -R postgres:postgres {DATA}", "give-back-ownership"),
+                          (f"chown postgres:postgres {DATA}", "give-back-ownership")]:
+        assert _decide(_postgresql_data_dir_mode(on_executor=True), command) == [("allow", rule)], command
+        assert _decide(elsewhere, command)[0][0] == "approve", command
+    made = [f"mkdir -p {DATA}", f"chown postgres:postgres {DATA}", f"chmod 0700 {DATA}"]
+    assert {decision for decision, _rule in _decide(_postgresql_data_dir_mode(on_executor=True), *made)} == {"allow"}
+    assert "directory-repair-needs-a-person" in [rule for _decision, rule in _decide(elsewhere, *made)]
+
+
+@pytest.mark.parametrize(("command", "mounts", "rule"), [
+    # what the package did not set, wherever it runs
+    (f"install -d -m 0755 -o postgres -g postgres {DATA}", ("/",), "directory-repair-needs-a-person"),
+    (f"install -d -m 0700 -o root -g postgres {DATA}", ("/",), "directory-repair-needs-a-person"),
+    (f"chmod 0750 {DATA}", ("/",), "mode-repair-needs-a-person"),
+    (f"chown -R postgres:root {DATA}", ("/",), "ownership-repair-needs-a-person"),
+    # -R into another filesystem mounted below
+    (f"chown -R postgres:postgres {DATA}", ("/", f"{DATA}/pg_wal"), "ownership-repair-needs-a-person"),
+    # -R below the package's tree is still only for a tree the package owns whole (/run/postgresql is no tree)
+    ("chown -R postgres:postgres /run/postgresql", ("/",), "ownership-repair-needs-a-person"),
+    # a path the executor does not walk as written (x/ makes the kernel resolve x; it refuses it): the owners decide
+    (f"install -d -m 0700 -o postgres -g postgres {DATA}/", ("/",), "directory-repair-needs-a-person"),
+    (f"chmod 0700 {DATA}/.", ("/",), "mode-repair-needs-a-person"),
+])
+def test_on_the_executor_a_repair_still_gives_back_only_what_the_package_set(command: str, mounts: tuple[str, ...], rule: str) -> None:
+    assert _decide(_postgresql_data_dir_mode(on_executor=True, mounts=mounts), command) == [("approve", rule)]
+
+
+@pytest.mark.parametrize("command", ["cat /run/postgresql/notes", f"tail -n 50 {DATA}/log/postgresql.log", "head -n 20 /run/postgresql/notes"])
+def test_a_read_below_a_directory_the_service_account_owns_is_judged_alike_whether_the_executor_repairs_or_not(command: str) -> None:
+    """A read runs its program, which follows every link: the executor's no-follow repair changes nothing for it."""
+    assert _decide(_postgresql_data_dir_mode(on_executor=True), command) == _decide(_postgresql_data_dir_mode(on_executor=False), command)
+    assert _decide(_postgresql_data_dir_mode(on_executor=True), command)[0][0] != "allow"
