@@ -244,7 +244,7 @@ def _read_ahead(request, checked, services, policy, places):
         if not wanted.get(failure["name"]) or failure["failure_class"] in NOT_READ_FOR:
             continue
         spec = _as_the_host_declares(declared[failure["name"]], services)
-        context = PolicyContext.from_failure(_Incident(spec["name"], spec, failure["evidence"], manager), services.get("probe_hosts") or ())
+        context = _context_now(spec, services, manager, failure)
         answers = []
         for argv in wanted[failure["name"]]:
             [verdict], _decision = judge_plan([judge_argv(argv, context, policy)], context)
@@ -336,7 +336,8 @@ def _others(spec, services):
 
 
 def _context_now(spec, services, manager, checked=None):
-    """The incident's context as the host is now: the evidence of its check (``checked``) when it has one, else read."""
+    """The incident's context as the host is now: the evidence of its check (``checked``: check_one's result, or one
+    failure of check_services') when it has one, else read."""
     evidence = (checked or {}).get("evidence") or evidence_of(spec, manager, others=_others(spec, services))
     # the repairs the policy allows are done here, without following a link (_repair): none can be redirected
     return PolicyContext.from_failure(_Incident(spec["name"], spec, evidence, manager), services.get("probe_hosts") or (),

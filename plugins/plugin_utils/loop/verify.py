@@ -63,7 +63,7 @@ class VerifyNode(ToolNode):
             return "healthy"
         state.reason = f"still failing after attempt {attempt.number}: {exec_res.get('summary', '')}"
         state.log(self.name, state.reason)
-        recorded = starts_that_failed(attempt.results, state.failure, self.tools.policy)
+        recorded = starts_that_failed(attempt.results, self.tools.policy_context(state.failure), self.tools.policy)
         for ran, result in zip(attempt.results, recorded, strict=True):
             if ran.status != result.status:
                 state.log(self.name, f"{shlex.join(result.argv)} exited {result.rc}, yet {state.failure.service} still fails its checks: "
@@ -75,11 +75,10 @@ class VerifyNode(ToolNode):
         return "failing"
 
 
-def starts_that_failed(results: Sequence[StepResult], failure: Failure, policy: Policy) -> list[StepResult]:
+def starts_that_failed(results: Sequence[StepResult], context: PolicyContext, policy: Policy) -> list[StepResult]:
     """The steps of an attempt whose service still fails, a start or restart of it that exited 0 recorded as failed:
     Debian's init scripts exit 0 when the daemon refuses its configuration (redis prints "Bad directive" on the start's
     stderr, and its init script says "failed" and exits 0), and what such a start printed is the failure's best words,
     which diagnosis reads from failed steps only. What starts the service is the policy's to say (its rules' effect)."""
-    context = PolicyContext.from_failure(failure)
     return [dataclasses.replace(result, status="failed")
             if result.status == "ok" and starts_the_service(result.argv, context, policy) else result for result in results]
