@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 import fleet  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-# the steps run directly by the healing account's sudo, as before the executor (the lab's default is the executor)
-DIRECT = ("-e", "autoheal_enforcement=controller")
+# the steps run directly by sudo, as before the executor (the lab's default is the executor), as the lab's operator
+DIRECT = ("-e", "autoheal_enforcement=controller", *fleet.AS_ADMIN)
 # the lab's services as declared, each without its last known good configuration kept (what keeping it costs)
 WITHOUT_KNOWN_GOOD = ("-e", json.dumps({"autoheal_services": [dict(spec, known_good=False) for spec in yaml.safe_load(
     (ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]]}))

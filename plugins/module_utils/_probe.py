@@ -90,6 +90,9 @@ ARGUMENT_SPEC = dict(
     # the executor on the host (sentinel.heal.host) reads as root: the module itself runs without become
     through_executor=dict(type="bool", default=False),
     policy_version=dict(type="str"),
+    # resolved by the action plugin on the controller, never seen on the host
+    enforcement=dict(type="str", default="controller", choices=["auto", "host", "controller"]),
+    policy_file=dict(type="path"),
 )
 
 FAILURE_CLASSES = ("not_installed", "masked", "port_conflict", "auto_restart", "start_limit_hit", "restart_loop", "stale_pidfile", "stale_socket",

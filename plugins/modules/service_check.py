@@ -262,6 +262,22 @@ options:
         the check while it enforces another (apply the role C(sentinel.heal.host) again); required with
         O(through_executor).
     type: str
+  enforcement:
+    description:
+      - Where the check runs as root, resolved on the controller before the module reaches the host, as the heal's
+        C(autoheal_enforcement) is.
+      - V(auto) asks the executor where the host has it installed (as O(through_executor), under the version of
+        O(policy_file), and without become for this task) and checks in this module elsewhere; V(host) asks the
+        executor and fails where the host has none; V(controller) checks in this module, as O(through_executor) says.
+      - The watchdog (C(sentinel.heal.watchdog)) checks with the inventory's C(autoheal_enforcement), V(auto) by default.
+    type: str
+    choices: [auto, host, controller]
+    default: controller
+  policy_file:
+    description:
+      - With O(enforcement=auto) or O(enforcement=host), the command policy the controller judges with, whose version the
+        executor checks under (as the heal's C(autoheal_policy_file)); empty, the policy shipped with the collection.
+    type: path
 seealso:
   - module: sentinel.heal.heal
 """

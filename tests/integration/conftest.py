@@ -188,8 +188,8 @@ class RollOut:
             self.hosts.clear()
 
     def _apply(self, hosts: str, *extra_vars: str) -> None:
-        run = run_playbook("playbooks/host.yml", "-e", "autoheal_target=executor", "--limit", hosts, "--tags", "host_policy", *extra_vars,
-                           state_dir=self.state_dir)
+        run = run_playbook("playbooks/host.yml", "-e", "autoheal_target=executor", *fleet.AS_ADMIN, "--limit", hosts, "--tags", "host_policy",
+                           *extra_vars, state_dir=self.state_dir)
         assert run.rc == 0, run.output
 
 

@@ -97,8 +97,9 @@ RESET_RUNBOOK = ("---\nid: reset-only\ntitle: reset nginx, start nothing\nservic
 
 
 # Of the twenty hosts only node1 and node2 (the lab inventory's group executor, which run_playbook reads too) have an
-# executor: the fleet-wide limits are the controller's, and every host here acts directly, the same way.
-DIRECT = ("-e", "autoheal_enforcement=controller")
+# executor: the fleet-wide limits are the controller's, and every host here acts directly, the same way (as the lab's
+# operator: the healing account's one sudo rule on node1 and node2 is the executor).
+DIRECT = ("-e", "autoheal_enforcement=controller", *fleet.AS_ADMIN)
 HOST_BY_HOST = ("-e", json.dumps({"autoheal_fleet_min_hosts": 0, "autoheal_fleet_min_percent": 0}))
 
 
@@ -106,7 +107,8 @@ def _rollout(tmp_path: Path, hosts: Path, llm: ScriptedLLM | None = None, **vari
     policy = tmp_path / "rollout-policy.yml"
     policy.write_text(ROLLOUT_POLICY)
     # a policy of the test's own, which the controller enforces on every host here (DIRECT)
-    extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_enforcement": "controller", "autoheal_builtin_runbooks": False,
+    extra: dict[str, Any] = {"autoheal_policy_file": str(policy), "autoheal_enforcement": "controller", "ansible_user": "admin",
+                             "autoheal_builtin_runbooks": False,
                              "autoheal_max_attempts": 1, "autoheal_fleet_min_hosts": 0, "autoheal_fleet_min_percent": 0, **variables}
     if llm is not None:
         extra["autoheal_llm"] = {"model": "scripted-lab", "base_url": llm.base_url, "api_key": "sk-lab-scripted-0123456789abcdef",

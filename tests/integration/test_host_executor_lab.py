@@ -8,12 +8,14 @@ policy allows changes nothing outside the service's tree through a link planted 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import fleet
 import pytest
 from conftest import one_line, run_playbook, sh
 
@@ -29,9 +31,20 @@ EXEC = "/usr/libexec/sentinel-heal/exec"
 def executor(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # the lab installed it when it started (node1 is of the inventory's group executor): applied again, nothing changes
     state = tmp_path_factory.mktemp("host-role")
-    again = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=state)
+    again = run_playbook("playbooks/host.yml", "--limit", NODE, *fleet.AS_ADMIN, state_dir=state)
     assert again.rc == 0 and again.recap[NODE]["changed"] == 0, again.output
     yield lab
+
+
+@contextlib.contextmanager
+def broad_rule_planted(lab: Any) -> Iterator[None]:
+    """The image's NOPASSWD: ALL of the healing account back on the host (the lab's executor hosts have none), as a
+    provisioning would leave it."""
+    sh(lab, NODE, "sh", "-c", "echo 'sentinel ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/sentinel && chmod 0440 /etc/sudoers.d/sentinel")
+    try:
+        yield
+    finally:
+        sh(lab, NODE, "rm", "-f", "/etc/sudoers.d/sentinel")
 
 
 def as_healing_account(lab: Any, *argv: str, input_text: str | None = None, host: str = NODE) -> Any:
@@ -68,33 +81,29 @@ def journal(lab: Any) -> list[dict[str, Any]]:
 
 
 def test_the_executor_is_the_healing_accounts_only_sudo_rule(executor: Any) -> None:
-    # the lab provisions the healing account with NOPASSWD: ALL (the check still becomes root); set aside, the
-    # executor is its one rule
-    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
-    try:
-        listed = as_healing_account(executor, "sudo", "-n", "-l").stdout
-        rules = [line.strip() for line in listed.split("may run the following commands", 1)[1].splitlines()[1:] if line.strip()]
-        assert rules == [f'(root) NOPASSWD: {EXEC} ""'], listed
-        assert as_healing_account(executor, "sudo", "-n", "/bin/sh", "-c", "id").returncode != 0
-        assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
-    finally:
-        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    # the lab's image gives the healing account NOPASSWD: ALL; on the hosts of the group executor it is removed when the
+    # lab starts, so every suite that heals there does it with the executor as the account's one rule
+    listed = as_healing_account(executor, "sudo", "-n", "-l").stdout
+    rules = [line.strip() for line in listed.split("may run the following commands", 1)[1].splitlines()[1:] if line.strip()]
+    assert rules == [f'(root) NOPASSWD: {EXEC} ""'], listed
+    assert as_healing_account(executor, "sudo", "-n", "/bin/sh", "-c", "id").returncode != 0
+    assert as_healing_account(executor, "sudo", "-n", "systemctl", "stop", "ssh").returncode != 0
+    assert as_healing_account(executor, "sudo", "-n", EXEC, "--anything").returncode != 0
 
 
 def test_the_host_role_fails_naming_each_other_sudo_rule_and_its_file_unless_they_are_meant_to_stay(executor: Any, tmp_path: Path) -> None:
     """An account that keeps the image's NOPASSWD: ALL can walk around the executor: the role says so, and which line."""
-    refused = run_playbook("playbooks/host.yml", "--limit", NODE, "-e", "host_other_sudo_rules_stay=false", state_dir=tmp_path)
-    said = one_line(refused.output)
-    assert refused.rc != 0, refused.output
-    assert "sentinel has sudo rules besides the executor" in said and "(ALL) NOPASSWD: ALL" in said, said
-    assert "/etc/sudoers.d/sentinel:1: sentinel ALL=(ALL) NOPASSWD:ALL" in said, said
-    _rc, answer = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
+    with broad_rule_planted(executor):
+        refused = run_playbook("playbooks/host.yml", "--limit", NODE, *fleet.AS_ADMIN, state_dir=tmp_path)
+        said = one_line(refused.output)
+        assert refused.rc != 0, refused.output
+        assert "sentinel has sudo rules besides the executor" in said and "(ALL) NOPASSWD: ALL" in said, said
+        assert "/etc/sudoers.d/sentinel:1: sentinel ALL=(ALL) NOPASSWD:ALL" in said, said
+        kept = run_playbook("playbooks/host.yml", "--limit", NODE, *fleet.AS_ADMIN, "-e", "host_other_sudo_rules_stay=true", state_dir=tmp_path)
+        assert kept.rc == 0, kept.output
+        _rc, answer = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
     assert answer["check"]["facts"]["enforcement"] == {"enforced": False, "other_rules": ["(ALL) NOPASSWD: ALL"]}, answer
-    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
-    try:
-        _rc, alone = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
-    finally:
-        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    _rc, alone = ask(executor, {"host": NODE, "kind": "check", "services": ["nginx"], "policy_version": load_policy().version})
     assert alone["check"]["facts"]["enforcement"] == {"enforced": True, "other_rules": []}, alone
 
 
@@ -177,11 +186,7 @@ def test_with_the_executor_as_the_accounts_only_rule_a_killed_service_is_still_h
     """Nothing of the heal becomes root: the check, every step and the verification are requests to the executor."""
     faults.inject(NODE, "nginx-killed")
     before = len(journal(executor))
-    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
-    try:
-        run = heal(state_dir=tmp_path)
-    finally:
-        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    run = heal(state_dir=tmp_path)
     assert run.rc == 0 and "healed" in one_line(run.output), run.output
     assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() == "active"
     asked = [entry["step"][0] for entry in journal(executor)[before:]]
@@ -194,11 +199,7 @@ def test_by_default_each_host_heals_through_the_executor_where_it_has_one_and_th
     faults.inject(NODE, "nginx-killed")
     faults.inject("node3", "nginx-killed")
     before = len(journal(executor))
-    sh(executor, NODE, "mv", "/etc/sudoers.d/sentinel", "/root/sudoers.sentinel.aside")
-    try:
-        run = run_playbook("playbooks/heal.yml", "--limit", f"{NODE},node3", "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
-    finally:
-        sh(executor, NODE, "mv", "/root/sudoers.sentinel.aside", "/etc/sudoers.d/sentinel")
+    run = run_playbook("playbooks/heal.yml", "--limit", f"{NODE},node3", "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
     said = one_line(run.output)
     assert run.rc == 0 and f"{NODE}: nginx healed" in said and "node3: nginx healed" in said, run.output
     assert (f"{NODE}: enforced on the host: the executor judged every step and read, and it is all the healing account may run as "
@@ -209,7 +210,8 @@ def test_by_default_each_host_heals_through_the_executor_where_it_has_one_and_th
     assert asked[0] == "service_check" and asked[-1] == "service_check", asked  # nothing of node1's heal became root beside it
 
     # the image's broad rule back in place: the executor still judges, and the summary says the host is not enforced
-    healthy = run_playbook("playbooks/heal.yml", "--limit", NODE, "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
+    with broad_rule_planted(executor):
+        healthy = run_playbook("playbooks/heal.yml", "--limit", NODE, "-e", "autoheal_target_services=nginx", state_dir=tmp_path)
     said = one_line(healthy.output)
     assert healthy.rc == 0 and f"{NODE}: every declared service is healthy" in said, healthy.output
     assert (f"{NODE}: not enforced on the host: the executor judged every step and read, but the healing account keeps other sudo "
@@ -223,7 +225,7 @@ def test_a_plan_a_person_approved_runs_on_the_host_with_their_signature_not_the_
     again without the key, the controller's word alone, the host refuses the step and the plan escalates."""
     policy = tmp_path / "policy.yml"
     policy.write_text("version: 1\nrules:\n  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}\n")
-    rolled = run_playbook("playbooks/host.yml", "--limit", NODE, "-e", f"autoheal_policy_file={policy}", state_dir=tmp_path)
+    rolled = run_playbook("playbooks/host.yml", "--limit", NODE, *fleet.AS_ADMIN, "-e", f"autoheal_policy_file={policy}", state_dir=tmp_path)
     assert rolled.rc == 0, rolled.output
     try:
         faults.inject(NODE, "nginx-killed")
@@ -250,15 +252,15 @@ def test_a_plan_a_person_approved_runs_on_the_host_with_their_signature_not_the_
         assert "refused by the host's executor (default-approve)" in said and "signed by a key the host lists" in said, said
         assert sh(executor, NODE, "systemctl", "is-active", "nginx").strip() != "active"
     finally:
-        restored = run_playbook("playbooks/host.yml", "--limit", NODE, state_dir=tmp_path)
+        restored = run_playbook("playbooks/host.yml", "--limit", NODE, *fleet.AS_ADMIN, state_dir=tmp_path)
         assert restored.rc == 0, restored.output
 
 
 def test_on_a_host_without_systemd_the_executor_judges_the_same_and_logs_to_its_own_file(lab: Any, tmp_path: Path) -> None:
     """node3 boots sysv (tini, init scripts, no journal): the same judge in the context gathered there, the decisions in
-    /var/log/sentinel-heal/exec.log."""
+    /var/log/sentinel-heal/exec.log. (Its healing account keeps the image's broad rule, which other suites use there.)"""
     host = "node3"
-    installed = run_playbook("playbooks/host.yml", "--limit", host, state_dir=tmp_path)
+    installed = run_playbook("playbooks/host.yml", "--limit", host, *fleet.AS_ADMIN, "-e", "host_other_sudo_rules_stay=true", state_dir=tmp_path)
     assert installed.rc == 0, installed.output
     try:
         sshd = sh(lab, host, "pgrep", "-o", "-x", "sshd").strip()

@@ -51,6 +51,9 @@ COLLECTION_ROOT = LAB_DIR.parents[1]
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_CACHE = "/var/cache/sentinel-heal-lab"
+# Ansible's options to reach the hosts as the lab's operator (root by sudo) rather than the healing account, whose one
+# sudo rule on the hosts of the group executor is the executor: to apply the host role, or to heal the controller's way.
+AS_ADMIN = ("-e", "ansible_user=admin")
 PACKAGES = (
     "openssh-server",
     "sudo",
@@ -127,6 +130,14 @@ fi
 usermod --password '*' sentinel
 echo 'sentinel ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/sentinel
 chmod 0440 /etc/sudoers.d/sentinel
+# The lab's operator: applies the host role and acts as root where a test does it the controller's way. On the hosts
+# with the executor the healing account's broad rule goes (fleet.py up), so the executor is its only rule there.
+if ! id admin >/dev/null 2>&1; then
+    useradd --create-home --shell /bin/bash admin
+fi
+usermod --password '*' admin
+echo 'admin ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/admin
+chmod 0440 /etc/sudoers.d/admin
 
 cat > /etc/ssh/sshd_config.d/lab.conf <<'EOF'
 PermitRootLogin no
@@ -371,7 +382,8 @@ def fresh(**up_options: Any) -> Iterator[list[Host]]:
 
 
 def _install_executor(hosts: list[Host]) -> None:
-    """Apply sentinel.heal.host to the hosts of the lab inventory's group `executor` that this fleet has."""
+    """Apply sentinel.heal.host to the hosts of the lab inventory's group `executor` that this fleet has, the
+    healing account's broad sudo rule removed first (tests/lab/executor.yml), as the lab's operator."""
     if not APPROVER_KEY.exists():
         APPROVER_KEY.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sentinel-heal-lab-approver", "-f", str(APPROVER_KEY)], check=True)
@@ -383,7 +395,7 @@ def _install_executor(hosts: list[Host]) -> None:
     environment = dict(SYSTEM_ENV, ANSIBLE_CONFIG=str(COLLECTION_ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                        PATH=f"{Path(playbook).parent}{os.pathsep}{SYSTEM_ENV['PATH']}")
     proc = subprocess.run(
-        [playbook, "playbooks/host.yml", "-i", "inventories/lab", "-e", "autoheal_target=executor",
+        [playbook, "tests/lab/executor.yml", "-i", "inventories/lab", "-e", "autoheal_target=executor", *AS_ADMIN,
          "--limit", ",".join(host.name for host in hosts)],
         cwd=COLLECTION_ROOT, env=environment, capture_output=True, text=True, timeout=300, check=False,
     )
@@ -598,11 +610,11 @@ def _prepare_host_layer(host: Host, image: Path, public_key: str, fleet: list[Ho
         directory.mkdir(parents=True)
     hosts_file = "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
     hosts_file += "".join(f"{peer.address}\t{peer.name}\n" for peer in fleet)
-    sentinel_home = (image / "home/sentinel").stat()
-    sentinel = (sentinel_home.st_uid, sentinel_home.st_gid)
     _add_to_layer(image, host.upper, "etc/hostname", f"{host.name}\n", 0o644, (0, 0))
     _add_to_layer(image, host.upper, "etc/hosts", hosts_file, 0o644, (0, 0))
-    _add_to_layer(image, host.upper, "home/sentinel/.ssh/authorized_keys", public_key, 0o600, sentinel)
+    for account in ("sentinel", "admin"):
+        home = (image / "home" / account).stat()
+        _add_to_layer(image, host.upper, f"home/{account}/.ssh/authorized_keys", public_key, 0o600, (home.st_uid, home.st_gid))
 
 
 def _add_to_layer(image: Path, upper: Path, relative: str, content: str, mode: int, owner: tuple[int, int]) -> None:

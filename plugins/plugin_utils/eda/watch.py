@@ -51,9 +51,12 @@ class Watch:
         return cls(targets=targets, fleet=fleet, mapping=mapping or EventMapping.of(None, None))
 
     def command(self, inventory: str, become: bool, log_lines: int) -> list[str]:
-        """The ad-hoc run of one round: service_check with each host's declared specs of the watched services."""
+        """The ad-hoc run of one round: service_check with each host's declared specs of the watched services, checked
+        where the heal's own enforcement says (the executor, where the host has it, by default), under its policy."""
         names = json.dumps(sorted({name for names in self.targets.values() for name in names}))
-        args = json.dumps({"services": "{{ autoheal_services | selectattr('name', 'in', " + names + ") | list }}", "log_lines": log_lines})
+        args = json.dumps({"services": "{{ autoheal_services | selectattr('name', 'in', " + names + ") | list }}", "log_lines": log_lines,
+                           "enforcement": "{{ autoheal_enforcement | default('auto') }}",
+                           "policy_file": "{{ autoheal_policy_file | default('') }}"})
         return [_ansible(), ",".join(sorted(self.targets)), "-i", inventory, "-m", "sentinel.heal.service_check", "-a", args,
                 *(["--become"] if become else [])]
 

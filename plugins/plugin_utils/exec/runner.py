@@ -171,19 +171,25 @@ class RunnerExecutor:
                                 hint=f"{exc}; the controller is out of processes or memory") from exc
         began = time.monotonic()
         ended = ""
+        stopped = False
 
         def cancel() -> bool:
             # ansible-runner's own cancel and timeout kill ansible-playbook's process group only, and Ansible's workers
             # have sessions of their own: past the limit, once the job is gone, or told to stop (the kill switch), the
             # leash kills the run's whole tree, so no worker hangs on, or runs its step on, after the run
-            nonlocal ended
+            nonlocal ended, stopped
             if os.getppid() != self._job:
                 ended = "job gone"
             elif time.monotonic() - began > time_limit:
                 ended = "timed out"
-            if ended or (stop is not None and stop()):
+            if ended:
                 leash.kill()
                 return True
+            if not stopped and stop is not None and stop():
+                # told to stop, the tree is killed but ansible-runner reads on to the end of its output: the events of
+                # steps that ran before the kill are still in the pipe, and a step that ran is never reported as not run
+                leash.kill()
+                stopped = True
             return False
 
         try:
@@ -214,12 +220,11 @@ class RunnerExecutor:
         if ended:
             raise ExecutorError(f"the run passed its time limit of {time_limit:g} s and was killed", field="artifacts", value=str(run_dir),
                                 hint="see the run's stdout in the artifacts directory; a step that hangs is killed at step_timeout")
-        if runner.status in ("timeout", "error") or (runner.status == "failed" and not events):
+        if not stopped and (runner.status in ("timeout", "error") or (runner.status == "failed" and not events)):
             raise ExecutorError(
                 f"the run ended with status {runner.status} before reporting its steps", field="artifacts", value=str(run_dir),
                 hint="see the run's stdout in the artifacts directory",
             )
-        stopped = runner.status == "canceled"
         outcomes: dict[str, RunReport | HostUnreachable] = {}
         for target, steps in members:
             mine = {index: event for (host, index), event in events.items() if host == target.name}
@@ -234,6 +239,8 @@ class RunnerExecutor:
     def _result(self, index: int, step: RunStep, event: Mapping[str, Any] | None, stopped: bool) -> StepResult:
         if event is None:
             return StepResult(argv=step.argv, status="skipped", stderr="not run: " + ("the run was stopped" if stopped else "an earlier step failed"))
+        if "res" not in event:  # started, and the run was stopped or killed before it reported
+            return StepResult(argv=step.argv, status="interrupted", stderr="started; the run was stopped before it reported")
         res = event["res"]
         failed = event["failed"]
         if self.privilege == "executor":
@@ -430,7 +437,9 @@ def _collect(event: Mapping[str, Any], events: dict[tuple[str, int], dict[str, A
     kind = event.get("event", "")
     data = event.get("event_data") or {}
     task = str(data.get("task", ""))
-    if kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and task.startswith("step "):
+    if kind == "runner_on_start" and task.startswith("step "):
+        events.setdefault((str(data.get("host", "")), int(task.split()[1]) - 1), {"started": True, "unreachable": False})
+    elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and task.startswith("step "):
         index = int(task.split()[1]) - 1
         res = data.get("res") or {}
         events[(str(data.get("host", "")), index)] = {

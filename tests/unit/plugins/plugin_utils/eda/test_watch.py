@@ -53,7 +53,10 @@ def test_an_unreachable_host_keeps_its_state_and_is_noted() -> None:
 def test_the_round_runs_service_check_with_each_host_s_own_declarations() -> None:
     command = Watch.of(FLEET, ["nginx"]).command("inventory/", become=True, log_lines=20)
     assert command[1:7] == ["web1", "-i", "inventory/", "-m", "sentinel.heal.service_check", "-a"]
-    assert json.loads(command[7]) == {"services": "{{ autoheal_services | selectattr('name', 'in', [\"nginx\"]) | list }}", "log_lines": 20}
+    # checked where the heal's enforcement says, under its policy: the executor where the host has it, by default
+    assert json.loads(command[7]) == {"services": "{{ autoheal_services | selectattr('name', 'in', [\"nginx\"]) | list }}", "log_lines": 20,
+                                      "enforcement": "{{ autoheal_enforcement | default('auto') }}",
+                                      "policy_file": "{{ autoheal_policy_file | default('') }}"}
     assert command[-1] == "--become"
 
 
