@@ -128,6 +128,11 @@ options:
     description: Seconds each step may run on the host (1-3600).
     type: int
     default: 120
+"""
+
+    # Where the actions that read or run as root on a host do it (sentinel.heal.controller.privilege).
+    PRIVILEGE = r"""
+options:
   step_privilege:
     description:
       - How a step the policy runs as root gets there.

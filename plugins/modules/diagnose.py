@@ -26,6 +26,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller
   - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
+  - sentinel.heal.controller.privilege
   - sentinel.heal.planning
 options: {}
 seealso:

@@ -32,6 +32,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
+  - sentinel.heal.controller.privilege
   - sentinel.heal.controller.limits
 options:
   plan_ids:

@@ -87,6 +87,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
+  - sentinel.heal.controller.privilege
   - sentinel.heal.controller.limits
   - sentinel.heal.planning
   - sentinel.heal.planning.llm

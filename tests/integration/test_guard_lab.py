@@ -209,9 +209,10 @@ def test_secrets_never_reach_memory_artifacts_or_output(lab: Any, faults: Faults
     ).stdout
     (tmp_path / "secrets.yml").write_text(encrypted)
     api_key = "sk-labtest-0123456789abcdefghij"
-    # a careless application logs its secrets into nginx's log
-    sh(lab, "node1", "sh", "-c", f"echo 'upstream auth failed for app:{vault_secret}; dsn postgres://app:hunter2pass@db/app' "
-                                 ">> /var/log/nginx/error.log")
+    # a careless application logs its secrets into nginx's log, as nginx writes a line (its time: a line without one
+    # belongs to the entry before it, which an earlier suite may have written before this failure began)
+    sh(lab, "node1", "sh", "-c", f"echo \"$(date '+%Y/%m/%d %H:%M:%S') [error] 1#1: upstream auth failed for app:{vault_secret}; "
+                                 "dsn postgres://app:hunter2pass@db/app\" >> /var/log/nginx/error.log")
     faults.inject("node1", "nginx-killed")
     state = tmp_path / "state"
     run = run_playbook(HEAL, "--limit", "node1", "-e", f"@{tmp_path / 'secrets.yml'}", "--vault-password-file", str(vault_password),

@@ -13,11 +13,11 @@ PLAYBOOK = """
   gather_facts: false
   tasks:
     - name: diagnose
-      sentinel.heal.diagnose: {services: "{{ autoheal_services }}", state_dir: "{{ d }}/state"}
+      sentinel.heal.diagnose: {services: "{{ autoheal_services }}", state_dir: "{{ d }}/state", step_privilege: auto}
       become: true
       register: why
     - name: plan
-      sentinel.heal.plan: {services: "{{ autoheal_services }}", state_dir: "{{ d }}/state"}
+      sentinel.heal.plan: {services: "{{ autoheal_services }}", state_dir: "{{ d }}/state", step_privilege: auto}
       become: true
       register: proposal
     - name: keep what they said

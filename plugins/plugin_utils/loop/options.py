@@ -29,6 +29,8 @@ PLANNING_SPEC: dict[str, Any] = dict(
     failed_ttl=dict(type="int", default=86400),
     log_lines=dict(type="int", default=20),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    # how the evidence is read as root, and the steps run (heal): the executor on the host, where there is one
+    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
     knowledge=dict(type="bool", default=True),
     embeddings=EMBEDDINGS_OPTION,
     llm=dict(
@@ -53,7 +55,6 @@ HEAL_SPEC: dict[str, Any] = dict(
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
     step_timeout=dict(type="int", default=120),
-    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
     interactive_approval=dict(type="bool", default=True),
     approval_key=dict(type="path", default=""),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),

@@ -50,7 +50,10 @@ options:
     type: float
     default: 5.0
   become:
-    description: Check with privilege escalation, as the heal does (C(autoheal_become)); reading logs and sockets needs it.
+    description:
+      - Check with privilege escalation, as the heal does (C(autoheal_become)); reading logs and sockets needs it.
+      - On hosts with the executor (where the inventory's C(autoheal_enforcement) lets the heal use it, C(auto) by
+        default) the check is a request to the executor instead, with no become, as the heal's own check is.
     type: bool
     default: true
   log_lines:
