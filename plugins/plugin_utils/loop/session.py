@@ -260,9 +260,10 @@ class HealSession:
     def _failures(self, secrets: Sequence[str]) -> list[Failure]:
         args, task_vars = self.args, self.task.task_vars
         if args["failures"] is None:
-            # a failing service's evidence is read in the check itself (outside check mode, as evidence is)
+            # a failing service's evidence is read in the check itself (outside check mode, as evidence is: diagnose
+            # and plan, which write nothing, read it too)
             on_host = executor_policy(args, load_policy(args["policy"]))
-            ahead = self._evidence_ahead() if self.writes else []
+            ahead = [] if self.task.check_mode else self._evidence_ahead()
             checked = service_check(self.task.action, self.services, task_vars, secrets, args["log_lines"], ahead,
                                     "become" if on_host else args.get("step_privilege", "become"), args.get("step_timeout", 120),
                                     executor_policy=on_host)

@@ -112,10 +112,12 @@ def test_a_run_told_to_stop_starts_no_step_after_it(tmp_path: Path) -> None:
     first, last = tmp_path / "first", tmp_path / "last"
     steps = [RunStep(argv=("touch", str(first)), become=False), RunStep(argv=("sleep", "30.4321"), become=False),
              RunStep(argv=("touch", str(last)), become=False)]
-    report = RunnerExecutor(tmp_path / "runs").run(LOCAL, steps, purpose="remediation", stop=first.exists, timeout=60)
+    # thrown while the second step runs
+    report = RunnerExecutor(tmp_path / "runs").run(LOCAL, steps, purpose="remediation", stop=lambda: bool(_processes_with("30.4321")),
+                                                   timeout=60)
     # the step that ran is reported as run (its events are read to the end after the kill), the one cut off as such
     assert report.stopped and [result.status for result in report.results] == ["ok", "interrupted", "skipped"]
-    assert not last.exists()
+    assert first.exists() and not last.exists()
     # the run is stopped whole: ansible-runner alone would kill ansible-playbook and orphan its workers, which have
     # sessions of their own (they would hang on, one per host, long after the run)
     assert _wait_for(lambda: not _processes_mentioning(str(tmp_path)) and not _processes_with("30.4321"), 10), \
