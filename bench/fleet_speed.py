@@ -125,13 +125,13 @@ def nginx_healthy_everywhere(count: int) -> bool:
 def measure(count: int, rounds: int, workdir: Path) -> dict[str, float]:
     """Medians for one fleet size, on a fleet of `count` hosts that is up and healthy; leaves it healthy."""
     hosts = inventory(workdir / f"inventory-{count}", count)
-    timed_playbook("bench/handwritten_restart.yml", hosts, count)  # warm ssh control masters
+    timed_playbook("bench/handwritten_restart.yml", hosts, count, *fleet.AS_ADMIN)  # warm ssh control masters
     restart, heal, restart_memory, heal_memory, check, sweep = [], [], [], [], [], []
     for round_number in range(rounds):
-        check.append(timed_playbook("bench/handwritten_check.yml", hosts, count)[0])
+        check.append(timed_playbook("bench/handwritten_check.yml", hosts, count, *fleet.AS_ADMIN)[0])
         sweep.append(timed_playbook("playbooks/heal.yml", hosts, count, "-e", f"autoheal_state_dir={workdir / f'sweep-{count}'}")[0])
         break_nginx(count)
-        seconds, peak = timed_playbook("bench/handwritten_restart.yml", hosts, count)
+        seconds, peak = timed_playbook("bench/handwritten_restart.yml", hosts, count, *fleet.AS_ADMIN)
         restart.append(seconds)
         restart_memory.append(peak)
         assert nginx_healthy_everywhere(count)

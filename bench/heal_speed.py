@@ -60,15 +60,15 @@ def measure(rounds: int) -> list[str]:
     inits = ", ".join(f"{host.name} {host.init_system}" for host in fleet.status())
     state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
     timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
-    timed_playbook("bench/handwritten_check.yml")
+    timed_playbook("bench/handwritten_check.yml", *fleet.AS_ADMIN)
     sweep, sweep_without, check, heal_runbook, heal_memory, restart, heal_on_host = [], [], [], [], [], [], []
     for round_number in range(rounds):
-        check.append(timed_playbook("bench/handwritten_check.yml"))
+        check.append(timed_playbook("bench/handwritten_check.yml", *fleet.AS_ADMIN))
         sweep.append(timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}"))
         sweep_without.append(timed_playbook("playbooks/heal.yml", *DIRECT, *WITHOUT_KNOWN_GOOD, "-e", f"autoheal_state_dir={state}"))
 
         fleet.inject("node1", "nginx-killed")
-        restart.append(timed_playbook("bench/handwritten_restart.yml", "--limit", "node1"))
+        restart.append(timed_playbook("bench/handwritten_restart.yml", "--limit", "node1", *fleet.AS_ADMIN))
         assert nginx_is_healthy()
 
         fleet.inject("node1", "nginx-killed")

@@ -132,6 +132,21 @@ def test_a_unit_stuck_in_its_own_restart_loop_is_escalated_with_the_cause_and_no
     assert unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState") == before
 
 
+def test_a_unit_killed_at_each_restart_into_its_start_limit_is_reset_and_started_once_the_killer_is_gone(
+    mixed: Any, faults: Faults, tmp_path: Path,
+) -> None:
+    """No page for a service that one reset-failed and one start bring back (#52): its runs ended killed, none failed."""
+    faults.inject("node1", "redis-killed-into-start-limit")
+    before = unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState", "Result")
+    assert (before["ActiveState"], before["Result"]) == ("failed", "signal") and int(before["NRestarts"]) > 0, before
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 0 and "node1: redis healed in 1 attempt" in output, run.output
+    [episode] = episodes(tmp_path)
+    assert (episode["failure_class"], episode["plan_reference"]) == ("restart_loop", "systemd-restart-loop-killed")
+    assert "PONG" in sh(mixed, "node1", "redis-cli", "ping")
+
+
 def test_a_unit_that_systemd_restarts_by_itself_is_waited_for_and_nothing_runs(mixed: Any, faults: Faults, tmp_path: Path) -> None:
     faults.inject("node1", "redis-killed-restart-pending")
     assert unit(mixed, "node1", "redis-server", "SubState")["SubState"] == "auto-restart"

@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._systemd import journal_cause
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
@@ -159,6 +160,57 @@ def test_an_escalation_whose_cause_a_person_removed_between_two_runs_is_tried_ag
     assert executor.remediations == [[("systemctl", "reset-failed", "redis-server"), ("systemctl", "start", "redis-server")]]
     [line] = [entry["message"] for entry in second.state.timeline if "is gone" in entry["message"]]
     assert "(episode 1, escalated: file /etc/redis/redis.conf modified (mtime 950.0)) is gone" in line and line.endswith("; trying again")
+
+
+def _killed_into_the_start_limit(service: str, unit: str, ending: Mapping[str, str], journal_lines: Sequence[str]) -> Failure:
+    """A unit of a systemd host whose main process was killed again and again, brought back by its Restart= each time
+    until systemd gave up (#52: apache2, haproxy, memcached alike); its journal as systemd and the service wrote it."""
+    journal = "\n".join(f"2026-12-02T04:00:00+0000 web1 {line}" for line in journal_lines)
+    state = {"Id": unit, "ActiveState": "failed", "SubState": "failed", "NRestarts": "5", "journal": journal, "cause": journal_cause(journal),
+             **ending}
+    return Failure(host="web1", service=service, failure_class="restart_loop", summary=f"{service}: unit {unit} failed",
+                   evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "unit": state, "changes": AS_GOOD},
+                   spec={"name": service, "ports": [80]}, facts={"service_manager": "systemd"})
+
+
+KILLED = {"Result": "signal", "ExecMainCode": "2", "ExecMainStatus": "9"}
+SYSTEMD_GAVE_UP = ("systemd[1]: haproxy.service: Main process exited, code=killed, status=9/KILL",
+                   "systemd[1]: haproxy.service: Failed with result 'signal'.",
+                   "systemd[1]: haproxy.service: Scheduled restart job, restart counter is at 5.",
+                   "systemd[1]: haproxy.service: Start request repeated too quickly.",
+                   "systemd[1]: Failed to start haproxy.service - HAProxy Load Balancer.")
+
+
+def test_a_unit_killed_into_its_start_limit_with_no_cause_of_its_own_is_reset_and_started_once(tmp_path: Path) -> None:
+    """The killer gone, one reset-failed and one start bring it back: no page. Whatever the service is."""
+    executor = ScriptedExecutor()
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", KILLED, SYSTEMD_GAVE_UP)
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.state.status == "healed" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop-killed"
+    assert executor.remediations == [[("systemctl", "reset-failed", "haproxy"), ("systemctl", "start", "haproxy")]]
+
+
+@pytest.mark.parametrize("ending", [
+    {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "9"},  # the kernel killed it for its memory: it will again
+    {"Result": "core-dump", "ExecMainCode": "3", "ExecMainStatus": "11"},  # it crashed by itself
+    {"Result": "exit-code", "ExecMainCode": "1", "ExecMainStatus": "1"},  # it failed by itself
+])
+def test_a_unit_that_looped_of_its_own_or_of_its_memory_is_not_restarted(tmp_path: Path, ending: Mapping[str, str]) -> None:
+    executor = ScriptedExecutor()
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", ending, SYSTEMD_GAVE_UP)
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
+    assert executor.remediations == []
+
+
+def test_a_unit_killed_into_its_start_limit_whose_own_words_name_a_cause_is_escalated_with_them(tmp_path: Path) -> None:
+    """Killed each time, but redis says its configuration is wrong: the cause is that, a restart would not help."""
+    executor = ScriptedExecutor()
+    said = (*SYSTEMD_GAVE_UP[:1], "redis-server[80]: *** FATAL CONFIG FILE ERROR (Redis 7.0.15) ***", "redis-server[80]: >>> 'lab-unknown yes'",
+            "redis-server[80]: Bad directive or wrong number of arguments", *SYSTEMD_GAVE_UP[1:])
+    outcome = heal_incident(_killed_into_the_start_limit("redis", "redis-server.service", KILLED, said), _tools(tmp_path, executor, [HEALTHY]))
+    assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
+    assert executor.remediations == []
 
 
 def test_a_remembered_fix_is_sent_away_before_it_runs_when_the_configuration_test_fails_now(tmp_path: Path) -> None:
