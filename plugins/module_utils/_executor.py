@@ -207,7 +207,9 @@ def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     if unknown:
         raise RequestRefused("%s: not a service this host declares" % ", ".join(unknown), "undeclared-service", field="services",
                              value=unknown, hint="declare it in autoheal_services and apply the sentinel.heal.host role")
-    params = dict(services=[_with_defaults(declared[name], SERVICE_OPTIONS) for name in request["services"]],
+    # each spec with the host's own restore setting filled in: the controller plans a restore within it (a restore the
+    # host sends to a person is an approval request, never a refusal)
+    params = dict(services=[_with_defaults(_as_the_host_declares(declared[name], services), SERVICE_OPTIONS) for name in request["services"]],
                   log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
     marker, now = read_marker(), time.time()
     # what counts as good is the host's to say, never the caller's: every check keeps a healthy service's configuration

@@ -44,15 +44,17 @@ def test_with_restores_off_a_typo_made_after_a_healthy_check_is_named_first_in_t
 
 
 # node2 puts the file back through the executor on the host; node3 keeps the direct path (Ansible's become, no
-# executor), where the module known_good_restore does the same
-@pytest.mark.parametrize("host", ["node2", "node3"])
+# executor), where the module known_good_restore does the same. With auto on the controller only, node2's own setting
+# (the host role's default, approve) holds: the restore waits for a person as well, never ends refused by the host.
+@pytest.mark.parametrize(("host", "controller"), [("node2", ()), ("node2", ("-e", "autoheal_restore_known_good=auto")), ("node3", ())],
+                         ids=["executor", "executor-auto-on-the-controller-only", "direct"])
 def test_a_typo_made_after_a_healthy_check_waits_with_the_diff_is_put_back_once_approved_and_kept_aside_byte_for_byte(
-        lab: Any, faults: Faults, tmp_path: Path, host: str) -> None:
+        lab: Any, faults: Faults, tmp_path: Path, host: str, controller: tuple[str, ...]) -> None:
     state = tmp_path / "state"
     assert run_playbook(HEAL, "--limit", host, state_dir=state).rc == 0
     faults.inject(host, "nginx-config-error")
     edited = sh(lab, host, "base64", "-w0", SITE)
-    waiting = run_playbook(HEAL, "--limit", host, state_dir=state)
+    waiting = run_playbook(HEAL, "--limit", host, *controller, state_dir=state)
     said = one_line(waiting.output)
     assert waiting.rc == 0 and "nginx awaits approval of plan" in said and RESTORE in said, waiting.output
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
@@ -62,7 +64,7 @@ def test_a_typo_made_after_a_healthy_check_waits_with_the_diff_is_put_back_once_
     assert listing.rc == 0 and "puts_back" in listing.output, listing.output
     assert re.search(r"\n *-\s+server_nmae _;\n *\+\s+server_name _;\n", listing.output), listing.output
 
-    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", state_dir=state)
+    approved = run_playbook(APPROVE, "-e", f"plan_id={plan_id}", "-e", "approver=alice", *controller, state_dir=state)
     assert approved.rc == 0 and f"nginx healed in 1 attempt with: {RESTORE}" in one_line(approved.output), approved.output
     assert "200" in sh(lab, host, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1/")
     assert sh(lab, host, "cmp", SITE, "/var/backups/lab-nginx-default") == ""

@@ -274,6 +274,10 @@ class HealSession:
         # the executor on the host puts a last known good file back, or the module known_good_restore as root (become):
         # a sudo rule cannot bind a restore to the incident's file and copy, so with sudo none is planned
         setting = args.get("restore_known_good") or "approve" if args.get("step_privilege", "become") != "sudo" else "off"
+        if args.get("step_privilege") == "executor" and args["failures"] is None:
+            # the executor's check says the host's own setting: the stricter of the two holds, both sides plan alike
+            mine = {spec["name"]: spec.get("restore_known_good") or setting for spec in self.services}
+            return [Failure.from_check(self.task.host, _stricter_restore(raw, mine.get(raw.get("name"), setting)), facts) for raw in raw_failures]
         return [Failure.from_check(self.task.host, _restore_setting(raw, setting, force=setting == "off"), facts) for raw in raw_failures]
 
 
@@ -290,6 +294,21 @@ def parse_shipped_files() -> None:
 def error_message(args: Mapping[str, Any], exc: SentinelError) -> str:
     """What the task says of an error: never a password of the memory's."""
     return redact(str(exc), memory_secrets(args))  # type: ignore[no-any-return]
+
+
+# how a restore of the last known good configuration may run, the strictest first
+RESTORE_SETTINGS_STRICTEST_FIRST = ("off", "approve", "auto")
+
+
+def _stricter_restore(raw: Mapping[str, Any], controller_setting: str) -> Mapping[str, Any]:
+    """A failure the executor checked, its restore setting the stricter of the host's (its check's spec says it; a host
+    whose role predates that says nothing, and its default is approve) and the controller's."""
+    spec = raw.get("spec")
+    if not isinstance(spec, Mapping):
+        return raw
+    host_setting = spec.get("restore_known_good") or "approve"
+    chosen = min(host_setting, controller_setting, key=RESTORE_SETTINGS_STRICTEST_FIRST.index)
+    return dict(raw, spec=dict(spec, restore_known_good=chosen))
 
 
 def _restore_setting(raw: Mapping[str, Any], setting: str, *, force: bool) -> Mapping[str, Any]:

@@ -202,6 +202,18 @@ def test_what_counts_as_known_good_is_the_hosts_to_say_whatever_the_check_asks(h
 SITE_UP = {"name": "site", "status_check": False, "check_command": "true"}
 
 
+def test_the_check_says_the_hosts_own_restore_setting_for_what_a_service_leaves_unsaid(host: Path) -> None:
+    """The controller plans a restore within it (#52: with auto on the controller only, a restore the host sends to a
+    person waits for one, never ends refused)."""
+    _declare(host, [{"name": "site", "status_check": False, "check_command": "false"},
+                    {"name": "own", "status_check": False, "check_command": "false", "restore_known_good": "off"}],
+             restore_known_good="approve")
+    rc, response, _log = execute(host, check_request(["site", "own"]))
+    assert rc == 0, response
+    assert {failure["name"]: failure["spec"]["restore_known_good"] for failure in response["check"]["failures"]} == {
+        "site": "approve", "own": "off"}
+
+
 def test_a_plan_for_a_failure_does_not_run_on_a_healthy_service_unless_a_person_approved_it(
         host: Path, approver: ApprovalSigner, tmp_path: Path) -> None:
     """The incident is the host's to see: a healthy service is not restarted, repaired or restored on the request's

@@ -31,7 +31,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, _stricter_restore
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -216,3 +216,16 @@ def test_a_declared_maintenance_window_says_when_it_ends_and_where_it_is_declare
                      r"'patching' out of autoheal_maintenance_windows \(the heal's maintenance_windows\) in the inventory$", incident["reason"])
     outcome = _audit_file(tmp_path, result)[-1]["detail"]
     assert outcome["outcome"] == "silenced" and outcome["limit"]["until"] == iso_utc(now + 1800)
+
+
+@pytest.mark.parametrize(("host", "controller", "planned"), [
+    ("approve", "auto", "approve"),  # auto on the controller only: the host would refuse it unsigned, so a person is asked
+    ("auto", "approve", "approve"),  # the controller's stricter word holds too
+    ("auto", "auto", "auto"),
+    ("off", "auto", "off"),
+    (None, "auto", "approve"),  # a host whose role predates the setting in its check: its default
+])
+def test_a_restore_through_the_executor_is_planned_within_the_stricter_of_the_hosts_setting_and_the_controllers(
+        host: str | None, controller: str, planned: str) -> None:
+    raw = {"name": "nginx", "spec": {"name": "nginx", "restore_known_good": host}}
+    assert _stricter_restore(raw, controller)["spec"]["restore_known_good"] == planned
