@@ -57,6 +57,8 @@ def test_a_typo_made_after_a_healthy_check_waits_with_the_diff_is_put_back_once_
     waiting = run_playbook(HEAL, "--limit", host, *controller, state_dir=state)
     said = one_line(waiting.output)
     assert waiting.rc == 0 and "nginx awaits approval of plan" in said and RESTORE in said, waiting.output
+    # what it puts back is in the job's output too, for the person who approves where no terminal showed the diff
+    assert f"puts back {SITE}: " in said and "server_name _;" in said.split(f"puts back {SITE}: ", 1)[1], said
     [plan_id] = re.findall(r"awaits approval of plan ([0-9a-f]{32})", said)
     assert acted(state, host) == [] and sh(lab, host, "base64", "-w0", SITE) == edited
     # what a person sees before approving: the diff of what is put back, from the file as it is now

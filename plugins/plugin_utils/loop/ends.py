@@ -6,7 +6,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import stood_in
 from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status, puts_back_said
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 
@@ -45,8 +45,18 @@ class EscalateNode(_EndNode):
 
 
 class AwaitApprovalNode(_EndNode):
+    """The plan waits for a person: its reason says what its restores would put back, so the job's output (the task's
+    summary and the timeline, where no terminal showed the diff) does."""
+
     node_name = "await_approval"
     status = Status.AWAITING_APPROVAL.value
+
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        plan = state.attempts[-1].plan if state.attempts else None
+        said = puts_back_said(state.failure.puts_back(plan)) if plan else ""
+        if said:
+            state.reason = f"{state.reason}{said}" if state.reason else said[2:]
+        return super().post(state, prep_res, exec_res)
 
 
 class UnreachableNode(_EndNode):

@@ -978,6 +978,9 @@ def test_a_start_that_exits_0_while_the_check_still_fails_is_recorded_as_failed_
         assert outcome.state.status == "awaiting_approval" and outcome.to_dict()["plan"]["reference"] == "restore-known-good"
         steps = [step["argv"] for step in outcome.to_dict()["plan"]["steps"]]
         assert steps[0] == ["sentinel-heal-restore", "/etc/redis/redis.conf", "b" * 64] and steps[-1] == ["service", "redis-server", "restart"]
+        # what it puts back, where a job without a terminal shows it: the reason (the task's summary) and the timeline
+        assert reason.endswith("; puts back /etc/redis/redis.conf: '-lab-bad-directive yes'"), reason
+        assert outcome.state.timeline[-1]["message"].endswith("puts back /etc/redis/redis.conf: '-lab-bad-directive yes'")
 
 
 @pytest.mark.parametrize(("argv", "manager", "start"), [
