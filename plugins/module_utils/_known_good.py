@@ -39,14 +39,17 @@ DPKG_LOG = "/var/log/dpkg.log"
 APT_ARCHIVES = "/var/cache/apt/archives"
 # where a person's own unit file and drop-ins live, below /etc (the packaged unit changes with its package)
 LOCAL_UNITS = "systemd/system"
-MAX_FILES = 64
+# a bound against a runaway directory, never a cap on a service's own configuration (apache2 ships 159 files)
+MAX_FILES = 2048
 # a larger file is recorded by its hash only: a change is named, never shown or put back
 MAX_FILE_BYTES = 256 * 1024
 MAX_DIFF_CHARS = 4000
 MAX_PACKAGE_CHANGES = 20
 MANIFEST = "manifest.json"
 # the configuration tests of services that have one and need no argument to find their configuration
-CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"]}
+CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"],
+                       "haproxy": ["haproxy", "-c", "-f", "/etc/haproxy/haproxy.cfg"], "named": ["named-checkconf"],
+                       "bind9": ["named-checkconf"], "unbound": ["unbound-checkconf"]}
 # directories of a package's configuration whose files its main file includes
 _INCLUDED = re.compile(r"(-enabled|\.d)$")
 _DPKG_LINE = re.compile(r"^(\S+ \S+) (install|upgrade|remove|purge) (\S+) (\S+) (\S+)$")
@@ -58,7 +61,8 @@ class KnownGoodError(Exception):
 
 def configuration_files(spec, packages, info_dir=None, etc=None):
     """The service's configuration files, sorted, at most MAX_FILES: its packages' conffiles that exist, the files in the
-    include directories beside them, its local unit file and drop-ins, and the declared ``configs``."""
+    include directories beside them, its local unit file and drop-ins, ``/etc/NAME.conf`` of its names (a maintainer
+    script writes some, memcached's, which no package then owns), and the declared ``configs``."""
     info_dir, etc = info_dir or DPKG_INFO, etc or ETC
     conffiles = []
     for package in packages:
@@ -73,6 +77,7 @@ def configuration_files(spec, packages, info_dir=None, etc=None):
             included = os.path.join(directory, entry)
             if _INCLUDED.search(entry) and os.path.isdir(included):
                 found.update(os.path.join(included, name) for name in _listdir(included) if os.path.isfile(os.path.join(included, name)))
+    found.update(path for path in (os.path.join(etc, name + ".conf") for name in names) if os.path.isfile(path))
     unit, local_units = "%s.service" % (spec.get("service") or spec["name"]), os.path.join(etc, LOCAL_UNITS)
     found.update(path for path in [os.path.join(local_units, unit), *glob.glob(os.path.join(local_units, unit + ".d", "*.conf"))]
                  if os.path.isfile(path))

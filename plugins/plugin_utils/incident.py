@@ -159,6 +159,8 @@ class Failure:
         error names no file, the only such file; None otherwise (a change elsewhere does not explain the error)."""
         kept = [change for change in (self.evidence.get("changes") or {}).get("files") or []
                 if isinstance(change, Mapping) and change.get("change") == "modified" and change.get("good_sha256")]
+        if named and named.startswith(PROGRAM_DIRS):
+            named = None  # the program naming itself ("/usr/sbin/mariadbd: unknown variable ..."), no file of its configuration
         if named:
             named = re.sub(r":[0-9]+$", "", named)  # FILE:LINE
             return next((change for change in kept if change["path"] == named), None) or next(
@@ -180,6 +182,8 @@ class Failure:
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+# where programs live, never a service's configuration: a path there in an error line is the program naming itself
+PROGRAM_DIRS = ("/usr/bin/", "/usr/sbin/", "/usr/lib/", "/usr/libexec/", "/bin/", "/sbin/", "/lib/")
 # the step that puts back a last known good file (the executor on the host does it: policies/default.yml)
 RESTORE_PROGRAM = "sentinel-heal-restore"
 # files and package changes named in one sentence, and the changed lines quoted of each file

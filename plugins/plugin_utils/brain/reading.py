@@ -46,10 +46,11 @@ KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile
     ("invalid_config", r"\[emerg\]|invalid value for parameter|unrecognized configuration parameter|syntax error|bad directive"
                        r"|fatal config file error|bad configuration option|unsupported option|invalid command|unknown directive"
                        r"|unknown variable|unknown option|directive is not allowed|is not terminated by|unexpected end of file"
-                       r"|unexpected \"|invalid number of arguments|wrong number of arguments"),
+                       r"|unexpected \"|invalid number of arguments|wrong number of arguments|unknown keyword"),
 ))
 # the closing line of a configuration test, which says only that it failed
-CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed",
+CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed"
+                                r"|fatal errors found in configuration",
                                 re.IGNORECASE)
 KINDS = tuple(kind for kind, _pattern in KIND_PATTERNS)
 # a service's own test of its configuration (it reads the configuration the service would start with)

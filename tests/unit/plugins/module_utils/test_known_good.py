@@ -63,6 +63,22 @@ def test_a_services_configuration_is_its_packages_conffiles_what_their_directory
     assert not any("grub.d" in path or "notes" in path for path in found)
 
 
+def test_a_service_keeps_every_file_of_its_own_configuration_and_the_one_its_maintainer_script_wrote(tmp_path: Path) -> None:
+    """apache2 ships 159 conffiles (its default site sorts late); memcached's /etc/memcached.conf no package owns."""
+    etc, info = tmp_path / "etc", tmp_path / "info"
+    info.mkdir()
+    shipped = [etc / "apache2" / "conf-available" / f"{number:03d}.conf" for number in range(158)] + [
+        etc / "apache2" / "sites-available" / "000-default.conf"]
+    for path in shipped:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# shipped\n")
+    (info / "apache2.conffiles").write_text("".join(f"{path}\n" for path in shipped))
+    assert configuration_files({"name": "apache2"}, ["apache2"], info_dir=str(info), etc=str(etc)) == sorted(map(str, shipped))
+    (etc / "memcached.conf").write_text("-m 64\n")
+    (etc / "other.conf").write_text("not memcached's\n")
+    assert configuration_files({"name": "memcached"}, ["memcached"], info_dir=str(info), etc=str(etc)) == [str(etc / "memcached.conf")]
+
+
 def _site_spec(tmp_path: Path) -> tuple[dict[str, Any], Path]:
     """A service whose configuration is one site, and whose configuration test (as nginx -t would) finds its listen."""
     site = tmp_path / "site.conf"

@@ -179,6 +179,14 @@ def test_no_restore_is_planned_where_the_change_does_not_explain_the_error_or_no
     assert plan.reference == "nginx-config-error" and plan.steps == () and plan.escalation
 
 
+def test_an_error_line_that_names_its_program_not_a_file_is_explained_by_the_only_changed_file() -> None:
+    """MariaDB's "[ERROR] /usr/sbin/mariadbd: unknown variable ...": the first path of the line is the program (#52)."""
+    changed = "/etc/mysql/mariadb.conf.d/50-server.cnf"
+    failure = _changed(nginx_failure("not_running"), (changed, GOOD))
+    assert (failure.known_good_copy("/usr/sbin/mariadbd") or {}).get("path") == changed
+    assert failure.known_good_copy("/etc/mysql/my.cnf") is None  # a file of its configuration, which did not change
+
+
 def test_a_restore_puts_back_the_diff_a_person_sees_read_from_the_file_as_it_is_now(library: RunbookLibrary) -> None:
     failure = _changed(nginx_failure("not_running"), (SITE, GOOD))
     plan = _plan(Planner(library, None), failure, {"nginx -t": CONFIG_ERROR})

@@ -36,6 +36,11 @@ NGINX_LOG_GONE = ('nginx: [emerg] open() "/var/log/nginx/error.log" failed (2: N
     ("/usr/sbin/nginx: error while loading shared libraries: libpcre2-8.so.0: cannot open shared object file", "missing_dependency", None),
     ("nginx: unrecognized service", "not_installed", None),
     ("Unit nginx.service could not be found.", "not_installed", None),
+    # services no runbook names (#52): haproxy's parser, and the fatal line its configuration check closes with
+    ("[ALERT]    (1201) : config : parsing [/etc/haproxy/haproxy.cfg:9] : unknown keyword 'lab-bad' in 'global' section",
+     "invalid_config", "/etc/haproxy/haproxy.cfg"),
+    ("[ALERT]    (1201) : config : Fatal errors found in configuration.", "invalid_config", None),
+    ("2026-12-02  4:00:00 0 [ERROR] /usr/sbin/mariadbd: unknown variable 'lab-bad=1'", "invalid_config", None),
 ])
 def test_each_kind_is_read_from_the_services_own_words(said: str, kind: str, path: str | None) -> None:
     reading = read_texts([("its journal", said)])
