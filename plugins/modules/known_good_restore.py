@@ -52,7 +52,8 @@ options:
   config_test:
     description:
       - The service's configuration test, an argv run without a shell. V([]) runs none.
-      - Unset, the known test of the service (C(nginx -t), C(apache2ctl configtest), C(sshd -t)), or none.
+      - Unset, the known test of the service (C(nginx -t), C(apache2ctl configtest), C(sshd -t),
+        C(haproxy -c -f /etc/haproxy/haproxy.cfg), C(named-checkconf), C(unbound-checkconf)), or none.
     type: list
     elements: str
 seealso:

@@ -152,8 +152,8 @@ options:
             C(/etc/postgresql/15/main/*.conf)). While every check of the service passes (outside check mode), its
             configuration is kept on the host as its last known good - its packages' conffiles, the files in the
             C(*-enabled) and C(*.d) directories of its own configuration directory, its local unit file and
-            drop-ins in C(/etc/systemd/system), and these - in C(/var/lib/sentinel-heal/known-good) (root only,
-            0700; at most 64 files, one over 256 KiB by its hash only). Contents never leave the host. A service
+            drop-ins in C(/etc/systemd/system), C(/etc/NAME.conf) of its names, and these - in
+            C(/var/lib/sentinel-heal/known-good) (root only, 0700; up to 2048 files, one over 256 KiB by its hash only). Contents never leave the host. A service
             runs on the configuration it started with, so a changed configuration is kept as good only when its
             configuration test (O(services[].config_test)) passes on it.
         type: list
@@ -179,7 +179,9 @@ options:
         description:
           - The service's configuration test, run after a restore of its last known good configuration (a command
             and its arguments, split as a shell would but never run by one); a failing test undoes the restore.
-          - Unset, C(nginx -t) for nginx, C(apache2ctl configtest) for apache2, C(sshd -t) for ssh, none otherwise.
+          - Unset, C(nginx -t) for nginx, C(apache2ctl configtest) for apache2, C(sshd -t) for ssh,
+            C(haproxy -c -f /etc/haproxy/haproxy.cfg) for haproxy, C(named-checkconf) for named and bind9,
+            C(unbound-checkconf) for unbound, none otherwise.
         type: str
       depends_on:
         description:
