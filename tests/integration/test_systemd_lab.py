@@ -143,7 +143,7 @@ def test_a_unit_killed_at_each_restart_into_its_start_limit_is_reset_and_started
     output = one_line(run.output)
     assert run.rc == 0 and "node1: redis healed in 1 attempt" in output, run.output
     [episode] = episodes(tmp_path)
-    assert (episode["failure_class"], episode["plan_reference"]) == ("restart_loop", "systemd-restart-loop-killed")
+    assert (episode["failure_class"], episode["plan_reference"]) == ("restart_loop", "systemd-restart-loop-no-cause")
     assert "PONG" in sh(mixed, "node1", "redis-cli", "ping")
 
 

@@ -181,23 +181,33 @@ SYSTEMD_GAVE_UP = ("systemd[1]: haproxy.service: Main process exited, code=kille
                    "systemd[1]: Failed to start haproxy.service - HAProxy Load Balancer.")
 
 
-def test_a_unit_killed_into_its_start_limit_with_no_cause_of_its_own_is_reset_and_started_once(tmp_path: Path) -> None:
-    """The killer gone, one reset-failed and one start bring it back: no page. Whatever the service is."""
+@pytest.mark.parametrize("ending", [
+    KILLED,  # killed from outside at each start, the killer gone since
+    {"Result": "core-dump", "ExecMainCode": "3", "ExecMainStatus": "11"},  # crashes, on something no longer there
+    {"Result": "exit-code", "ExecMainCode": "1", "ExecMainStatus": "1"},  # exited with an error, and said nothing of it
+], ids=["killed", "crashed", "exited"])
+def test_a_unit_looped_into_its_start_limit_with_no_cause_said_is_reset_and_started_once(tmp_path: Path, ending: Mapping[str, str]) -> None:
+    """One reset-failed and one start bring it back: no page (#52). Whatever the service is."""
     executor = ScriptedExecutor()
-    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", KILLED, SYSTEMD_GAVE_UP)
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", ending, SYSTEMD_GAVE_UP)
     outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
-    assert outcome.state.status == "healed" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop-killed"
+    assert outcome.state.status == "healed" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop-no-cause"
     assert executor.remediations == [[("systemctl", "reset-failed", "haproxy"), ("systemctl", "start", "haproxy")]]
 
 
-@pytest.mark.parametrize("ending", [
-    {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "9"},  # the kernel killed it for its memory: it will again
-    {"Result": "core-dump", "ExecMainCode": "3", "ExecMainStatus": "11"},  # it crashed by itself
-    {"Result": "exit-code", "ExecMainCode": "1", "ExecMainStatus": "1"},  # it failed by itself
-])
-def test_a_unit_that_looped_of_its_own_or_of_its_memory_is_not_restarted(tmp_path: Path, ending: Mapping[str, str]) -> None:
+def test_a_loop_whose_cause_is_still_there_is_tried_once_and_escalated(tmp_path: Path) -> None:
+    """The killer still at work: the start is killed too, and the next attempt escalates instead of trying again."""
     executor = ScriptedExecutor()
-    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", ending, SYSTEMD_GAVE_UP)
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", KILLED, SYSTEMD_GAVE_UP)
+    outcome = heal_incident(failure, _tools(tmp_path, executor, [STILL_DOWN] * 10, max_attempts=3))
+    assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
+    assert executor.remediations == [[("systemctl", "reset-failed", "haproxy"), ("systemctl", "start", "haproxy")]]
+
+
+def test_a_unit_the_kernel_killed_for_its_memory_is_not_restarted(tmp_path: Path) -> None:
+    executor = ScriptedExecutor()
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "9"},
+                                           SYSTEMD_GAVE_UP)
     outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
     assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
     assert executor.remediations == []
