@@ -162,7 +162,7 @@ def test_an_escalation_whose_cause_a_person_removed_between_two_runs_is_tried_ag
     assert "(episode 1, escalated: file /etc/redis/redis.conf modified (mtime 950.0)) is gone" in line and line.endswith("; trying again")
 
 
-def _killed_into_the_start_limit(service: str, unit: str, ending: Mapping[str, str], journal_lines: Sequence[str]) -> Failure:
+def _killed_into_the_start_limit(service: str, unit: str, ending: Mapping[str, Any], journal_lines: Sequence[str]) -> Failure:
     """A unit of a systemd host whose main process was killed again and again, brought back by its Restart= each time
     until systemd gave up (#52: apache2, haproxy, memcached alike); its journal as systemd and the service wrote it."""
     journal = "\n".join(f"2026-12-02T04:00:00+0000 web1 {line}" for line in journal_lines)
@@ -204,10 +204,15 @@ def test_a_loop_whose_cause_is_still_there_is_tried_once_and_escalated(tmp_path:
     assert executor.remediations == [[("systemctl", "reset-failed", "haproxy"), ("systemctl", "start", "haproxy")]]
 
 
-def test_a_unit_the_kernel_killed_for_its_memory_is_not_restarted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ending", [
+    {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "9"},  # the kernel killed it for its memory: it would again
+    # an admin's ExecStartPre= check failed each time: the unit names what it checks (the think loop reads it)
+    {"Result": "exit-code", "ExecMainCode": "1", "ExecMainStatus": "0",
+     "failed_step": {"step": "ExecStartPre", "path": "/usr/bin/test", "code": "exited", "status": "1"}},
+], ids=["oom-kill", "start-pre-check"])
+def test_a_unit_killed_for_its_memory_or_stopped_by_a_check_of_its_unit_is_not_restarted(tmp_path: Path, ending: Mapping[str, Any]) -> None:
     executor = ScriptedExecutor()
-    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "9"},
-                                           SYSTEMD_GAVE_UP)
+    failure = _killed_into_the_start_limit("haproxy", "haproxy.service", ending, SYSTEMD_GAVE_UP)
     outcome = heal_incident(failure, _tools(tmp_path, executor, [HEALTHY]))
     assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
     assert executor.remediations == []
