@@ -173,7 +173,9 @@ def _killed_into_the_start_limit(service: str, unit: str, ending: Mapping[str, A
                    spec={"name": service, "ports": [80]}, facts={"service_manager": "systemd"})
 
 
-KILLED = {"Result": "signal", "ExecMainCode": "2", "ExecMainStatus": "9"}
+# as systemd shows them: the failed step is the main process's own, ExecStart=
+KILLED = {"Result": "signal", "ExecMainCode": "2", "ExecMainStatus": "9",
+          "failed_step": {"step": "ExecStart", "path": "/usr/sbin/haproxy", "code": "killed", "status": "9"}}
 SYSTEMD_GAVE_UP = ("systemd[1]: haproxy.service: Main process exited, code=killed, status=9/KILL",
                    "systemd[1]: haproxy.service: Failed with result 'signal'.",
                    "systemd[1]: haproxy.service: Scheduled restart job, restart counter is at 5.",
@@ -183,7 +185,8 @@ SYSTEMD_GAVE_UP = ("systemd[1]: haproxy.service: Main process exited, code=kille
 
 @pytest.mark.parametrize("ending", [
     KILLED,  # killed from outside at each start, the killer gone since
-    {"Result": "core-dump", "ExecMainCode": "3", "ExecMainStatus": "11"},  # crashes, on something no longer there
+    {"Result": "core-dump", "ExecMainCode": "3", "ExecMainStatus": "11",  # crashes, on something no longer there
+     "failed_step": {"step": "ExecStart", "path": "/usr/sbin/haproxy", "code": "dumped", "status": "11"}},
     {"Result": "exit-code", "ExecMainCode": "1", "ExecMainStatus": "1"},  # exited with an error, and said nothing of it
 ], ids=["killed", "crashed", "exited"])
 def test_a_unit_looped_into_its_start_limit_with_no_cause_said_is_reset_and_started_once(tmp_path: Path, ending: Mapping[str, str]) -> None:
