@@ -153,9 +153,9 @@ options:
             configuration is kept on the host as its last known good - its packages' conffiles, the files in the
             C(*-enabled) and C(*.d) directories of its own configuration directory, its local unit file and
             drop-ins in C(/etc/systemd/system), C(/etc/NAME.conf) of its names, and these - in
-            C(/var/lib/sentinel-heal/known-good) (root only, 0700; up to 2048 files, one over 256 KiB by its hash only). Contents never leave the host. A service
-            runs on the configuration it started with, so a changed configuration is kept as good only when its
-            configuration test (O(services[].config_test)) passes on it.
+            C(/var/lib/sentinel-heal/known-good) (root only, 0700; up to 2048 files, one over 256 KiB by its hash only).
+            Contents never leave the host. A service runs on the configuration it started with, so a changed
+            configuration is kept as good only when its configuration test (O(services[].config_test)) passes on it.
         type: list
         elements: str
         default: []
