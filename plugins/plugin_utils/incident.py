@@ -194,10 +194,10 @@ PACKAGE_ACTIONS = {"install": "installed", "upgrade": "upgraded", "remove": "rem
 
 def _file_change(change: Mapping[str, Any]) -> str:
     when = f" {_ago(change['before_failure_s'])} before the failure" if change.get("before_failure_s") is not None else ""
-    return f"{change['path']} {change['change']}{when}" + said_lines(str(change.get("diff") or ""))
+    return f"{change['path']} {change['change']}{when}" + _said_lines(str(change.get("diff") or ""))
 
 
-def said_lines(diff: str) -> str:
+def _said_lines(diff: str) -> str:
     """The first lines a unified diff changes, quoted for one line of text (``: '-a' '+b'``); "" when it changes none."""
     lines = [line.rstrip() for line in diff.splitlines()
              if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()][:MAX_DIFF_LINES_SAID]
@@ -206,7 +206,7 @@ def said_lines(diff: str) -> str:
 
 def puts_back_said(restores: Iterable[Mapping[str, str]]) -> str:
     """What a waiting plan's restores put back, for one line of a job's output (where no terminal showed the diff)."""
-    return "".join(f"; puts back {restore['path']}{said_lines(restore.get('diff') or '')}" for restore in restores)
+    return "".join(f"; puts back {restore['path']}{_said_lines(restore.get('diff') or '')}" for restore in restores)
 
 
 def restores_of(argvs: Iterable[Sequence[str]], evidence: Mapping[str, Any]) -> list[dict[str, str]]:
