@@ -141,15 +141,16 @@ def lab() -> Iterator[Any]:
 class Faults:
     def __init__(self, lab: Any) -> None:
         self.lab = lab
-        self.injected: list[tuple[str, str]] = []
+        self.injected: list[tuple[str, str, tuple[str, ...]]] = []
 
-    def inject(self, host: str, fault: str) -> None:
-        self.injected.append((host, fault))
-        self.lab.inject(host, fault)
+    def inject(self, host: str, fault: str, *arguments: str) -> None:
+        """``arguments``: what a fault of a class breaks (its service, port, ...), as fleet.inject takes them."""
+        self.injected.append((host, fault, arguments))
+        self.lab.inject(host, fault, *arguments)
 
     def undo_all(self) -> None:
-        for host, fault in reversed(self.injected):
-            self.lab.undo(host, fault)
+        for host, fault, arguments in reversed(self.injected):
+            self.lab.undo(host, fault, *arguments)
 
 
 # where each host keeps the last known good configuration of its services (plugins/module_utils/_known_good.py)

@@ -136,7 +136,7 @@ def test_a_unit_killed_at_each_restart_into_its_start_limit_is_reset_and_started
     mixed: Any, faults: Faults, tmp_path: Path,
 ) -> None:
     """No page for a service that one reset-failed and one start bring back (#52): its runs ended killed, none failed."""
-    faults.inject("node1", "redis-killed-into-start-limit")
+    faults.inject("node1", "service-killed-into-start-limit", "redis-server", "6379")
     before = unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState", "Result")
     assert (before["ActiveState"], before["Result"]) == ("failed", "signal") and int(before["NRestarts"]) > 0, before
     run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)

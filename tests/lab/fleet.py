@@ -48,7 +48,9 @@ SSH_KEY = STATE_DIR / "ssh" / "id_ed25519"
 APPROVER_KEY = STATE_DIR / "approver" / "id_ed25519"
 COLLECTION_ROOT = LAB_DIR.parents[1]
 
-SUITE = "bookworm"
+# Debian releases a host can boot: the lab's default, and the stable release after it
+SUITES = ("bookworm", "trixie")
+DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_CACHE = "/var/cache/sentinel-heal-lab"
 # Ansible's options to reach the hosts as the lab's operator (root by sudo) rather than the healing account, whose one
@@ -68,6 +70,12 @@ PACKAGES = (
     "nginx-light",
     "postgresql",
     "redis-server",
+    # kinds of services no runbook names, off at boot (a test starts them): a second web server, a second SQL database,
+    # a cache, and a proxy in front of a backend (haproxy on :8080 to apache2 on :8081)
+    "apache2",
+    "mariadb-server",
+    "memcached",
+    "haproxy",
     # systemd as PID 1 of a systemd host; a sysv host keeps it installed and never starts it
     "systemd",
     "systemd-sysv",
@@ -117,10 +125,12 @@ mount -t proc proc /proc
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 trap 'umount /dev/shm /proc' EXIT
 
-if [ ! -e /var/lib/postgresql/15/main/PG_VERSION ]; then
+# the release's PostgreSQL (15 on bookworm, 17 on trixie)
+postgresql_version=$(ls /usr/lib/postgresql | sort -n | tail -n 1)
+if [ ! -e "/var/lib/postgresql/$postgresql_version/main/PG_VERSION" ]; then
     # A failed creation can leave the config behind, which blocks pg_createcluster.
-    pg_dropcluster 15 main 2>/dev/null || true
-    pg_createcluster 15 main
+    pg_dropcluster "$postgresql_version" main 2>/dev/null || true
+    pg_createcluster "$postgresql_version" main
 fi
 
 if ! id sentinel >/dev/null 2>&1; then
@@ -162,6 +172,28 @@ done
 exec /usr/sbin/sshd -D -e
 EOF
 chmod 0755 /usr/local/sbin/lab-init
+
+# The services off at boot: apache2 behind haproxy, off nginx's port 80 and its page (apache2 installs an index.html
+# where nginx's default site looks first).
+sed -i 's/^Listen 80$/Listen 8081/' /etc/apache2/ports.conf
+sed -i -e 's/<VirtualHost \*:80>/<VirtualHost *:8081>/' -e 's#DocumentRoot /var/www/html#DocumentRoot /var/www/apache2#' \
+    /etc/apache2/sites-available/000-default.conf
+if [ -e /var/www/html/index.html ]; then
+    install -d /var/www/apache2
+    mv /var/www/html/index.html /var/www/apache2/index.html
+fi
+if ! grep -q '^frontend storefront' /etc/haproxy/haproxy.cfg; then
+    cat >> /etc/haproxy/haproxy.cfg <<'EOF'
+
+frontend storefront
+	bind :8080
+	default_backend web
+
+backend web
+	server apache2 127.0.0.1:8081
+EOF
+fi
+systemctl disable apache2.service mariadb.service memcached.service haproxy.service
 
 # systemd hosts: no timers that rotate, clean or upgrade behind a test's back, no consoles to log in on
 systemctl mask apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
@@ -271,15 +303,15 @@ class Process:
 
 
 class HostRecord(TypedDict):
-    """A host's processes in fleet.json, each as [pid, start time], and its init system."""
+    """A host's processes in fleet.json, each as [pid, start time], its init system and its Debian release."""
 
     unshare: list[int]
     init: list[int]
     init_system: str
+    suite: str
 
 
 class FleetState(TypedDict):
-    image: str
     hosts: dict[str, HostRecord]
 
 
@@ -291,6 +323,7 @@ class HostStatus:
     pid: int | None
     problems: tuple[str, ...]
     init_system: str = DEFAULT_INIT
+    suite: str = DEFAULT_SUITE
 
 
 def host_names(count: int = DEFAULT_COUNT) -> list[str]:
@@ -310,53 +343,66 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SENTINEL_LAB_CACHE", DEFAULT_CACHE))
 
 
-def image_dir() -> Path:
-    recipe = json.dumps([SUITE, "minbase", PACKAGES, CONFIGURE_IMAGE])
+def image_dir(suite: str = DEFAULT_SUITE) -> Path:
+    recipe = json.dumps([suite, "minbase", PACKAGES, CONFIGURE_IMAGE])
     return cache_dir() / f"image-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
 
 
 # ---------------------------------------------------------------- public API
 
 
-def build_image() -> Path:
-    """Build the golden image unless it exists; return its root directory."""
+def build_image(suite: str = DEFAULT_SUITE) -> Path:
+    """Build the golden image of a Debian release unless it exists; return its root directory."""
+    _per_host("suite", {}, suite, SUITES, [])
     _require_root_and_tools()
     with _lab_lock():
-        return _ensure_image()
+        return _ensure_image(suite)
 
 
-def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_INIT, inits: dict[str, str] | None = None) -> list[Host]:
+def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_INIT, inits: dict[str, str] | None = None,
+       suite: str = DEFAULT_SUITE, suites: dict[str, str] | None = None) -> list[Host]:
     """Start `count` hosts and return once their init is up and sshd and every service answer. Every host
-    boots `init` (sysv or systemd) unless `inits` names another for it."""
+    boots `init` (sysv or systemd) of Debian's `suite` (bookworm or trixie) unless `inits` or `suites` name
+    another for it."""
     if not 1 <= count <= MAX_HOSTS:
         raise LabError(f"count must be between 1 and {MAX_HOSTS}, not {count}")
     hosts = [Host(name, address(name)) for name in host_names(count)]
-    wanted = {host.name: (inits or {}).get(host.name, init) for host in hosts}
-    for name, init_system in [*(inits or {}).items(), ("(all)", init)]:
-        if name != "(all)" and name not in wanted:
-            raise LabError(f"init for {name!r}: the fleet has {', '.join(wanted)}")
-        if init_system not in INITS:
-            raise LabError(f"init for {name}: {init_system!r} is not one of {', '.join(INITS)}")
+    wanted_inits = _per_host("init", inits or {}, init, INITS, hosts)
+    wanted_suites = _per_host("suite", suites or {}, suite, SUITES, hosts)
     _require_root_and_tools()
     with _lab_lock():
         recorded = _load_state()
-        if _fleet_running(recorded, hosts) and all(recorded["hosts"][name].get("init_system", DEFAULT_INIT) == w for name, w in wanted.items()):
+        booted_as_wanted = all(_init_system(recorded, name) == wanted_inits[name] and _suite(recorded, name) == wanted_suites[name]
+                               for name in wanted_inits)
+        if booted_as_wanted and _fleet_running(recorded, hosts):
             return hosts
         _teardown(recorded)
-        image = _ensure_image()
+        images = {suite_name: _ensure_image(suite_name) for suite_name in sorted(set(wanted_suites.values()))}
         public_key = _ensure_ssh_key()
         STATE_DIR.mkdir(parents=True, exist_ok=True)
-        state: FleetState = {"image": str(image), "hosts": {}}
-        _raise_inotify_instances(sum(init_system == "systemd" for init_system in wanted.values()))
+        state: FleetState = {"hosts": {}}
+        _raise_inotify_instances(sum(init_system == "systemd" for init_system in wanted_inits.values()))
         _create_bridge()
         for host in hosts:
+            image = images[wanted_suites[host.name]]
             _create_host_network(host)
             _prepare_host_layer(host, image, public_key, hosts)
-            state["hosts"][host.name] = _start_host(host, image, wanted[host.name])
+            state["hosts"][host.name] = _start_host(host, image, wanted_inits[host.name], wanted_suites[host.name])
             _save_state(state)
         _wait_until_ready(hosts, state, timeout)
     _install_executor(hosts)
     return hosts
+
+
+def _per_host(setting: str, per_host: dict[str, str], every: str, choices: Sequence[str], hosts: list[Host]) -> dict[str, str]:
+    """Each host's value of a setting (its init, its release): `every`, unless `per_host` names another for it."""
+    names = [host.name for host in hosts]
+    for name, value in [*per_host.items(), ("(all)", every)]:
+        if name != "(all)" and name not in names:
+            raise LabError(f"{setting} for {name!r}: the fleet has {', '.join(names)}")
+        if value not in choices:
+            raise LabError(f"{setting} for {name}: {value!r} is not one of {', '.join(choices)}")
+    return {name: per_host.get(name, every) for name in names}
 
 
 def copy_inventory(directory: Path, checkout: str = str(COLLECTION_ROOT)) -> Path:
@@ -446,14 +492,15 @@ def status() -> list[HostStatus]:
         host = Host(name, address(name))
         init = _recorded_init(state, name)
         init_system = _init_system(state, name)
+        suite = _suite(state, name)
         if init is None:
-            statuses.append(HostStatus(name, host.address, False, None, (), init_system))
+            statuses.append(HostStatus(name, host.address, False, None, (), init_system, suite))
         else:
             try:
                 problems = tuple(_unready_checks(host, init, init_system, list(HEALTH_CHECKS)))
             except LabError as error:
                 problems = (str(error),)
-            statuses.append(HostStatus(name, host.address, True, init.pid, problems, init_system))
+            statuses.append(HostStatus(name, host.address, True, init.pid, problems, init_system, suite))
     return statuses
 
 
@@ -488,14 +535,15 @@ def list_faults() -> dict[str, str]:
     return faults
 
 
-def inject(host: str, fault: str) -> subprocess.CompletedProcess[str]:
-    """Break a host with a fault script; raises LabError when the break did not take."""
-    return _run_fault(host, fault, "break")
+def inject(host: str, fault: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """Break a host with a fault script (a fault of a class takes the service and what it breaks of it as
+    `arguments`); raises LabError when the break did not take."""
+    return _run_fault(host, fault, "break", arguments)
 
 
-def undo(host: str, fault: str) -> subprocess.CompletedProcess[str]:
-    """Repair what `inject` broke; a no-op on a healthy host."""
-    return _run_fault(host, fault, "undo")
+def undo(host: str, fault: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """Repair what `inject` broke (given the same `arguments`); a no-op on a healthy host."""
+    return _run_fault(host, fault, "undo", arguments)
 
 
 # ------------------------------------------------------------ preconditions
@@ -527,8 +575,8 @@ def _lab_lock() -> Iterator[None]:
 # -------------------------------------------------------------------- image
 
 
-def _ensure_image() -> Path:
-    final = image_dir()
+def _ensure_image(suite: str) -> Path:
+    final = image_dir(suite)
     if (final / "complete").exists():
         return final / "rootfs"
     _remove_abandoned_builds()
@@ -536,11 +584,11 @@ def _ensure_image() -> Path:
     build = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=cache_dir()))
     rootfs = build / "rootfs"
     log_path = build / "build.log"
-    print(f"building lab image {final.name} from {mirror} (about a minute)...", file=sys.stderr)
+    print(f"building lab image {final.name} of {suite} from {mirror} (about two minutes)...", file=sys.stderr)
     started = time.monotonic()
     try:
         with log_path.open("w") as log:
-            _build_step(log, ["debootstrap", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), mirror])
+            _build_step(log, ["debootstrap", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite, str(rootfs), mirror])
             policy = rootfs / "usr/sbin/policy-rc.d"
             policy.write_text("#!/bin/sh\n# The image build must not start services.\nexit 101\n")
             policy.chmod(0o755)
@@ -552,10 +600,10 @@ def _ensure_image() -> Path:
         _kill_and_wait(_processes_rooted_under(rootfs))
         _unmount_under(build)
     elapsed = time.monotonic() - started
-    (build / "complete").write_text(json.dumps({"packages": PACKAGES, "seconds": round(elapsed, 1)}) + "\n")
+    (build / "complete").write_text(json.dumps({"suite": suite, "packages": PACKAGES, "seconds": round(elapsed, 1)}) + "\n")
     build.chmod(0o755)
     os.rename(build, final)
-    print(f"lab image built in {elapsed:.0f} s: {final}", file=sys.stderr)
+    print(f"lab image of {suite} built in {elapsed:.0f} s: {final}", file=sys.stderr)
     return final / "rootfs"
 
 
@@ -644,7 +692,7 @@ def _add_to_layer(image: Path, upper: Path, relative: str, content: str, mode: i
     os.chown(path, *owner)
 
 
-def _start_host(host: Host, image: Path, init_system: str) -> HostRecord:
+def _start_host(host: Host, image: Path, init_system: str, suite: str) -> HostRecord:
     namespaces = ["unshare", "--mount", "--pid", "--uts", "--ipc", "--fork", "--kill-child", "--propagation", "private"]
     cgroups = _host_cgroups(host) if init_system == "systemd" else []
     if cgroups:
@@ -666,7 +714,7 @@ def _start_host(host: Host, image: Path, init_system: str) -> HostRecord:
     init = _wait_for_child(launched.pid)
     if unshare is None or init is None:
         raise LabError(f"{host.name} did not start; see {host.console_log}")
-    return {"unshare": [unshare.pid, unshare.start_time], "init": [init.pid, init.start_time], "init_system": init_system}
+    return {"unshare": [unshare.pid, unshare.start_time], "init": [init.pid, init.start_time], "init_system": init_system, "suite": suite}
 
 
 def _host_cgroups(host: Host) -> list[Path]:
@@ -723,13 +771,14 @@ def _run_in_process(
     return subprocess.run(command, check=False, input=input_text, capture_output=capture, text=True, env=env, timeout=timeout)
 
 
-def _run_fault(host: str, fault: str, action: str) -> subprocess.CompletedProcess[str]:
+def _run_fault(host: str, fault: str, action: str, arguments: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
     if fault not in list_faults():
         raise LabError(f"unknown fault {fault!r}; known: {', '.join(list_faults())}")
     script = (FAULTS_DIR / "_lib.sh").read_text() + (FAULTS_DIR / f"{fault}.sh").read_text()
-    result = run_in(host, ["sh", "-s", "--", action], input_text=script, timeout=120)
+    result = run_in(host, ["sh", "-s", "--", action, *arguments], input_text=script, timeout=120)
     if result.returncode != 0:
-        raise LabError(f"{fault} {action} on {host} failed (rc {result.returncode}):\n{result.stdout}{result.stderr}")
+        named = " ".join([fault, *arguments])
+        raise LabError(f"{named} {action} on {host} failed (rc {result.returncode}):\n{result.stdout}{result.stderr}")
     return result
 
 
@@ -933,7 +982,7 @@ def _load_state() -> FleetState:
     try:
         state: FleetState = json.loads(STATE_FILE.read_text())
     except (OSError, ValueError):
-        return {"image": "", "hosts": {}}
+        return {"hosts": {}}
     return state
 
 
@@ -946,6 +995,11 @@ def _save_state(state: FleetState) -> None:
 def _init_system(state: FleetState, name: str) -> str:
     host_state = state["hosts"].get(name)
     return DEFAULT_INIT if host_state is None else host_state.get("init_system", DEFAULT_INIT)
+
+
+def _suite(state: FleetState, name: str) -> str:
+    host_state = state["hosts"].get(name)
+    return DEFAULT_SUITE if host_state is None else host_state.get("suite", DEFAULT_SUITE)
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -996,21 +1050,31 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def _print_status(statuses: list[HostStatus]) -> None:
-    print(f"{'HOST':<8}{'STATE':<7}{'INIT':<9}{'PID':<9}{'ADDRESS':<13}PROBLEMS")
+    print(f"{'HOST':<8}{'STATE':<7}{'INIT':<9}{'RELEASE':<10}{'PID':<9}{'ADDRESS':<13}PROBLEMS")
     for host in statuses:
         problems = ", ".join(host.problems) if host.up else ""
-        print(f"{host.name:<8}{'up' if host.up else 'down':<7}{host.init_system:<9}{host.pid or '-'!s:<9}{host.address:<13}{problems or '-'}")
+        print(f"{host.name:<8}{'up' if host.up else 'down':<7}{host.init_system:<9}{host.suite:<10}{host.pid or '-'!s:<9}{host.address:<13}"
+              f"{problems or '-'}")
+
+
+def _choices(given: list[str], default: str) -> tuple[str, dict[str, str]]:
+    """`--init sysv --init node3=systemd` as (every host's, {host: its own})."""
+    every = [choice for choice in given if "=" not in choice]
+    return every[-1] if every else default, dict(choice.split("=", 1) for choice in given if "=" in choice)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("image", help="build the golden image if missing")
+    image_parser = commands.add_parser("image", help="build the golden image of a release if missing")
+    image_parser.add_argument("--suite", default=DEFAULT_SUITE, choices=SUITES)
     up_parser = commands.add_parser("up", help="start the hosts (no-op when already up)")
     up_parser.add_argument("--count", type=int, default=DEFAULT_COUNT)
     up_parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for services")
     up_parser.add_argument("--init", action="append", default=[], metavar="[HOST=]INIT",
                            help=f"init of every host, or of one (node3=sysv); one of {', '.join(INITS)}; default {DEFAULT_INIT}")
+    up_parser.add_argument("--suite", action="append", default=[], metavar="[HOST=]SUITE",
+                           help=f"Debian release of every host, or of one (node3=trixie); one of {', '.join(SUITES)}; default {DEFAULT_SUITE}")
     commands.add_parser("down", help="stop the hosts and remove all lab state")
     commands.add_parser("status", help="show each host")
     exec_parser = commands.add_parser("exec", help="run a command as root inside a host: exec HOST -- CMD...")
@@ -1019,18 +1083,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     fault_parser = commands.add_parser("fault", help="break a host (or repair it with --undo)")
     fault_parser.add_argument("host")
     fault_parser.add_argument("fault")
+    fault_parser.add_argument("arguments", nargs="*", help="what a fault of a class breaks: its service, port, file, ...")
     fault_parser.add_argument("--undo", action="store_true")
     commands.add_parser("faults", help="list the faults")
     args = parser.parse_args(argv)
 
     try:
         if args.command == "image":
-            print(build_image())
+            print(build_image(args.suite))
         elif args.command == "up":
             started = time.monotonic()
-            every = [choice for choice in args.init if "=" not in choice]
-            per_host = dict(choice.split("=", 1) for choice in args.init if "=" in choice)
-            hosts = up(args.count, args.timeout, init=every[-1] if every else DEFAULT_INIT, inits=per_host)
+            init, inits = _choices(args.init, DEFAULT_INIT)
+            suite, suites = _choices(args.suite, DEFAULT_SUITE)
+            hosts = up(args.count, args.timeout, init=init, inits=inits, suite=suite, suites=suites)
             print(f"{len(hosts)} hosts up in {time.monotonic() - started:.1f} s: {', '.join(h.name for h in hosts)}")
         elif args.command == "down":
             down()
@@ -1042,7 +1107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("exec needs a command: exec HOST -- CMD...")
             return run_in(args.host, command, capture=False).returncode
         elif args.command == "fault":
-            result = undo(args.host, args.fault) if args.undo else inject(args.host, args.fault)
+            result = (undo if args.undo else inject)(args.host, args.fault, *args.arguments)
             print(result.stdout + result.stderr, end="")
         elif args.command == "faults":
             for name, summary in list_faults().items():

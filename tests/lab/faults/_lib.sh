@@ -217,3 +217,36 @@ mend_postgres_conf() {
     reset_failed postgresql@15-main
     start_until_answers postgresql postgres_answers
 }
+
+# ---- faults of a class: the service (its init script or unit) and what is broken of it are the script's arguments
+
+# The service a fault of a class breaks: `service_answers` then says whether it runs (its init script's status) and
+# listens on its port. Without a service, the script's usage.
+of_service() {
+    if [ "$#" -lt 2 ]; then
+        echo "usage: $0 break|undo SERVICE PORT ..." >&2
+        exit 2
+    fi
+    service_name=$1 service_port=$2
+}
+
+service_answers() {
+    service "$service_name" status >/dev/null 2>&1 && port_taken "$service_port"
+}
+
+# After a fault, the service's start must fail (or it must not answer): else say it started despite WHAT, and fail.
+start_must_fail() {
+    if service "$service_name" start >/dev/null 2>&1 && wait_until service_answers 2>/dev/null; then
+        echo "$service_name started despite $1" >&2
+        exit 1
+    fi
+}
+
+# Where faults of a class keep what they put back (a file's good version, a directory's owner and mode).
+kept_dir=/var/lib/lab-faults
+
+# The service's start failures forgotten and the service started until it answers.
+restart_answering() {
+    reset_failed "$service_name"
+    start_until_answers "$service_name" service_answers
+}

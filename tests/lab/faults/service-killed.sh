@@ -1,0 +1,28 @@
+#!/bin/sh
+# Every process of a service killed with SIGKILL (an OOM kill, a kill -9 by hand): SERVICE PORT PROCESS...
+# Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT PROCESS... [--undo]), after _lib.sh
+set -eu
+
+action=${1:-}
+shift || true
+of_service "$@"
+shift 2
+
+case "$action" in
+break)
+    [ "$#" -gt 0 ] || usage
+    wait_until service_answers
+    pids=$(for process in "$@"; do pgrep -x "$process" || true; done | tr '\n' ' ')
+    # shellcheck disable=SC2086 # one word per pid
+    kill -9 $pids
+    # shellcheck disable=SC2086
+    wait_until all_gone $pids
+    echo "killed $service_name's processes $pids"
+    ;;
+undo)
+    restart_answering
+    ;;
+*)
+    usage
+    ;;
+esac
