@@ -28,7 +28,7 @@ import urllib.request
 from ansible_collections.sentinel.heal.plugins.module_utils import _processes, _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, keep
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, configuration_files, keep
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file
 from ansible_collections.sentinel.heal.plugins.module_utils._processes import MAX_PIDS, comm, find_pids, port_owners
@@ -104,6 +104,12 @@ MAX_PATHS = 8
 MAX_OWNED_DIRECTORIES = 64
 MAX_MOUNTS = 256
 MAX_PACKAGE_FILES = 200
+# the ports of this host's loopback a service's configuration names (its backends), and how much of a file is read
+MAX_BACKENDS = 16
+MAX_BACKEND_FILE_BYTES = 256 * 1024
+# an address on this host's loopback with a port, as proxies write their backends: haproxy's `server web
+# 127.0.0.1:8081`, nginx's `proxy_pass http://localhost:8081/`, apache2's `ProxyPass / http://[::1]:8081/`
+_LOOPBACK_ADDRESS = re.compile(r"(?<![\w.:-])(?:127\.0\.0\.1|localhost|\[::1\])(?::(\d{1,5}))(?![\d])")
 DPKG_INFO = "/var/lib/dpkg/info"
 # the host's configuration, and the directory systemd makes when it is the service manager: read where the probe is
 # called, so that a test can give it a host of its own
@@ -399,6 +405,7 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
     for owner in owners:
         owner["service"] = None if owner.get("own") else _declared_service_of(owner, process_name, others)
         owner["service_program"] = _processes.runs_program(owner["pid"], program)
+    packages = installed_by([(unit or {}).get("FragmentPath"), _init_script(init_service), program])
     started = _last_start(unit, spec)
     down = _systemd.went_down_at(unit) if unit is not None else None
     since = started if down is None or (started is not None and down < started) else down
@@ -424,7 +431,10 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         path_owners=path_owners(_declared_paths(spec)),
         mounts=mount_points(),
-        packages=installed_by([(unit or {}).get("FragmentPath"), _init_script(init_service), program]),
+        packages=packages,
+        # the ports on this host's loopback its configuration names: a declared service listening there is its backend,
+        # which it needs as a unit's Requires= (loop/dependencies.py)
+        backends=backends(spec, configuration_files(spec, (packages or {}).get("names") or [])),
         unit=unit,
         installed=dict(unit=unit is not None, init_script=os.path.exists(_init_script(init_service)),
                        program=program),
@@ -506,6 +516,23 @@ def installed_by(paths):
             packages.append(name[:-len(".list")].split(":")[0])
             files.update(path for path in listed if path.startswith(ETC + "/") and not os.path.isdir(path))
     return dict(names=packages, etc=sorted(files)[:MAX_PACKAGE_FILES])
+
+
+def backends(spec, files):
+    """The ports on this host's loopback that the service's configuration ``files`` name (comments aside), but its own:
+    the addresses of the backends it proxies to, at most MAX_BACKENDS."""
+    own = set(spec.get("ports") or [])
+    found = set()
+    for path in files:
+        try:
+            with open(path, errors="replace") as config:
+                text = config.read(MAX_BACKEND_FILE_BYTES)
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.lstrip().startswith(("#", ";")):
+                found.update(int(port) for port in _LOOPBACK_ADDRESS.findall(line) if 0 < int(port) < 65536)
+    return sorted(found - own)[:MAX_BACKENDS]
 
 
 def mount_points():

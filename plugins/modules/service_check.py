@@ -188,7 +188,9 @@ options:
           - Other declared services of the host this one needs, where systemd does not know it (an HTTP upstream, a
             database reached over TCP). When this service and one it depends on both fail, M(sentinel.heal.heal)
             heals the dependency first, then checks this one again before it plans anything for it; systemd's own
-            C(Requires=), C(BindsTo=) and C(After=) between declared units count the same way.
+            C(Requires=), C(BindsTo=) and C(After=) between declared units count the same way, and so does a backend
+            its configuration names (a port on the host's loopback another declared service listens on: haproxy's
+            C(server web 127.0.0.1:8081) in front of apache2 on 8081; RV(services[].evidence.backends)).
           - The check itself ignores it.
         type: list
         elements: str
@@ -450,6 +452,13 @@ failures:
               files they put under C(/etc) (C(etc), at most 200), from dpkg's own lists; null on a host without dpkg.
               A read of the incident may print them (the guard binds reads to the incident's own files).
           type: dict
+        backends:
+          description:
+            - The ports on the host's loopback that the service's configuration files name, outside comments
+              (C(127.0.0.1:PORT), C(localhost:PORT), C([::1]:PORT)), but its own ports; at most 16. A declared service
+              listening on one is a dependency of this one, as O(services[].depends_on) says.
+          type: list
+          elements: int
         mounts:
           description:
             - The host's mount points but the kernel's own (C(/proc), C(/sys), C(/dev)), or null when there are more

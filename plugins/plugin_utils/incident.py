@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import posixpath
 import re
@@ -156,16 +157,23 @@ class Failure:
         """The changed file a restore of the last known good configuration would put back, when a change explains the
         configuration error: the file the error names (``named``, by its path or its name: nginx names the link in
         sites-enabled, the host the file it leads to) if it changed and the host kept its good copy, else, when the
-        error names no file, the only such file; None otherwise (a change elsewhere does not explain the error)."""
+        error names no file of a configuration, the only such file; None otherwise (a change elsewhere does not explain
+        the error)."""
         kept = [change for change in (self.evidence.get("changes") or {}).get("files") or []
                 if isinstance(change, Mapping) and change.get("change") == "modified" and change.get("good_sha256")]
-        if named and named.startswith(PROGRAM_DIRS):
-            named = None  # the program naming itself ("/usr/sbin/mariadbd: unknown variable ..."), no file of its configuration
-        if named:
-            named = re.sub(r":[0-9]+$", "", named)  # FILE:LINE
+        named = re.sub(r":[0-9]+$", "", named) if named else None  # FILE:LINE
+        if named and self._a_configuration_file(named, kept):
             return next((change for change in kept if change["path"] == named), None) or next(
                 (change for change in kept if posixpath.basename(str(change["path"])) == posixpath.basename(named)), None)
         return kept[0] if len(kept) == 1 else None
+
+    def _a_configuration_file(self, path: str, kept: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether a path an error names can be one of the service's configuration files: below /etc, a declared
+        ``configs`` pattern, or a changed file by its name. Any other path in an error line is not where the error is
+        (MariaDB's "[ERROR] /usr/sbin/mariadbd: unknown variable ...", the program naming itself; InnoDB's note of the
+        data file it loads, just before)."""
+        return path.startswith("/etc/") or any(fnmatch.fnmatchcase(path, str(pattern)) for pattern in self.spec.get("configs") or []) or any(
+            posixpath.basename(str(change["path"])) == posixpath.basename(path) for change in kept)
 
     def puts_back(self, plan: Plan) -> list[dict[str, str]]:
         """What the plan's restores of the last known good configuration put back (:func:`restores_of`)."""
@@ -182,8 +190,6 @@ class Failure:
         return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-# where programs live, never a service's configuration: a path there in an error line is the program naming itself
-PROGRAM_DIRS = ("/usr/bin/", "/usr/sbin/", "/usr/lib/", "/usr/libexec/", "/bin/", "/sbin/", "/lib/")
 # the step that puts back a last known good file (the executor on the host does it: policies/default.yml)
 RESTORE_PROGRAM = "sentinel-heal-restore"
 # files and package changes named in one sentence, and the changed lines quoted of each file

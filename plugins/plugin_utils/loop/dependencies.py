@@ -2,8 +2,9 @@
 is the dependency's. It is healed first; the service that needs it is checked again before anything is planned for it
 (it may answer again once its dependency does), and is never healed blindly while its dependency stays down.
 
-A service needs another when it says so (``depends_on``: what systemd does not know, such as an HTTP upstream) or when
-its systemd unit ``Requires=``, ``BindsTo=`` or is ordered ``After=`` the other's unit.
+A service needs another when it says so (``depends_on``), when its systemd unit ``Requires=``, ``BindsTo=`` or is ordered
+``After=`` the other's unit, or when its configuration names a port on the host's loopback that the other declares (a
+proxy's backend: haproxy's ``server web 127.0.0.1:8081`` in front of apache2 on 8081, which no unit says).
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def dependencies_first(failures: Sequence[Failure]) -> list[tuple[Failure, tuple
 
 def _needs(failure: Failure, other: Failure) -> bool:
     if other.service in (failure.spec.get("depends_on") or ()):
+        return True
+    if set(failure.evidence.get("backends") or ()) & set(other.spec.get("ports") or ()):
         return True
     unit = failure.evidence.get("unit") or {}
     needed = {name for key in SYSTEMD_NEEDS for name in str(unit.get(key) or "").split()}

@@ -591,3 +591,12 @@ def test_a_port_owner_says_whether_it_is_roots_and_whether_it_runs_the_services_
                            "sysv", host, program=str(bin_dir / "redis-server"))
     assert sorted((owner["pid"], owner["root"], owner["service_program"]) for owner in evidence["port_owners"]) == [
         (700, False, True), (701, False, True), (702, True, False), (703, True, False)]
+
+
+def test_the_backends_of_a_service_are_the_loopback_ports_its_configuration_names_outside_comments_but_its_own(tmp_path: Path) -> None:
+    haproxy = tmp_path / "haproxy.cfg"
+    haproxy.write_text("frontend storefront\n\tbind :8080\n\tbind 127.0.0.1:8080\nbackend web\n\tserver apache2 127.0.0.1:8081 check\n"
+                       "\tserver spare localhost:8082\n# server old 127.0.0.1:7000\n\tserver remote 10.0.0.5:8083\n")
+    site = tmp_path / "site.conf"
+    site.write_text("location / { proxy_pass http://[::1]:9000/; }\n; server 127.0.0.1:7001\nlisten 127.0.0.10:7002;\n")
+    assert _probe.backends({"ports": [8080]}, [str(haproxy), str(site), str(tmp_path / "gone.conf")]) == [8081, 8082, 9000]

@@ -179,12 +179,22 @@ def test_no_restore_is_planned_where_the_change_does_not_explain_the_error_or_no
     assert plan.reference == "nginx-config-error" and plan.steps == () and plan.escalation
 
 
-def test_an_error_line_that_names_its_program_not_a_file_is_explained_by_the_only_changed_file() -> None:
-    """MariaDB's "[ERROR] /usr/sbin/mariadbd: unknown variable ...": the first path of the line is the program (#52)."""
+@pytest.mark.parametrize("named", ["/usr/sbin/mariadbd", "/var/lib/mysql/ib_buffer_pool", None])
+def test_an_error_that_names_no_file_of_a_configuration_is_explained_by_the_only_changed_file(named: str | None) -> None:
+    """MariaDB's "[ERROR] /usr/sbin/mariadbd: unknown variable ...": the path of the line is the program; the line before
+    it, InnoDB's note of the buffer pool it loads, names a data file (#52)."""
     changed = "/etc/mysql/mariadb.conf.d/50-server.cnf"
     failure = _changed(nginx_failure("not_running"), (changed, GOOD))
-    assert (failure.known_good_copy("/usr/sbin/mariadbd") or {}).get("path") == changed
-    assert failure.known_good_copy("/etc/mysql/my.cnf") is None  # a file of its configuration, which did not change
+    assert (failure.known_good_copy(named) or {}).get("path") == changed
+
+
+def test_an_error_that_names_a_configuration_file_that_did_not_change_is_not_explained_by_another_change() -> None:
+    failure = _changed(nginx_failure("not_running"), ("/etc/mysql/mariadb.conf.d/50-server.cnf", GOOD))
+    assert failure.known_good_copy("/etc/mysql/my.cnf") is None
+    declared = dataclasses.replace(failure, spec=dict(failure.spec, configs=["/srv/app/*.yml"]))
+    assert declared.known_good_copy("/srv/app/settings.yml") is None
+    # named by its name only (nginx names the link in sites-enabled, the host the file it leads to)
+    assert (failure.known_good_copy("/usr/share/mysql/50-server.cnf") or {}).get("path") == "/etc/mysql/mariadb.conf.d/50-server.cnf"
 
 
 def test_a_restore_puts_back_the_diff_a_person_sees_read_from_the_file_as_it_is_now(library: RunbookLibrary) -> None:

@@ -19,10 +19,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import De
 from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
 
-def failing(service: str, *, depends_on: tuple[str, ...] = (), unit: dict[str, Any] | None = None, init_service: str = "") -> Failure:
+def failing(service: str, *, depends_on: tuple[str, ...] = (), unit: dict[str, Any] | None = None, init_service: str = "",
+            ports: tuple[int, ...] = (80,), backends: tuple[int, ...] = ()) -> Failure:
     base = nginx_failure()
-    spec = dict(base.spec, name=service, depends_on=list(depends_on), **({"service": init_service} if init_service else {}))
-    evidence = dict(base.evidence, unit=unit) if unit is not None else base.evidence
+    spec = dict(base.spec, name=service, depends_on=list(depends_on), ports=list(ports), **({"service": init_service} if init_service else {}))
+    evidence = dict(base.evidence, unit=unit, backends=list(backends)) if unit is not None else dict(base.evidence, backends=list(backends))
     return dataclasses.replace(base, service=service, spec=spec, evidence=evidence)
 
 
@@ -41,6 +42,13 @@ def test_systemd_says_what_a_unit_needs_by_requires_binds_to_and_after_between_d
     api = failing("api", unit={"Id": "api.service", "After": "postgresql@15-main.service basic.target"})
     postgres = failing("postgresql", unit={"Id": "postgresql@15-main.service", "wrapper": {"Id": "postgresql.service"}})
     assert order([worker, redis, api, postgres]) == [("redis", ()), ("worker", ("redis",)), ("postgresql", ()), ("api", ("postgresql",))]
+
+
+def test_a_proxy_needs_the_declared_service_listening_on_a_backend_port_its_configuration_names() -> None:
+    haproxy = failing("haproxy", ports=(8080,), backends=(8081, 9000))
+    apache2 = failing("apache2", ports=(8081,))
+    memcached = failing("memcached", ports=(11211,))
+    assert order([haproxy, memcached, apache2]) == [("apache2", ()), ("haproxy", ("apache2",)), ("memcached", ())]
 
 
 def test_a_cycle_is_cut_where_it_closes_and_a_healthy_dependency_is_no_dependency() -> None:
