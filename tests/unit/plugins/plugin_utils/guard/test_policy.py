@@ -451,14 +451,32 @@ def test_a_restore_is_bound_to_the_incidents_changed_file_and_its_kept_copy(argv
     assert verdict.decision.value == decision and (rule is None or verdict.rule == rule), verdict
 
 
-@pytest.mark.parametrize("system_file", ["/etc/passwd", "/etc/group", "/etc/ssh/sshd_config", "/usr/lib/os-release"])
-def test_a_restore_of_a_system_path_is_blocked_even_when_the_host_kept_a_copy_of_it(system_file: str) -> None:
-    """A copy the host kept of a system file (a link in the service's directory once led there) is never put back,
-    unattended or approved: restores are changes, and system paths are never changed."""
+@pytest.mark.parametrize("system_file, rule", [
+    ("/etc/passwd", "system-paths-are-never-changed"), ("/etc/group", "system-paths-are-never-changed"),
+    ("/etc/ssh/sshd_config", "system-paths-are-never-changed"), ("/usr/lib/os-release", "system-paths-are-never-changed"),
+    ("/etc/shadow", "secrets-are-never-read"), ("/etc/sudoers.d/sentinel", "secrets-are-never-read"),
+    ("/etc/ssl/private/site.key", "secrets-are-never-read"), ("/etc/mysql/../shadow", "secrets-are-never-read"),
+])
+def test_a_restore_of_a_system_path_or_an_accounts_secret_is_blocked_even_when_the_host_kept_a_copy_of_it(system_file: str, rule: str) -> None:
+    """A copy the host kept of a system file or a secret (a link in the service's directory once led there) is never put
+    back, unattended or approved: restores are changes, and system paths and secrets are never changed."""
     for setting in ("auto", "approve"):
         context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting, known_good_copies={system_file: "a" * 64})
         [verdict], decision = evaluate_plan([["sentinel-heal-restore", system_file, "a" * 64]], context, load_policy())
-        assert (decision, verdict.rule) == (Decision.BLOCK, "system-paths-are-never-changed"), verdict
+        assert (decision, verdict.rule) == (Decision.BLOCK, rule), verdict
+
+
+@pytest.mark.parametrize("setting, decision", [("approve", Decision.APPROVE), ("auto", Decision.APPROVE), ("off", Decision.BLOCK)])
+def test_a_changed_file_of_a_configuration_directory_that_holds_secrets_is_put_back_only_with_a_person(setting: str, decision: Decision) -> None:
+    """MariaDB's option files lie in /etc/mysql, which secret_paths names whole (some hold passwords): a read of them is
+    refused, but the host's own kept copy of a changed one goes back once a person approves, never unattended (#52)."""
+    changed = "/etc/mysql/mariadb.conf.d/50-server.cnf"
+    context = PolicyContext(service="db", init_service="mariadb", restore_known_good=setting, known_good_copies={changed: "a" * 64})
+    [verdict], judged = evaluate_plan([["sentinel-heal-restore", changed, "a" * 64]], context, load_policy())
+    assert judged is decision, verdict
+    assert decision is Decision.BLOCK or verdict.rule == "restore-a-file-holding-secrets-with-a-person"
+    for other in (["sentinel-heal-restore", changed, "b" * 64], ["sentinel-heal-restore", "/etc/mysql/debian.cnf", "a" * 64], ["cat", changed]):
+        assert evaluate_plan([other], context, load_policy())[1] is Decision.BLOCK, other
 
 
 # ---- options that name a file the tool reads: judged as the path they are, or refused (#50) ---------------------------
