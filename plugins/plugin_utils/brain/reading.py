@@ -64,6 +64,10 @@ AFTERMATH = re.compile(r"can't open pid file \S+ \(yet\?\) after start", re.IGNO
 # (Operation not permitted)", in a container): the daemon starts without it, so it is no cause, and the path it names is
 # the script's, never the file an error of the lines after it is in.
 LIMIT_NOT_RAISED = re.compile(r"\bulimit: error setting limit\b", re.IGNORECASE)
+# service_check's note in place of a declared log it could not read ("(cannot read: '/var/log/memcached.log' does not
+# exist)": memcached writes that file under its sysv script only, and logs to the journal under systemd): its words, not
+# the service's. A directory the service needs that is gone is said by the service, or by its declared paths.
+UNREADABLE_LOG = re.compile(r"^\(cannot read: .*\)$")
 # The kinds no restart or retry can fix: each start fails the same way until a person acts.
 NO_RETRY_HELPS = frozenset({"not_installed", "invalid_config", "missing_dependency"})
 _QUOTED_PATH = re.compile(r"[\"'`\u2018\u201c](/[^\"'`\u2019\u201d]+)[\"'`\u2019\u201d]")
@@ -271,7 +275,7 @@ def _classified(text: str) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
     before: list[str] = []
     for block in error_blocks([clip(raw.strip(), LINE_LIMIT) for raw in text.splitlines() if raw.strip()]):
         line = " | ".join(block)
-        if LIMIT_NOT_RAISED.search(line):
+        if LIMIT_NOT_RAISED.search(line) or UNREADABLE_LOG.match(line):
             continue
         context = tuple(before[-2:])
         before.append(line)

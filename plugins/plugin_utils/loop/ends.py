@@ -29,8 +29,10 @@ class HealedNode(_EndNode):
 
 class EscalateNode(_EndNode):
     """A person is paged: what changed since the service last worked comes first, since most outages follow a change,
-    then the fleet incident the failure is part of, since its cause is most likely what the hosts share; last, when the
-    LLM was asked and failed, what failed and the option that fixes it (the offline planner's plans are blinder)."""
+    then the fleet incident the failure is part of, since its cause is most likely what the hosts share, then what this
+    run already did that did not hold (a unit reset and started that systemd gave up on again: both give-ups); last,
+    when the LLM was asked and failed, what failed and the option that fixes it (the offline planner's plans are
+    blinder)."""
 
     node_name = "escalate"
     status = Status.ESCALATED.value
@@ -38,10 +40,21 @@ class EscalateNode(_EndNode):
     def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
         fleet = state.fleet_incident
         lead = [said for said in (state.failure.what_changed,
-                                  fleet.describe() if fleet and f"fleet incident {fleet.id}:" not in state.reason else None) if said]
+                                  fleet.describe() if fleet and f"fleet incident {fleet.id}:" not in state.reason else None,
+                                  _did_not_hold(state)) if said]
         llm = stood_in(state.llm_failure) if state.llm_failure and state.llm_failure not in state.reason else None
         state.reason = ". ".join(said for said in (*lead, state.reason, llm) if said)
         return super().post(state, prep_res, exec_res)
+
+
+def _did_not_hold(state: IncidentState) -> str:
+    """What the attempts of this run ran that ended without a verified recovery, each with what the check said after it,
+    where the reason does not say it already ("still failing after attempt 1")."""
+    said = [f"attempt {attempt.number} ran {'; '.join(' '.join(step.argv) for step in attempt.plan.steps)} and it failed again: "
+            f"{attempt.verification.get('summary') or 'not verified'}"
+            for attempt in state.attempts if attempt.plan and attempt.plan.steps and attempt.results and not attempt.verified
+            and f"after attempt {attempt.number}" not in state.reason]
+    return "; ".join(said)
 
 
 class AwaitApprovalNode(_EndNode):

@@ -245,3 +245,10 @@ def test_a_journal_that_calls_the_configuration_invalid_is_no_cause_once_it_is_a
     started = StepResult(argv=("service", "redis-server", "start"), status="failed", rc=1,
                          stdout="*** FATAL CONFIG FILE ERROR ***\nBad directive or wrong number of arguments")
     assert "invalid_config" in read_failure(failure({"files": [], "packages": []}), {}, [started]).kinds
+
+
+def test_service_checks_note_of_a_log_it_could_not_read_is_not_the_services_word() -> None:
+    """memcached writes /var/log/memcached.log under its sysv script only (under systemd it logs to the journal): the
+    note in place of the declared log names no cause (#52)."""
+    assert read_texts([("log /var/log/memcached.log", "(cannot read: '/var/log/memcached.log' does not exist)")]).findings == ()
+    assert read_texts([("log /var/log/x.log", "(cannot read: Permission denied)")]).findings == ()

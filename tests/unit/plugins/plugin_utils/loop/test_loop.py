@@ -205,6 +205,9 @@ def test_a_loop_whose_cause_is_still_there_is_tried_once_and_escalated(tmp_path:
     outcome = heal_incident(failure, _tools(tmp_path, executor, [STILL_DOWN] * 10, max_attempts=3))
     assert outcome.state.status == "escalated" and outcome.to_dict()["plan"]["reference"] == "systemd-restart-loop"
     assert executor.remediations == [[("systemctl", "reset-failed", "haproxy"), ("systemctl", "start", "haproxy")]]
+    # the page says both give-ups: what the first attempt did, and that it failed again after it
+    assert "attempt 1 ran systemctl reset-failed haproxy; systemctl start haproxy and it failed again: " in outcome.state.reason
+    assert outcome.state.reason.index("attempt 1 ran") < outcome.state.reason.index("keeps failing under systemd's own Restart=")
 
 
 @pytest.mark.parametrize("ending", [
