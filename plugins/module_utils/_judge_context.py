@@ -179,6 +179,8 @@ def owned_dirs_of(failure: Any) -> tuple[PackagePath, ...]:
     setuid bit that others may write only with the sticky bit (/tmp's way). An entry that is not is left out, and the
     policy's package_paths speak for its path; its ``source`` is kept only as the words the host uses."""
     own = set(service_dirs(failure)) | unit_directories(failure.evidence.get("unit") or {})
+    # the host writes a declared /var/run/x as /run/x, where its link leads on every Debian host
+    own |= {"/run" + path[len("/var/run"):] for path in own if path.startswith("/var/run/")}
     found: dict[str, PackagePath] = {}
     for entry in failure.evidence.get("owned_dirs") or ():
         if isinstance(entry, Mapping):

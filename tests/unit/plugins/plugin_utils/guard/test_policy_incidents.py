@@ -524,6 +524,11 @@ def test_a_unit_names_the_runtime_directory_of_a_service_by_any_name() -> None:
     assert _database(DB, _owned("/run/mysqld", tree=False, source="unit RuntimeDirectory=")).owned_dirs == ()
 
 
+def test_a_declared_var_run_directory_is_the_run_directory_the_host_reports() -> None:
+    context = _database({**DB, "paths": ["/var/run/mysqld"]}, _owned("/run/mysqld", tree=False))
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /run/mysqld") == [("allow", "create-runtime-directory")]
+
+
 def test_the_most_specific_entry_speaks_for_a_path_and_the_hosts_wins_on_the_same_one() -> None:
     """A tree the host reports above a path the table names itself leaves the table's word on that path (its mode)."""
     spec = {**POSTGRESQL, "paths": ["/var/lib/postgresql", DATA]}
