@@ -5,8 +5,9 @@
 
 ``check_services(params)`` runs every declared check of every service and, for the services
 that fail, gathers bounded evidence (status output, the tail of their logs, who holds their
-ports, what their pid file says, the owner of their declared paths and how full the filesystems
-of their paths and logs are), redacted before it leaves the host.
+ports, what their pid file says, the owner of their declared paths, the owner and mode each of their
+directories should have (_owned_dirs.py) and how full the filesystems of their paths and logs are),
+redacted before it leaves the host.
 """
 
 from __future__ import annotations

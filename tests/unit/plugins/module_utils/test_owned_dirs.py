@@ -150,8 +150,8 @@ def test_what_was_never_seen_with_a_start_after_it_and_a_directory_gone_while_he
     assert seen_while_healthy("redis") == []
 
 
-def test_a_tree_is_one_owner_and_group_down_to_a_bounded_depth_without_following_links(empty_host: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                                         tmp_path: Path) -> None:
+def test_a_tree_is_one_owner_and_group_below_within_a_bound_and_without_following_links(
+        empty_host: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     data = _directory(f"{_owned_dirs.STATE}/redis")
     outside = tmp_path / "outside"
     outside.mkdir()
