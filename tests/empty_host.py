@@ -1,7 +1,8 @@
 """The host the unit tests' probe reads (module_utils: service_check, the executor, the last known good copies): a
 Debian host without systemd and with no package installed, below a directory of the test's own. What the probe reads
 there - dpkg's database and log, apt's archive, /etc with its init scripts, systemd's runtime directory, the maintenance
-marker, the known good copies, sudo and its rules - it never reads on the machine the tests run on, whatever that machine has installed.
+marker, the known good copies, the service's directories (/run/NAME, /var/lib/NAME, ...) and dpkg's overrides of their
+owners, sudo and its rules - it never reads on the machine the tests run on, whatever that machine has installed.
 Its processes, sockets and filesystems are still the machine's: the tests start their own."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _maintenance, _probe, _sudo_rules
+from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _maintenance, _owned_dirs, _probe, _sudo_rules
 
 # each setting the probe reads where it is called, and its place below the host's root
 PLACES: dict[tuple[ModuleType, str], str] = {
@@ -22,6 +23,11 @@ PLACES: dict[tuple[ModuleType, str], str] = {
     (_known_good, "DPKG_LOG"): "var/log/dpkg.log",
     (_known_good, "APT_ARCHIVES"): "var/cache/apt/archives",
     (_known_good, "KNOWN_GOOD_DIR"): "var/lib/sentinel-heal/known-good",
+    (_owned_dirs, "RUN"): "run",
+    (_owned_dirs, "STATE"): "var/lib",
+    (_owned_dirs, "CACHE"): "var/cache",
+    (_owned_dirs, "LOGS"): "var/log",
+    (_owned_dirs, "DPKG_STATOVERRIDE"): "var/lib/dpkg/statoverride",
     (_maintenance, "MARKER"): "etc/sentinel-heal/maintenance",
     (_sudo_rules, "SUDO"): "usr/bin/sudo",
     (_sudo_rules, "SUDOERS"): "etc/sudoers",

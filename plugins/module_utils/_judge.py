@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Tuple, Union
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext, url_port
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PackagePath, PolicyContext, url_port
 from ansible_collections.sentinel.heal.plugins.module_utils._paths import PathResolver, compile_patterns
 
 try:
@@ -173,29 +173,6 @@ StepEffect = Tuple[Union[Effect, Repair], str]
 
 
 @dataclass(frozen=True)
-class PackagePath:
-    """A directory of a service as its distribution package made it: the only owner, group and mode
-    remediation may give back. ``tree``: everything below belongs to the same owner and group. A
-    component of ``path`` may be a shell pattern (``/var/lib/postgresql/*/main``)."""
-
-    services: tuple[str, ...]
-    path: str
-    owner: str
-    group: str
-    mode: int
-    tree: bool = False
-
-    def top_of(self, path: str) -> str | None:
-        """The directory of this entry that ``path`` is, or is below when the entry is a tree."""
-        pattern, parts = self.path.split("/"), path.split("/")
-        if len(parts) < len(pattern) or (len(parts) > len(pattern) and not self.tree):
-            return None
-        if not all(fnmatch.fnmatchcase(part, expected) for part, expected in zip(parts, pattern)):
-            return None
-        return "/".join(parts[:len(pattern)])
-
-
-@dataclass(frozen=True)
 class Rule:
     id: str
     description: str
@@ -333,14 +310,18 @@ class Policy:
         return frozenset(rule.id for rule in self.rules if rule.read_only)
 
     def package_path(self, path: str, context: PolicyContext) -> tuple[str, PackagePath] | None:
-        """The package's directory and entry for a canonical path of the incident's service: the first
-        entry that names the path itself, or a tree the path is in."""
+        """The directory and entry that say what a canonical path of the incident's service should be: the host's
+        reading of the service's directories (``context.owned_dirs``, most specific first: the path itself, or a tree
+        it is in), else the first entry of the policy's package_paths for the service that names the path or a tree it
+        is in. A table entry below the host's tree (the path itself, where the host names only a tree above it) still
+        speaks for its own path. A host's entry never names a protected path, nor one it wrote otherwise than the
+        policy reads it."""
+        host = next(((top, entry) for entry in context.owned_dirs for top in [entry.top_of(path)]
+                     if top is not None and self.paths.canonical(entry.path) == entry.path and not self.is_protected(entry.path)), None)
         names = {context.service, context.init_service}
-        for entry in self.package_paths:
-            top = entry.top_of(path) if names & set(entry.services) else None
-            if top is not None:
-                return top, entry
-        return None
+        table = next(((top, entry) for entry in self.package_paths if names & set(entry.services) for top in [entry.top_of(path)]
+                      if top is not None), None)
+        return table if host is None or (table is not None and table[0].count("/") > host[0].count("/")) else host
 
 
 def judge_steps(steps: Sequence[Sequence[str]], context: PolicyContext, policy: Policy,

@@ -6,6 +6,7 @@ from what it reads again at the moment of a step. One builder, so both sides jud
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,43 @@ from typing import AbstractSet, Any, Iterable, Mapping
 SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
 _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
 _HTTP_URL = re.compile(r"^(?P<scheme>https?)://(\[[^]]*\]|[^/:]*)(:(?P<port>[0-9]{1,5}))?(/|$)")
+# where systemd makes each directory a unit names in these settings
+SYSTEMD_DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheDirectory": "/var/cache", "LogsDirectory": "/var/log"}
+# where an entry of the policy's own table comes from, as a person reads it beside the host's
+POLICY_TABLE = "the policy's package_paths"
+# what of the host's reading of a directory is taken (service_check's owned_dirs): plain paths, names and modes only
+_OWNED_PATH = re.compile(r"^(/[A-Za-z0-9@._+-]+)+$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$")
+_MODE = re.compile(r"^[0-7]{3,4}$")
+_HOST_SOURCE = re.compile(r"^(?:unit (?:RuntimeDirectory|StateDirectory|CacheDirectory|LogsDirectory)=|dpkg-statoverride"
+                          r"|seen while healthy at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$")
+
+
+@dataclass(frozen=True)
+class PackagePath:
+    """A directory of a service with the only owner, group and mode remediation may give back: as the host reads them
+    (service_check's ``owned_dirs``: its unit, dpkg-statoverride, what it was while healthy) or, where the host says
+    nothing, as the policy's package_paths say its package made it. ``tree``: everything below belongs to the same
+    owner and group. A component of a table entry's ``path`` may be a shell pattern (``/var/lib/postgresql/*/main``);
+    the host's are plain paths. ``services``: the table entry's (none for the host's, which are the incident's own).
+    ``source``: where the entry comes from, for a person."""
+
+    services: tuple[str, ...]
+    path: str
+    owner: str
+    group: str
+    mode: int
+    tree: bool = False
+    source: str = POLICY_TABLE
+
+    def top_of(self, path: str) -> str | None:
+        """The directory of this entry that ``path`` is, or is below when the entry is a tree."""
+        pattern, parts = self.path.split("/"), path.split("/")
+        if len(parts) < len(pattern) or (len(parts) > len(pattern) and not self.tree):
+            return None
+        if not all(fnmatch.fnmatchcase(part, expected) for part, expected in zip(parts, pattern)):
+            return None
+        return "/".join(parts[:len(pattern)])
 
 
 @dataclass(frozen=True)
@@ -75,6 +113,9 @@ class PolicyContext:
     # apt's files of the versions the service's packages had before an upgrade or removal since its last known good
     # configuration: the only packages a downgrade may install
     cached_packages: frozenset[str] = frozenset()
+    # the service's directories with the owner, group and mode the host says they should have (service_check's
+    # owned_dirs, validated: owned_dirs_of), most specific first; the policy's package_paths speak where it says nothing
+    owned_dirs: tuple[PackagePath, ...] = ()
 
     @classmethod
     def from_failure(cls, failure: Any, probe_hosts: Iterable[str] = (), *, repairs_without_following_links: bool = False) -> PolicyContext:
@@ -127,7 +168,50 @@ class PolicyContext:
             restore_known_good=str(spec.get("restore_known_good") or "approve"),
             cached_packages=frozenset(str(change["cached"]) for change in (evidence.get("changes") or {}).get("packages") or []
                                       if isinstance(change, Mapping) and change.get("cached")),
+            owned_dirs=owned_dirs_of(failure),
         )
+
+
+def owned_dirs_of(failure: Any) -> tuple[PackagePath, ...]:
+    """The service's directories as the host reads them (service_check's ``owned_dirs``), most specific first. Of each
+    entry only its path, owner, group, mode and tree are taken, and only when all are plain: one of the service's own
+    directories (``service_dirs``, its unit's) written absolute and normal, account and group names, a mode without the
+    setuid bit that others may write only with the sticky bit (/tmp's way). An entry that is not is left out, and the
+    policy's package_paths speak for its path; its ``source`` is kept only as the words the host uses."""
+    own = set(service_dirs(failure)) | unit_directories(failure.evidence.get("unit") or {})
+    # the host writes a declared /var/run/x as /run/x, where its link leads on every Debian host
+    own |= {"/run" + path[len("/var/run"):] for path in own if path.startswith("/var/run/")}
+    found: dict[str, PackagePath] = {}
+    for entry in failure.evidence.get("owned_dirs") or ():
+        if isinstance(entry, Mapping):
+            taken = _owned_dir(entry, own)
+            if taken is not None and taken.path not in found:
+                found[taken.path] = taken
+    return tuple(sorted(found.values(), key=lambda entry: entry.path.count("/"), reverse=True))
+
+
+def _owned_dir(entry: Mapping[str, Any], own: AbstractSet[str]) -> PackagePath | None:
+    path, owner, group, mode, source = (entry.get(key) for key in ("path", "owner", "group", "mode", "source"))
+    if not (isinstance(path, str) and _OWNED_PATH.match(path) and posixpath.normpath(path) == path and path in own):
+        return None
+    if not all(isinstance(name, str) and _ACCOUNT.match(name) for name in (owner, group)):
+        return None
+    if not (isinstance(mode, str) and _MODE.match(mode)) or not _safe_mode(int(mode, 8)):
+        return None
+    return PackagePath(services=(), path=path, owner=str(owner), group=str(group), mode=int(mode, 8), tree=entry.get("tree") is True,
+                       source=source if isinstance(source, str) and _HOST_SOURCE.match(source) else "the host")
+
+
+def _safe_mode(mode: int) -> bool:
+    """A directory's mode a repair may give unattended: no setuid (meaningless on a directory, a sign of a mode gone
+    wrong), and writable by others only with the sticky bit. The setgid bit is a directory's own (2750, 2775)."""
+    return not mode & 0o4000 and (not mode & 0o002 or bool(mode & 0o1000))
+
+
+def unit_directories(unit: Mapping[str, Any]) -> frozenset[str]:
+    """The directories systemd makes for a unit at its start (``RuntimeDirectory=`` in /run, ``StateDirectory=`` in
+    /var/lib, ...), as service_check's evidence reports the unit."""
+    return frozenset(f"{top}/{name}" for setting, top in SYSTEMD_DIRECTORIES.items() for name in str(unit.get(setting) or "").split())
 
 
 def _unit_names(failure: Any) -> frozenset[str]:

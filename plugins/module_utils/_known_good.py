@@ -46,6 +46,8 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_DIFF_CHARS = 4000
 MAX_PACKAGE_CHANGES = 20
 MANIFEST = "manifest.json"
+# beside the manifest: the owner, group and mode of each of the service's directories while it was healthy (_owned_dirs.py)
+OWNED_DIRS = "owned-dirs.json"
 # the configuration tests of services that have one and need no argument to find their configuration
 CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"],
                        "haproxy": ["haproxy", "-c", "-f", "/etc/haproxy/haproxy.cfg"], "named": ["named-checkconf"],
@@ -161,6 +163,26 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
         files.append(change)
     return dict(good_at=good_at, files=files,
                 packages=package_changes(manifest.get("packages") or [], good_at, dpkg_log))
+
+
+def keep_owned_dirs(name, record, root=None):
+    """``record`` (a JSON object) beside the service's manifest, written completely or not at all, root-only."""
+    _write_json(os.path.join(_service_dir(root or KNOWN_GOOD_DIR, name), OWNED_DIRS), record)
+
+
+def kept_owned_dirs(name, root=None):
+    """What keep_owned_dirs kept for the service, or None: never kept, unreadable, or in a directory another account
+    owns or others may write (nothing there is taken on its word then)."""
+    root = root or KNOWN_GOOD_DIR
+    directory = os.path.join(root, name)
+    if not all(_private(path) for path in (root, directory)):
+        return None
+    try:
+        with open(os.path.join(directory, OWNED_DIRS)) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def configuration_test(spec):

@@ -20,12 +20,12 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
     BlockedGroup,
     Decision,
     Effect,
-    PackagePath,
     Pattern,
     Policy,
     Rule,
     octal_mode,
 )
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PackagePath
 from ansible_collections.sentinel.heal.plugins.module_utils._paths import validate_symlinks
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")

@@ -5,17 +5,16 @@
 
 ``check_services(params)`` runs every declared check of every service and, for the services
 that fail, gathers bounded evidence (status output, the tail of their logs, who holds their
-ports, what their pid file says, the owner of their declared paths and how full the filesystems
-of their paths and logs are), redacted before it leaves the host.
+ports, what their pid file says, the owner of their declared paths, the owner and mode each of their
+directories should have (_owned_dirs.py) and how full the filesystems of their paths and logs are),
+redacted before it leaves the host.
 """
 
 from __future__ import annotations
 
 import calendar
 import errno
-import grp
 import os
-import pwd
 import re
 import shlex
 import shutil
@@ -31,6 +30,14 @@ from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRI
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, configuration_files, keep
 from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import read_marker
 from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file
+from ansible_collections.sentinel.heal.plugins.module_utils._owned_dirs import (
+    group_name,
+    owned_dirs,
+    record_seen,
+    seen_while_healthy,
+    service_directories,
+    user_name,
+)
 from ansible_collections.sentinel.heal.plugins.module_utils._processes import MAX_PIDS, comm, find_pids, port_owners
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact, redact_tree
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -148,7 +155,7 @@ def check_services(params, keep_known_good=False):
     if keep_known_good:
         for spec, result in zip(services, results):
             if result["healthy"] and spec.get("known_good", True):
-                result["known_good"] = _keep_known_good(spec)
+                result["known_good"] = _keep_known_good(spec, manager)
     failures = [r for r in results if not r["healthy"]]
     return dict(
         services=results,
@@ -165,10 +172,12 @@ def check_one(spec, manager, log_lines, others=()):
     return _check_one(spec, manager, log_lines, (), others=others)
 
 
-def _keep_known_good(spec):
+def _keep_known_good(spec, manager):
     """What the controller is told of the copy kept (names, sizes, hashes), or why none could be kept: a check never
-    fails for it."""
+    fails for it. What the service's directories are now is kept beside it (_owned_dirs.record_seen)."""
+    units = _systemd.directory_units(spec.get("service") or spec["name"], spec.get("timeout") or 5.0) if manager == "systemd" else []
     try:
+        record_seen(spec["name"], service_directories(spec, units), _started(units, spec), time.time())
         return keep(spec["name"], spec, _packages_of)
     except (KnownGoodError, OSError) as exc:
         return dict(error="the last known good configuration was not kept: %s" % exc)
@@ -431,6 +440,9 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         disk=[usage for usage in (disk_usage(path) for path in _service_directories(spec)) if usage],
         path_owners=path_owners(_declared_paths(spec)),
         mounts=mount_points(),
+        # what each of its directories should be, as the host says it: its unit, dpkg-statoverride, or what it was while
+        # the service was healthy (the policy's package_paths speak where the host says nothing)
+        owned_dirs=owned_dirs(spec, [unit] if unit else [], seen_while_healthy(spec["name"]) if spec.get("known_good", True) else []),
         packages=packages,
         # the ports on this host's loopback its configuration names: a declared service listening there is its backend,
         # which it needs as a unit's Requires= (loop/dependencies.py)
@@ -486,7 +498,7 @@ def path_owners(paths):
                     st = os.lstat(current)
                 except OSError:
                     break
-                owners[current] = "(link)" if stat.S_ISLNK(st.st_mode) else _user_name(st.st_uid)
+                owners[current] = "(link)" if stat.S_ISLNK(st.st_mode) else user_name(st.st_uid)
             if owners[current] == "(link)":
                 break
     return owners
@@ -580,7 +592,7 @@ def path_info(path):
     except OSError as exc:
         return dict(path=path, exists=None, error=exc.strerror)
     kind = "directory" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
-    return dict(path=path, exists=True, type=kind, owner=_user_name(st.st_uid), group=_group_name(st.st_gid),
+    return dict(path=path, exists=True, type=kind, owner=user_name(st.st_uid), group=group_name(st.st_gid),
                 mode="%04o" % stat.S_IMODE(st.st_mode))
 
 
@@ -607,20 +619,6 @@ def disk_usage(path):
         full=bool(fs.f_blocks) and (fs.f_bavail == 0 or used_percent >= FULL_PERCENT),
         inodes_exhausted=bool(fs.f_files) and (fs.f_favail == 0 or inodes_percent >= FULL_PERCENT),
     )
-
-
-def _user_name(uid):
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
 
 
 def tail(path, lines):
@@ -663,6 +661,13 @@ def _last_start(unit, spec):
         return os.stat(spec["pidfile"]).st_mtime if spec.get("pidfile") else None
     except OSError:
         return None
+
+
+def _started(units, spec):
+    """When the service last started: the earliest last start of the units that run it (a unit that fronts several),
+    else its pid file's time; None when that is not known of every one."""
+    starts = [_last_start(unit, spec) for unit in units or [None]]
+    return None if None in starts else min(starts)
 
 
 def since_last_start(text, since, utc_offset):

@@ -25,6 +25,13 @@ UNIT_PROPERTIES = (
     "InactiveExitTimestamp", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "StateChangeTimestamp",
     "InactiveEnterTimestamp", "InactiveEnterTimestampMonotonic",
     "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit", "Names",
+    "RuntimeDirectoryMode", "StateDirectoryMode", "CacheDirectoryMode", "LogsDirectoryMode", "User", "Group", "DynamicUser",
+)
+# which directories systemd makes for a unit at its start, whose and with which mode, and when the unit last started
+DIRECTORY_PROPERTIES = (
+    "Id", "LoadState", "Type", "RemainAfterExit", "ConsistsOf", "InactiveExitTimestamp", "User", "Group", "DynamicUser",
+    "RuntimeDirectory", "RuntimeDirectoryMode", "StateDirectory", "StateDirectoryMode", "CacheDirectory", "CacheDirectoryMode",
+    "LogsDirectory", "LogsDirectoryMode",
 )
 # what tells a unit that fronts others from one whose parts they are (``umbrella_members``)
 UMBRELLA_PROPERTIES = ("Id", "ConsistsOf", "Type", "RemainAfterExit")
@@ -111,6 +118,16 @@ def fronted_units(name, timeout):
     members = umbrella_members(unit)
     return [(member.get("Id", ""), member.get("ActiveState") == "active") for member in _show(members, ("Id", "ActiveState"), timeout)] \
         if members else []
+
+
+def directory_units(name, timeout):
+    """The units that run service ``name`` (the unit, or the services it fronts when it is an umbrella:
+    ``umbrella_members``), each with its DIRECTORY_PROPERTIES; [] when systemd knows no such unit."""
+    [unit] = _show([name], DIRECTORY_PROPERTIES, timeout) or [{}]
+    if not unit or unit.get("LoadState") == "not-found":
+        return []
+    members = umbrella_members(unit)
+    return _show(members, DIRECTORY_PROPERTIES, timeout) if members else [unit]
 
 
 def units_of(unit):

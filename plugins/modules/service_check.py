@@ -24,8 +24,8 @@ description:
     anything leaves the host.
   - Changes nothing the service reads. Outside check mode it keeps a healthy service's configuration as its last
     known good in a root-only directory of its own (see O(services[].configs)), and reports C(changed) when that
-    copy changed; for a failing service the evidence says what changed since (C(changes)). In check mode it keeps
-    nothing.
+    copy changed; for a failing service the evidence says what changed since (C(changes)). Beside it, it keeps the
+    owner, group and mode of each of the service's directories (C(owned_dirs)). In check mode it keeps nothing.
   - Runs with the standard library of the target's Python only. Reading other users' logs and
     sockets needs privilege escalation (C(become)).
 author:
@@ -465,6 +465,26 @@ failures:
               than 256; a recursive repair never walks into another filesystem.
           type: list
           elements: str
+        owned_dirs:
+          description:
+            - The owner, group and mode each of the service's directories should have, as the host says it (at most
+              16) - C(path), C(owner), C(group), C(mode) (octal text, C("0755")), C(tree) (everything below has the same
+              owner and group) and C(source), where it comes from. The service's directories are its declared
+              O(services[].paths), the directories of its O(services[].logs), its unit's directories and
+              C(/var/lib/NAME), C(/var/log/NAME), C(/run/NAME) and C(/var/cache/NAME) of its names; never one many
+              services share (C(/var/log), C(/run)).
+            - The first source that names a directory decides. C(unit RuntimeDirectory=) (or C(StateDirectory=),
+              C(CacheDirectory=), C(LogsDirectory=)) - what systemd makes at the unit's start with its C(User=) (root
+              when unset), C(Group=) (the user's primary group when unset) and the setting's mode (0755 when unset),
+              the account's down the whole tree for all but C(RuntimeDirectory=); C(dpkg-statoverride); then
+              C(seen while healthy at TIME) - what the directory was, kept beside the last known good configuration
+              while every check of the service passed (so only with O(services[].known_good)), and good only once the
+              service started with it (a C(chmod -R) that went too far under a running service is never reported; a
+              walk of at most 2048 entries below tells a tree, unknown is none).
+            - The guard gives back these owners and modes before the policy's C(package_paths), which speak for the
+              paths the host says nothing of.
+          type: list
+          elements: dict
         unit:
           description:
             - On a systemd host, the unit that really runs the service (aliases resolved; for a wrapper unit
@@ -475,7 +495,8 @@ failures:
               C(LoadState), C(ActiveState), C(SubState), C(Type), C(RemainAfterExit),
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
-              C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory), C(Names)
+              C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and their
+              modes (C(RuntimeDirectoryMode), ...), C(User), C(Group), C(DynamicUser), C(Names)
               (every name systemd knows the unit by, so Debian's C(redis-server.service) is C(redis.service) too) and the
               timestamps of its last start; null elsewhere.
             - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -

@@ -36,9 +36,12 @@ owner cannot be compared with ``spec.user`` there), each a list, empty when noth
                                             {log, directory, full, inodes_exhausted, used_percent, inodes_percent,
                                             package_dir}
 
-``package_dir`` is the directory the service's package made that the path is (in), with the owner, group and mode the
-package gave it (the policy's ``package_paths``): ``{path, owner, group, mode, tree}`` (``tree``: what lies below has
-the same owner and group), or null outside them.
+``package_dir`` is the directory of the service's own that the path is (in), with the owner, group and mode it should
+have: ``{path, owner, group, mode, tree, source}`` (``tree``: what lies below has the same owner and group), or null
+outside them. The host's reading comes first (service_check's ``owned_dirs``: the unit's ``RuntimeDirectory=`` and the
+others, dpkg-statoverride, what the directory was while the service was healthy), the policy's ``package_paths`` where
+the host says nothing; ``source`` says which, in words a person reads (``unit RuntimeDirectory=``, ``dpkg-statoverride``,
+``seen while healthy at 2025-05-01T10:00:00Z``, ``the policy's package_paths``).
 
 Expressions are compiled once, when the runbook is loaded; a syntax error, an unknown function or a function given
 the wrong number of arguments fails the load. An expression that meets a value of the wrong type while it is
@@ -52,6 +55,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import unit_directories
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, PackageDir, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
@@ -60,10 +64,6 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Fail
 # the plugins needs only ansible-core's own (what ansible-test's import sanity test gives them)
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
-
-
-# where systemd makes each directory a unit names in these settings
-SYSTEMD_DIRECTORIES = {"RuntimeDirectory": "/run", "StateDirectory": "/var/lib", "CacheDirectory": "/var/cache", "LogsDirectory": "/var/log"}
 
 
 @functools.cache
@@ -181,7 +181,7 @@ def _lost(owner: Mapping[str, Any], evidence: Mapping[str, Any]) -> bool:
 
 def _package_dir(directory: PackageDir | None) -> dict[str, Any] | None:
     return None if directory is None else {"path": directory.path, "owner": directory.owner, "group": directory.group, "mode": directory.mode,
-                                           "tree": directory.tree}
+                                           "tree": directory.tree, "source": directory.source}
 
 
 def _decisive_path(reading: Reading, kind: str) -> list[dict[str, Any]]:
@@ -193,7 +193,8 @@ def _decisive_path(reading: Reading, kind: str) -> list[dict[str, Any]]:
 
 
 def _missing_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
-    made_at_start = _made_by_systemd(failure.evidence.get("unit") or {})
+    # systemd makes them at the unit's start (and removes a RuntimeDirectory= when it stops): not missing while it is stopped
+    made_at_start = unit_directories(failure.evidence.get("unit") or {})
     declared = [{"path": info["path"], "source": "service_check", "package_dir": _package_dir(reading.package_dirs.get(info["path"]))}
                 for info in _declared_paths(failure) if info.get("exists") is False and _without_var_run(info["path"]) not in made_at_start]
     return _decisive_path(reading, "missing_path") + declared
@@ -202,12 +203,6 @@ def _missing_paths(failure: Failure, reading: Reading) -> list[dict[str, Any]]:
 def _declared_paths(failure: Failure) -> list[Mapping[str, Any]]:
     """service_check's entries of the declared paths (each names its path)."""
     return [info for info in failure.evidence.get("paths") or [] if isinstance(info, Mapping) and isinstance(info.get("path"), str)]
-
-
-def _made_by_systemd(unit: Mapping[str, Any]) -> frozenset[str]:
-    """The directories systemd makes each time it starts the unit (RuntimeDirectory= ...): not missing while it is
-    stopped (systemd removes a RuntimeDirectory when the unit stops)."""
-    return frozenset(f"{top}/{name}" for setting, top in SYSTEMD_DIRECTORIES.items() for name in str(unit.get(setting) or "").split())
 
 
 def _without_var_run(path: str) -> str:

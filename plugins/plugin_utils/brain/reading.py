@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import POLICY_TABLE
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import since_last_start
 from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE, error_blocks
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -90,14 +91,18 @@ _WORKING_DIRECTORY = re.compile(r"^\s*WorkingDirectory=-?(/\S*)\s*$", re.MULTILI
 
 @dataclass(frozen=True)
 class PackageDir:
-    """A directory the service's package made, with the owner, group and mode it gave it."""
+    """A directory of the service's own, with the owner, group and mode it should have (the host's reading of it, else
+    the policy's package_paths)."""
 
     path: str
     owner: str
     group: str
     mode: str
-    # everything below has the same owner and group (the policy's package path is a tree)
+    # everything below has the same owner and group
     tree: bool = False
+    # where the owner, group and mode come from, for a person: "unit RuntimeDirectory=", "dpkg-statoverride",
+    # "seen while healthy at ...", the policy's package_paths
+    source: str = POLICY_TABLE
 
 
 @dataclass(frozen=True)

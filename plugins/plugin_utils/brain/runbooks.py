@@ -40,8 +40,9 @@ runbook's ``evidence`` list (its output). Placeholders in steps and ``escalate``
 in ``escalate`` also {cause} (the journal's line that names what went wrong) and {output:COMMAND}.
 
 From the reading of the failure (reading.py): {missing_dir} {missing_dir_owner} {missing_dir_group}
-{missing_dir_mode} when the path the service says is missing is (in) a directory its package made, with
-the owner, group and mode the package gave it, and {missing_path} (that path) only when it is not;
+{missing_dir_mode} when the path the service says is missing is (in) a directory of the service's own, with
+the owner, group and mode it should have (as the host reads them, else as the policy's package_paths say its
+package made it), and {missing_path} (that path) only when it is not;
 {package_dir} {package_dir_owner} {package_dir_group} {package_dir_mode} for the package directory a
 permission error names; in ``escalate`` also {reading} (the decisive error line and where it was read)
 and {config_error} (the invalid configuration's lines, file, line and parameter). {known_good_file} and

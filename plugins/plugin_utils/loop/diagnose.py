@@ -282,14 +282,15 @@ def evidence_ahead(services: Sequence[Mapping[str, Any]], planner: Planner, poli
 
 
 def package_dir(policy: Policy, context: PolicyContext, path: str) -> PackageDir | None:
-    """The directory the incident's service's package made that ``path`` is, or is in, with the owner, group and mode
-    the package gave it; None when the path lies outside the service's own directories."""
+    """The directory of the incident's service that ``path`` is, or is in, with the owner, group and mode it should have
+    (as the host reads them, else as the policy's package_paths say) and where they come from; None when the path lies
+    outside the service's own directories."""
     canonical = policy.paths.canonical(path)
     while canonical and canonical != "/":
         located = policy.package_path(canonical, context)
         if located is not None:
             top, entry = located
-            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}", tree=entry.tree)
+            return PackageDir(path=top, owner=entry.owner, group=entry.group, mode=f"{entry.mode:04o}", tree=entry.tree, source=entry.source)
         canonical = canonical.rsplit("/", 1)[0] or "/"
     return None
 

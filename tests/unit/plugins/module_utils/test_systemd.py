@@ -16,6 +16,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
     DYING_WORDS_S,
     classify,
     describe,
+    directory_units,
     fronted_units,
     journal_cause,
     read_unit,
@@ -239,3 +240,22 @@ def test_a_unit_that_ran_and_went_down_failed_only_moments_before_it_did() -> No
     assert went_down_at(_went_down("activating", started=100, active=101, down=400)) is None
     # systemd before 248 prints local dates, not @seconds: nothing tells
     assert went_down_at({**_went_down("failed", started=100, active=101, down=400), "InactiveEnterTimestamp": "Tue 2026-12-01 10:00:00 UTC"}) is None
+
+
+def test_the_directories_of_the_units_that_run_a_service_are_read_behind_an_umbrella(
+        scripted_systemd: Callable[[dict[str, dict[str, str]]], None]) -> None:
+    """What systemd makes for a service at its start is its units' own: for Debian's postgresql, the clusters it fronts."""
+    scripted_systemd({
+        "postgresql.service": {"Id": "postgresql.service", "LoadState": "loaded", "Type": "oneshot", "RemainAfterExit": "yes",
+                               "ConsistsOf": "postgresql@15-main.service"},
+        "postgresql@15-main.service": {"Id": "postgresql@15-main.service", "LoadState": "loaded", "Type": "forking", "User": "postgres",
+                                       "RuntimeDirectory": "postgresql", "RuntimeDirectoryMode": "2775", "InactiveExitTimestamp": "@1795000000"},
+        "mariadb.service": {"Id": "mariadb.service", "LoadState": "loaded", "Type": "notify", "User": "mysql", "Group": "mysql",
+                            "RuntimeDirectory": "mysqld", "RuntimeDirectoryMode": "0755"},
+    })
+    [cluster] = directory_units("postgresql", 5)
+    assert (cluster["Id"], cluster["User"], cluster["RuntimeDirectory"], cluster["RuntimeDirectoryMode"]) == (
+        "postgresql@15-main.service", "postgres", "postgresql", "2775")
+    [mariadb] = directory_units("mariadb", 5)
+    assert (mariadb["Group"], mariadb["RuntimeDirectory"]) == ("mysql", "mysqld")
+    assert directory_units("memcached", 5) == []  # no such unit

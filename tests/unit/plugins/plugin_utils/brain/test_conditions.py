@@ -191,8 +191,10 @@ def test_a_process_of_the_services_own_units_on_its_port_is_never_a_stranger() -
 
 REDIS_SPEC = {"name": "redis", "service": "redis-server", "ports": [6379], "process": "redis-server", "user": "redis",
               "logs": ["/var/log/redis/redis-server.log"], "paths": ["/var/lib/redis", "/run/redis"]}
-REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750", "tree": True}
-REDIS_LOGS = {"path": "/var/log/redis", "owner": "redis", "group": "adm", "mode": "2750", "tree": True}
+REDIS_DATA = {"path": "/var/lib/redis", "owner": "redis", "group": "redis", "mode": "0750", "tree": True,
+              "source": "the policy's package_paths"}
+REDIS_LOGS = {"path": "/var/log/redis", "owner": "redis", "group": "adm", "mode": "2750", "tree": True,
+              "source": "the policy's package_paths"}
 
 
 def redis_failure(journal: str = "", *, paths: list[dict[str, Any]] | None = None, disk: list[dict[str, Any]] | None = None,

@@ -446,3 +446,34 @@ def test_a_left_over_socket_and_its_lock_are_removed_before_the_start_and_only_w
     one = _plan(Planner(library, None), _php_fpm_with_sockets(_socket("/run/php/live.sock", stale=False, lock_stale=False),
                                                               _socket("/run/php/dead.sock", stale=True, lock_stale=False)))
     assert [step.argv for step in one.steps] == [("rm", "-f", "/run/php/dead.sock"), ("service", "php8.2-fpm", "start")]
+
+
+def test_a_mysql_server_of_any_name_gets_its_runtime_directory_back_as_its_unit_makes_it(library: RunbookLibrary) -> None:
+    """No runbook of MySQL's own: the class runbook recreates /run/mysqld for a service the inventory calls db, with the
+    owner, group and mode its unit gives it (RuntimeDirectory=mysqld, User=mysql, Group=mysql), which the host reports."""
+    journal = ("2026-11-25T08:00:00+0000 db1 mariadbd[812]: 2026-11-25  8:00:00 0 [ERROR] mariadbd: Can't create/write to file "
+               "'/run/mysqld/mysqld.pid' (Errcode: 2 \"No such file or directory\")")
+    unit = {"Id": "mariadb.service", "ActiveState": "failed", "RuntimeDirectory": "mysqld", "User": "mysql", "Group": "mysql", "journal": journal}
+    owned = [{"path": "/run/mysqld", "owner": "mysql", "group": "mysql", "mode": "0755", "tree": False, "source": "unit RuntimeDirectory="}]
+    failure = Failure(host="db1", service="db", failure_class="not_running", summary="mariadb: rc=3",
+                      evidence={"status": {"output": ""}, "logs": {}, "port_owners": [], "processes": [], "unit": unit, "owned_dirs": owned,
+                                "path_owners": {"/run": "root"}},
+                      spec={"name": "db", "service": "mariadb", "ports": [3306], "process": "mariadbd"}, facts={"service_manager": "systemd"})
+    plan = _plan(Planner(library, None), failure)
+    assert plan.reference == "service-directory-missing", plan
+    assert [step.command for step in plan.steps] == ["install -d -m 0755 -o mysql -g mysql /run/mysqld", "systemctl reset-failed mariadb",
+                                                     "systemctl start mariadb"]
+    _verdicts, decision = evaluate_plan([step.argv for step in plan.steps], PolicyContext.from_failure(failure), POLICY)
+    assert decision.value == "allow"
+    reading = read_failure(failure, {}, locate=functools.partial(package_dir, POLICY, PolicyContext.from_failure(failure)))
+    assert reading.decisive is not None and reading.decisive.package_dir is not None
+    assert reading.decisive.package_dir.source == "unit RuntimeDirectory="
+
+
+def test_corrupted_tables_escalate_whatever_the_inventory_names_the_server(library: RunbookLibrary) -> None:
+    log = "2026-11-25  8:00:00 0 [ERROR] mariadbd: Table './shop/orders' is marked as crashed and should be repaired"
+    failure = Failure(host="db1", service="shop-db", failure_class="unhealthy", summary="mariadb-admin ping: rc=1",
+                      evidence={"status": {"output": ""}, "logs": {"/var/log/mysql/error.log": log}, "port_owners": [], "processes": []},
+                      spec={"name": "shop-db", "ports": [3306], "logs": ["/var/log/mysql/error.log"]})
+    plan = _plan(Planner(library, None), failure)
+    assert (plan.reference, plan.steps) == ("mysql-corrupted-tables", ()) and "a DBA takes a backup" in (plan.escalation or "")

@@ -471,3 +471,106 @@ def test_a_read_below_a_directory_the_service_account_owns_is_judged_alike_wheth
     """A read runs its program, which follows every link: the executor's no-follow repair changes nothing for it."""
     assert _decide(_postgresql_data_dir_mode(on_executor=True), command) == _decide(_postgresql_data_dir_mode(on_executor=False), command)
     assert _decide(_postgresql_data_dir_mode(on_executor=True), command)[0][0] != "allow"
+
+
+# ---- owners and modes as the host reads them, the policy's package_paths where it says nothing ----------------------
+
+SEEN = "seen while healthy at 2026-11-30T08:00:00Z"
+DB = {"name": "db", "service": "mariadb", "ports": [3306], "process": "mariadbd", "paths": ["/var/lib/mysql"],
+      "logs": ["/var/log/mysql/error.log"]}
+DB_OWNERS = {"/var": "root", "/var/lib": "root", "/var/lib/mysql": "mysql", "/var/log": "root", "/var/log/mysql": "mysql"}
+
+
+def _owned(path: str, owner: str = "mysql", group: str = "mysql", mode: Any = "0755", tree: Any = True, source: Any = SEEN) -> dict[str, Any]:
+    return {"path": path, "owner": owner, "group": group, "mode": mode, "tree": tree, "source": source}
+
+
+def _database(spec: dict[str, Any], *owned: dict[str, Any], unit: dict[str, Any] | None = None) -> PolicyContext:
+    """A MariaDB server that does not start, its data directory's owner and mode as the host reads them (``owned``)."""
+    return PolicyContext.from_failure(_failure(spec, "not_running", owned_dirs=list(owned), path_owners=DB_OWNERS, mounts=["/"],
+                                               unit=unit or _unit("mariadb.service")))
+
+
+def test_a_directory_the_host_reports_is_given_back_as_the_host_says_whatever_the_service_is_named() -> None:
+    """Debian 13's MariaDB leaves /var/lib/mysql 0755, mysql's: a service named db gets that back, by what the host
+    read, not by its name; a mode the host did not report waits for a person."""
+    context = _database(DB, _owned("/var/lib/mysql"))
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /var/lib/mysql") == [("allow", "create-runtime-directory")]
+    assert _decide(context, "chmod 0755 /var/lib/mysql", "chown -R mysql:mysql /var/lib/mysql") == [
+        ("allow", "give-back-mode"), ("allow", "give-back-ownership")]
+    assert _decide(context, "install -d -m 0700 -o mysql -g mysql /var/lib/mysql") == [("approve", "directory-repair-needs-a-person")]
+    assert _decide(context, "chmod 0700 /var/lib/mysql") == [("approve", "mode-repair-needs-a-person")]
+    # what the host said nothing of is no directory of the service's to give back
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /var/log/mysql")[0][0] == "approve"
+
+
+def test_the_hosts_reading_comes_before_the_policys_table_which_speaks_where_the_host_says_nothing() -> None:
+    mariadb = dict(DB, name="mariadb")
+    told = _database(mariadb, _owned("/var/lib/mysql"))
+    assert _decide(told, "install -d -m 0755 -o mysql -g mysql /var/lib/mysql") == [("allow", "create-runtime-directory")]
+    assert _decide(told, "install -d -m 0700 -o mysql -g mysql /var/lib/mysql") == [("approve", "directory-repair-needs-a-person")]
+    # the table's 0700 for /var/lib/mysql, its /var/log/mysql where the host reports only the data directory
+    untold = _database(mariadb)
+    assert _decide(untold, "install -d -m 0700 -o mysql -g mysql /var/lib/mysql") == [("allow", "create-runtime-directory")]
+    assert _decide(told, "install -d -m 2750 -o mysql -g adm /var/log/mysql") == [("allow", "create-runtime-directory")]
+
+
+def test_a_unit_names_the_runtime_directory_of_a_service_by_any_name() -> None:
+    """mariadb.service's RuntimeDirectory=mysqld, User=mysql, Group=mysql: /run/mysqld is the db service's, mysql:mysql."""
+    unit = {**_unit("mariadb.service"), "RuntimeDirectory": "mysqld"}
+    context = _database(DB, _owned("/run/mysqld", tree=False, source="unit RuntimeDirectory="), unit=unit)
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /run/mysqld") == [("allow", "create-runtime-directory")]
+    # the host's word is taken only for what the unit names: without it, /run/mysqld is no directory of db's
+    assert _database(DB, _owned("/run/mysqld", tree=False, source="unit RuntimeDirectory=")).owned_dirs == ()
+
+
+def test_a_declared_var_run_directory_is_the_run_directory_the_host_reports() -> None:
+    context = _database({**DB, "paths": ["/var/run/mysqld"]}, _owned("/run/mysqld", tree=False))
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /run/mysqld") == [("allow", "create-runtime-directory")]
+
+
+def test_the_most_specific_entry_speaks_for_a_path_and_the_hosts_wins_on_the_same_one() -> None:
+    """A tree the host reports above a path the table names itself leaves the table's word on that path (its mode)."""
+    spec = {**POSTGRESQL, "paths": ["/var/lib/postgresql", DATA]}
+    context = PolicyContext.from_failure(_failure(spec, "not_running", owned_dirs=[
+        _owned("/var/lib/postgresql", "postgres", "postgres", "0755"), _owned(DATA + "/base", "postgres", "postgres", "0700")]))
+    assert [entry.path for entry in context.owned_dirs] == ["/var/lib/postgresql"]  # base: not one of its directories
+    top, entry = POLICY.package_path(DATA, context) or ("", None)
+    assert (top, entry and entry.mode, entry and entry.source) == (DATA, 0o700, "the policy's package_paths")
+    top, entry = POLICY.package_path("/var/lib/postgresql/15", context) or ("", None)
+    assert (top, entry and entry.source) == ("/var/lib/postgresql", SEEN)
+
+
+@pytest.mark.parametrize("entry", [
+    _owned("var/lib/mysql"),                       # not absolute
+    _owned("/var/lib/mysql/../mysql"),             # not normal
+    _owned("/var/lib/mysql/"),
+    _owned("/var/lib/my*"),                        # a pattern, where the host names paths
+    _owned("/var/lib/postgresql"),                 # another service's directory
+    _owned("/var/lib/mysql", owner="-o"),          # an option, not an account
+    _owned("/var/lib/mysql", owner="mysql root"),
+    _owned("/var/lib/mysql", group=""),
+    _owned("/var/lib/mysql", owner=999),
+    _owned("/var/lib/mysql", mode="4755"),         # setuid
+    _owned("/var/lib/mysql", mode="0777"),         # others may write, without the sticky bit
+    _owned("/var/lib/mysql", mode="0757"),
+    _owned("/var/lib/mysql", mode="rwx"),
+    _owned("/var/lib/mysql", mode=0o755),          # a number, not the host's octal text
+    _owned("/var/lib/mysql", mode="07755"),
+    ["/var/lib/mysql", "mysql", "mysql", "0755"],
+])
+def test_a_host_entry_that_is_not_plain_is_left_out_and_gives_nothing_back(entry: Any) -> None:
+    context = _database(DB, entry)
+    assert context.owned_dirs == ()
+    assert _decide(context, "install -d -m 0755 -o mysql -g mysql /var/lib/mysql")[0][0] == "approve"
+
+
+def test_a_host_entry_on_a_protected_path_gives_nothing_back_and_its_words_are_only_the_hosts() -> None:
+    spec = {**DB, "paths": ["/var/lib", "/var/lib/mysql"]}
+    context = _database(spec, _owned("/var/lib", "root", "root", "0755"),
+                        _owned("/var/lib/mysql", mode="2750", tree=False, source="run `rm -rf /` to fix"))
+    assert _decide(context, "install -d -m 0755 -o root -g root /var/lib")[0][0] == "block"  # a system path, whoever says it
+    assert [(entry.path, entry.mode, entry.tree, entry.source) for entry in context.owned_dirs] == [
+        ("/var/lib/mysql", 0o2750, False, "the host"), ("/var/lib", 0o755, True, SEEN)]
+    # the sticky bit makes others' writes their own (php's sessions, 1733); setgid is a directory's own (2750)
+    assert _database(DB, _owned("/var/lib/mysql", mode="1733")).owned_dirs[0].mode == 0o1733
