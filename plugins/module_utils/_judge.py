@@ -816,11 +816,11 @@ def _makes_directory_for_the_plan(operands: Sequence[str], options: Mapping[str,
     return bool(entries) and all(itself for _path, itself, _entry in entries)
 
 
-def _restores_known_good(settings: frozenset[str]) -> Callable[[Sequence[str], Mapping[str, str], PolicyContext, Policy], bool]:
+def _restores_known_good(allowed: Callable[[PolicyContext], bool]) -> Callable[[Sequence[str], Mapping[str, str], PolicyContext, Policy], bool]:
     """sentinel-heal-restore FILE SHA256: a file of the incident that changed since the service last worked, and the
-    hash of its last known good copy as the host recorded it, where the service's setting is one of ``settings``."""
+    hash of its last known good copy as the host recorded it, where ``allowed`` says the service's setting lets it."""
     def restores(operands: Sequence[str], options: Mapping[str, str], context: PolicyContext, policy: Policy) -> bool:
-        if len(operands) != 2 or context.restore_known_good not in settings:
+        if len(operands) != 2 or not allowed(context):
             return False
         copies = {policy.paths.canonical(path) or path: digest for path, digest in context.known_good_copies.items()}
         path = policy.paths.canonical(operands[0])
@@ -828,11 +828,16 @@ def _restores_known_good(settings: frozenset[str]) -> Callable[[Sequence[str], M
     return restores
 
 
-# the policy's ``restores`` of a last known good file (sentinel-heal-restore FILE SHA256), by the restore settings each
-# binds: unattended, approved by a person, and a file that holds secrets (put back only with a person, whichever of
-# the two the service's setting is)
-KNOWN_GOOD_SETTINGS = {"known_good": frozenset({"auto"}), "known_good_with_a_person": frozenset({"approve"}),
-                       "known_good_holding_secrets": frozenset({"auto", "approve"})}
+# the policy's ``restores`` of a last known good file (sentinel-heal-restore FILE SHA256), by what each binds: unattended
+# (the service's restore_known_good is auto, and its configuration test checks the file as it goes back), approved by
+# a person (approve, or auto where no configuration test can check it first), and a file that holds secrets (put back
+# only with a person, whichever of the two the setting is)
+KNOWN_GOOD_SETTINGS: dict[str, Callable[[PolicyContext], bool]] = {
+    "known_good": lambda context: context.restore_known_good == "auto" and context.restore_tested,
+    "known_good_with_a_person": lambda context: context.restore_known_good == "approve" or (
+        context.restore_known_good == "auto" and not context.restore_tested),
+    "known_good_holding_secrets": lambda context: context.restore_known_good in ("auto", "approve"),
+}
 
 
 # the restores whose step leaves a package directory part of the way to its package's owner, group and mode

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Iterable, Mapping
 
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test
+
 # system directories where a package puts one file named for its service: that file is the service's own
 SHARED_CONFIGURATION_DIRS = ("/etc/default", "/etc/logrotate.d", "/etc/init.d", "/etc/sysconfig")
 _PG_CLUSTER = re.compile(r"/var/lib/postgresql/(\d+)/([A-Za-z0-9_-]+)(/|$)|postgresql-(\d+)-([A-Za-z0-9_-]+)\.log$")
@@ -110,6 +112,9 @@ class PolicyContext:
     known_good_copies: Mapping[str, str] = field(default_factory=dict)
     # how a restore runs for this service: with a person's approval, unattended, or never
     restore_known_good: str = "approve"
+    # whether the service has a configuration test that the host runs on a restored file (undoing the restore when it
+    # fails): without one, nothing checks the file before the service reads it, and a person approves even with auto
+    restore_tested: bool = False
     # apt's files of the versions the service's packages had before an upgrade or removal since its last known good
     # configuration: the only packages a downgrade may install
     cached_packages: frozenset[str] = frozenset()
@@ -166,6 +171,7 @@ class PolicyContext:
             known_good_copies={str(change["path"]): str(change["good_sha256"]) for change in (evidence.get("changes") or {}).get("files") or []
                                if isinstance(change, Mapping) and change.get("good_sha256") and change.get("path")},
             restore_known_good=str(spec.get("restore_known_good") or "approve"),
+            restore_tested=bool(configuration_test(spec)) if spec.get("name") else False,
             cached_packages=frozenset(str(change["cached"]) for change in (evidence.get("changes") or {}).get("packages") or []
                                       if isinstance(change, Mapping) and change.get("cached")),
             owned_dirs=owned_dirs_of(failure),

@@ -407,7 +407,7 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         own_units = _systemd.units_of(unit)
         service_pids = _processes.unit_pids(own_units)
         for owner in owners:
-            owner["own"] = owner["unit"] in own_units
+            owner["own"] = owner["unit"] in own_units or (owner["pid"] == 1 and _systemd.socket_activated(unit))
     else:
         service_pids = _processes.process_tree(pidfile["pid"]) if pidfile and pidfile["alive"] else []
     program = _program(process_name)

@@ -26,6 +26,7 @@ UNIT_PROPERTIES = (
     "InactiveEnterTimestamp", "InactiveEnterTimestampMonotonic",
     "RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "Type", "RemainAfterExit", "Names",
     "RuntimeDirectoryMode", "StateDirectoryMode", "CacheDirectoryMode", "LogsDirectoryMode", "User", "Group", "DynamicUser",
+    "TriggeredBy",
 )
 # which directories systemd makes for a unit at its start, whose and with which mode, and when the unit last started
 DIRECTORY_PROPERTIES = (
@@ -140,6 +141,12 @@ def units_of(unit):
         units.add(wrapper["Id"])
         units.update(wrapper.get("ConsistsOf", "").split())
     return units
+
+
+def socket_activated(unit):
+    """Whether a socket unit starts the service (``TriggeredBy=``): systemd itself (pid 1) then holds the service's
+    listening socket, before the service starts and while it restarts (bookworm's mariadb.socket)."""
+    return any(name.endswith(".socket") for name in str(unit.get("TriggeredBy") or "").split())
 
 
 def unit_masked(unit):

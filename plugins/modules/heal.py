@@ -115,7 +115,9 @@ options:
         version of a configuration file that changed since the service last worked, when its failure is a
         configuration error that file explains (the role's C(autoheal_restore_known_good), per host or group).
       - C(approve) - the plan waits for a person, who sees the diff of what will be put back.
-      - C(auto) - it runs unattended, as the policy's C(restore-last-known-good) rule allows.
+      - C(auto) - it runs unattended, as the policy's C(restore-last-known-good) rule allows, where a configuration test
+        checks the restored file (one built in for the service, or its C(config_test)); without one, and for a file of
+        a configuration directory that holds secrets (C(/etc/mysql)), a person approves it.
       - C(off) - never; the escalation says what changed.
       - The current version is kept aside on the host (its path is in the escalation and the report), the good one put
         back at once, and the service's configuration test run; a failing test undoes the restore. With the executor on

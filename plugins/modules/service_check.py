@@ -169,8 +169,9 @@ options:
         description:
           - How M(sentinel.heal.heal) may put back the last known good version of a configuration file that changed
             since the service last worked, when its failure is a configuration error that file explains - V(approve)
-            (a person sees the diff of what is put back and approves it), V(auto) (unattended) or V(off) (never, and
-            the escalation says what changed). The current version is kept aside on the host, never lost.
+            (a person sees the diff of what is put back and approves it), V(auto) (unattended where a configuration
+            test checks the restored file - built in, or O(services[].config_test) - else with a person) or V(off)
+            (never, and the escalation says what changed). The current version is kept aside on the host, never lost.
           - Unset, the heal's O(sentinel.heal.heal#module:restore_known_good) on the controller and the host role's
             O(sentinel.heal.host#role:main:host_restore_known_good) on the host.
         type: str
@@ -377,7 +378,9 @@ failures:
           description:
             - The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline), and C(unit), the
               systemd unit whose cgroup holds the process, or null). On a systemd host also C(own), true for a process
-              of the service's own units (its unit, the unit it fronts or that fronts it), never a stranger on the port.
+              of the service's own units (its unit, the unit it fronts or that fronts it), or systemd itself (pid 1)
+              when a socket unit starts the service (C(TriggeredBy=), bookworm's C(mariadb.socket)): never a stranger
+              on the port.
             - C(service), the other declared service the process is (its pid file names the pid, or it carries that
               service's process name), or null. A process of another systemd service or of another declared service
               is that service, not a squatter the policy lets a plan stop unattended.
@@ -496,7 +499,7 @@ failures:
               C(Result), C(UnitFileState), C(NRestarts), C(ExecMainCode), C(ExecMainStatus), C(Restart),
               C(RestartUSec), C(FragmentPath), C(DropInPaths), C(ConsistsOf), C(Requires), C(BindsTo),
               C(Requisite), C(RuntimeDirectory), C(StateDirectory), C(CacheDirectory), C(LogsDirectory) and their
-              modes (C(RuntimeDirectoryMode), ...), C(User), C(Group), C(DynamicUser), C(Names)
+              modes (C(RuntimeDirectoryMode), ...), C(User), C(Group), C(DynamicUser), C(TriggeredBy), C(Names)
               (every name systemd knows the unit by, so Debian's C(redis-server.service) is C(redis.service) too) and the
               timestamps of its last start; null elsewhere.
             - Also C(failed_step) (the first C(ExecStartPre=), C(ExecStart=), ... of its last run that failed -

@@ -43,13 +43,21 @@ nginx_answers() {
     service nginx status >/dev/null && curl -fs -o /dev/null --max-time 2 http://127.0.0.1/
 }
 
+# The release's PostgreSQL cluster (15 on bookworm, 17 on trixie): its version, data directory and unit.
+postgresql_version=
+for cluster_dir in /etc/postgresql/*/main; do
+    [ -d "$cluster_dir" ] && postgresql_version=$(basename "$(dirname "$cluster_dir")")
+done
+postgres_data=/var/lib/postgresql/$postgresql_version/main
+postgres_unit=postgresql@$postgresql_version-main
+
 postgres_answers() {
     # As postgres, so the server does not log a failed login for every probe.
     runuser -u postgres -- pg_isready -q
 }
 
 postgres_gone() {
-    [ ! -e /var/lib/postgresql/15/main/postmaster.pid ] && [ ! -e /run/postgresql/.s.PGSQL.5432.lock ]
+    [ ! -e "$postgres_data/postmaster.pid" ] && [ ! -e /run/postgresql/.s.PGSQL.5432.lock ]
 }
 
 # Stop the PostgreSQL cluster, which must answer (otherwise fail: nothing to break), and wait until it removed its pid
@@ -200,7 +208,7 @@ unsquat() {
     rm -f "$squatter_pidfile"
 }
 
-postgres_conf=/etc/postgresql/15/main/postgresql.conf
+postgres_conf=/etc/postgresql/$postgresql_version/main/postgresql.conf
 
 # Append LINE, tagged with MARKER, to postgresql.conf and restart: postgres must refuse to start.
 break_postgres_conf() {
@@ -214,7 +222,7 @@ break_postgres_conf() {
 # Remove the lines tagged with MARKER from postgresql.conf and start postgres again.
 mend_postgres_conf() {
     sed -i "/$1/d" "$postgres_conf"
-    reset_failed postgresql@15-main
+    reset_failed "$postgres_unit"
     start_until_answers postgresql postgres_answers
 }
 
@@ -243,6 +251,7 @@ start_must_fail() {
 }
 
 # Where faults of a class keep what they put back (a file's good version, a directory's owner and mode).
+# shellcheck disable=SC2034  # the faults' scripts, which fleet.py runs after this file, use it
 kept_dir=/var/lib/lab-faults
 
 # The service's start failures forgotten and the service started until it answers.

@@ -2,9 +2,10 @@
 # The cluster's data directory opened up to mode 0755 (a chmod -R that went too far) and postgres restarted: it
 # refuses to start, "data directory ... has invalid permissions".
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
-data=/var/lib/postgresql/15/main
+data=$postgres_data
 
 case "${1:-}" in
 break)
@@ -18,7 +19,7 @@ break)
     ;;
 undo)
     chmod 0700 "$data"
-    reset_failed postgresql@15-main
+    reset_failed "$postgres_unit"
     start_until_answers postgresql postgres_answers
     ;;
 *)

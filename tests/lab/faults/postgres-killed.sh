@@ -1,9 +1,10 @@
 #!/bin/sh
 # PostgreSQL postmaster killed with SIGKILL; postmaster.pid stays behind, its children exit.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
-pidfile=/var/lib/postgresql/15/main/postmaster.pid
+pidfile=$postgres_data/postmaster.pid
 
 case "${1:-}" in
 break)

@@ -6,11 +6,12 @@
 # (`systemctl cat postgresql@15-main`) names the directory. The archive lies directly in /var/lib/postgresql (postgres's
 # home): in /var/lib/postgresql/15, which postgres owns too, the guard would rightly leave its chown to a person.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 require_systemd postgres-prestart-dir-owner
 
-unit=postgresql@15-main
+unit=$postgres_unit
 dropin=/etc/systemd/system/$unit.service.d/lab-archive-check.conf
 archive=/var/lib/postgresql/wal-archive
 

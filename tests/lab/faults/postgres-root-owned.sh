@@ -1,9 +1,10 @@
 #!/bin/sh
 # PostgreSQL's data directory chowned to root (a restore done as root); the cluster will not start.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
-datadir=/var/lib/postgresql/15/main
+datadir=$postgres_data
 
 not_all_postgres() {
     [ -n "$(find "$datadir" ! -user postgres -print -quit)" ] || [ -n "$(find "$datadir" ! -group postgres -print -quit)" ]

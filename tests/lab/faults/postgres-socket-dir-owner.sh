@@ -5,6 +5,7 @@
 # No runbook of postgres's own covers it: the class service-directory-permissions gives the declared directory back
 # the owner its package gave it.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 rundir=/run/postgresql
@@ -22,7 +23,7 @@ break)
 undo)
     chown postgres:postgres "$rundir"
     chmod 2775 "$rundir"
-    reset_failed postgresql@15-main
+    reset_failed "$postgres_unit"
     start_until_answers postgresql postgres_answers
     ;;
 *)

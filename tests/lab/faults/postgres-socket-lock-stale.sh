@@ -6,9 +6,10 @@
 # "/run/postgresql/.s.PGSQL.5432.lock" already exists ... Is another postmaster (PID N) using socket file"). A pid of
 # another account's process would not stop it: postgres cannot signal it, so takes it for no postmaster of its own.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
-datadir=/var/lib/postgresql/15/main
+datadir=$postgres_data
 socket=/run/postgresql/.s.PGSQL.5432
 lock=$socket.lock
 reused_pidfile=/run/lab-pg-reused.pid
@@ -42,7 +43,7 @@ undo)
         kill "$(cat "$reused_pidfile")" 2>/dev/null || true
         rm -f "$reused_pidfile"
     fi
-    reset_failed postgresql@15-main
+    reset_failed "$postgres_unit"
     start_until_answers postgresql postgres_answers
     ;;
 *)

@@ -3,6 +3,7 @@
 # postgresql@15-main (PartOf=postgresql.service), both stop (systemd hosts). A heal starts the cluster's own unit; the
 # umbrella stays inactive, and is up when the cluster it fronts is.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 require_systemd postgres-umbrella-stopped
@@ -15,7 +16,7 @@ break)
     fi
     systemctl stop postgresql.service
     wait_until postgres_gone
-    echo "postgresql.service stopped, and postgresql@15-main with it"
+    echo "postgresql.service stopped, and $postgres_unit with it"
     ;;
 undo)
     systemctl start postgresql.service

@@ -6,11 +6,12 @@
 # configuration test or declared path of postgres names it: only the unit (`systemctl cat postgresql@15-main`)
 # does. Debian's postgresql-common makes /var/log/postgresql root:postgres 1775.
 # Run as root inside a lab host by fleet.py (fault HOST NAME [--undo]), after _lib.sh: break|undo
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 require_systemd postgres-workdir-gone
 
-unit=postgresql@15-main
+unit=$postgres_unit
 dropin=/etc/systemd/system/$unit.service.d/lab-workdir.conf
 workdir=/var/log/postgresql
 

@@ -2,6 +2,7 @@
 # A line the service refuses appended to one of its configuration files, and the service restarted, which fails:
 # SERVICE PORT FILE LINE. The good version is kept in /var/lib/lab-faults.
 # Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT FILE LINE [--undo]), after _lib.sh
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 action=${1:-}

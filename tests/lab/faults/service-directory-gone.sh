@@ -2,6 +2,7 @@
 # A directory of a service removed while it was stopped, so its start fails: SERVICE PORT DIRECTORY. Its owner, group
 # and mode are kept in /var/lib/lab-faults to be put back.
 # Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT DIRECTORY [--undo]), after _lib.sh
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 action=${1:-}

@@ -4,6 +4,7 @@
 # failed (result signal, NRestarts above 0) and its journal holds only systemd's bookkeeping. Then the killer is gone,
 # or with keep-killing it stays (its PID in /run/lab-killer.pid) and kills each new main process: the cause is present.
 # Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT [keep-killing] [--undo]), after _lib.sh
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 action=${1:-}

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Every process of a service killed with SIGKILL (an OOM kill, a kill -9 by hand): SERVICE PORT PROCESS...
 # Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT PROCESS... [--undo]), after _lib.sh
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 action=${1:-}

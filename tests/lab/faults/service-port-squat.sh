@@ -2,6 +2,7 @@
 # A service stopped and its port taken by a stray `python3 -m http.server PORT` (as nobody), so its start fails:
 # SERVICE PORT. The squatter's PID is in /run/lab-squatter.pid.
 # Run as root inside a lab host by fleet.py (fault HOST NAME SERVICE PORT [--undo]), after _lib.sh
+# shellcheck disable=SC2154  # its variables come from _lib.sh, which fleet.py runs first
 set -eu
 
 action=${1:-}

@@ -557,6 +557,17 @@ def test_on_systemd_the_services_own_processes_are_its_units_and_not_another_of_
     assert (owner["pid"], owner["own"], owner["root"]) == (700, True, False)
 
 
+@pytest.mark.parametrize("triggered_by, own", [("mariadb.socket", True), ("", False), ("mariadb.path", False)])
+def test_systemd_holding_the_port_of_a_socket_activated_service_is_the_services_own_and_no_stranger(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triggered_by: str, own: bool) -> None:
+    """bookworm's MariaDB is started by mariadb.socket: pid 1 holds port 3306 while the server restarts (#52)."""
+    unit = {"Id": "mariadb.service", "Names": "mariadb.service mysql.service", "ActiveState": "activating", "TriggeredBy": triggered_by}
+    evidence = evidence_on(monkeypatch, tmp_path, {"name": "db", "service": "mariadb", "ports": [3306], "process": "mariadbd"},
+                           "systemd", [FakeProcess(1, "systemd", unit="init.scope", uid=0, ports=(3306,))], unit=unit)
+    [owner] = evidence["port_owners"]
+    assert (owner["pid"], owner["own"]) == (1, own)
+
+
 def test_without_systemd_the_services_own_processes_are_its_pid_files_and_what_descends_from_it(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     pidfile = tmp_path / "nginx.pid"

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate, evaluate_argv, evaluate_plan, load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 
 NGINX = PolicyContext(
     service="nginx",
@@ -445,10 +445,29 @@ def test_only_the_sockets_and_locks_service_check_saw_left_over_may_be_removed(
     (["sentinel-heal-restore", "/etc/nginx/sites-available/default"], "auto", "block", "restore-not-the-incidents"),
 ])
 def test_a_restore_is_bound_to_the_incidents_changed_file_and_its_kept_copy(argv: list[str], setting: str, decision: str, rule: str | None) -> None:
-    context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting,
+    context = PolicyContext(service="nginx", init_service="nginx", restore_known_good=setting, restore_tested=True,
                             known_good_copies={"/etc/nginx/sites-available/default": "a" * 64})
     [verdict], _decision = evaluate_plan([argv], context, load_policy())
     assert verdict.decision.value == decision and (rule is None or verdict.rule == rule), verdict
+
+
+@pytest.mark.parametrize("spec, tested", [
+    ({"name": "nginx"}, True),  # nginx -t, built in
+    ({"name": "db", "service": "mariadb"}, False),
+    ({"name": "db", "service": "mariadb", "config_test": "mariadbd --help --verbose"}, True),
+])
+def test_an_unattended_restore_needs_a_configuration_test_to_check_the_file_else_a_person_approves_it(spec: dict[str, str], tested: bool) -> None:
+    """restore_known_good auto puts a file back unattended only where the host's configuration test checks it as it goes
+    back (and undoes the restore when it fails): without one a person approves it (#52)."""
+    changed = "/etc/app/app.conf"
+    failure = Failure(host="web1", service=spec["name"], failure_class="not_running", summary="", facts={},
+                      evidence={"changes": {"files": [{"path": changed, "change": "modified", "good_sha256": "a" * 64}]}},
+                      spec=dict(spec, restore_known_good="auto"))
+    context = PolicyContext.from_failure(failure)
+    assert context.restore_tested is tested
+    [verdict], decision = evaluate_plan([["sentinel-heal-restore", changed, "a" * 64]], context, load_policy())
+    assert (decision, verdict.rule) == ((Decision.ALLOW, "restore-last-known-good") if tested else
+                                        (Decision.APPROVE, "restore-last-known-good-with-a-person")), verdict
 
 
 @pytest.mark.parametrize("system_file, rule", [
