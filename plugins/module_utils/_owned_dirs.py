@@ -121,7 +121,7 @@ def statoverride_entries(directories, path=None):
 def record_seen(name, directories, started, now, root=None):
     """Called while every check of the service passes: what each of its ``directories`` is now, kept beside its last
     known good configuration (``root``: where those are kept). What a directory is counts as good only once the service
-    started with it (``started``: when it last started, None when not known): it started after the directory became so,
+    started with it (``started``: when it last became active, None when not known): it did after the directory became so,
     which was at the latest when its status last changed (its ctime) or when a check first saw it so. A chown -R that
     went too far under a running service is thus never good: the values seen good before stay until the service has
     started with the new ones and passed its checks. A directory gone while the service passes keeps its record (a

@@ -648,10 +648,10 @@ _LOG_TIMES = (
 )
 
 
-def _last_start(unit, spec):
-    """When the service last started (seconds since the epoch): its unit's InactiveExitTimestamp on a systemd host,
-    else when its pid file was written; None when neither tells."""
-    started = (unit or {}).get("InactiveExitTimestamp", "")
+def _last_start(unit, spec, timestamp="InactiveExitTimestamp"):
+    """When the service last started (seconds since the epoch): its unit's InactiveExitTimestamp (or the ``timestamp``
+    asked for) on a systemd host, else when its pid file was written; None when neither tells."""
+    started = (unit or {}).get(timestamp, "")
     if started.startswith("@"):
         try:
             return float(started[1:])
@@ -664,9 +664,10 @@ def _last_start(unit, spec):
 
 
 def _started(units, spec):
-    """When the service last started: the earliest last start of the units that run it (a unit that fronts several),
-    else its pid file's time; None when that is not known of every one."""
-    starts = [_last_start(unit, spec) for unit in units or [None]]
+    """When the service last became active, started: the earliest of the units that run it (a unit that fronts several),
+    else its pid file's time; None when that is not known of every one. What its directories were then it started
+    with, a runtime directory its start made included."""
+    starts = [_last_start(unit, spec, "ActiveEnterTimestamp") for unit in units or [None]]
     return None if None in starts else min(starts)
 
 

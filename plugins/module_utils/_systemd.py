@@ -28,9 +28,10 @@ UNIT_PROPERTIES = (
     "RuntimeDirectoryMode", "StateDirectoryMode", "CacheDirectoryMode", "LogsDirectoryMode", "User", "Group", "DynamicUser",
     "TriggeredBy",
 )
-# which directories systemd makes for a unit at its start, whose and with which mode, and when the unit last started
+# which directories systemd makes for a unit at its start, whose and with which mode, and when the unit last started and
+# became active
 DIRECTORY_PROPERTIES = (
-    "Id", "LoadState", "Type", "RemainAfterExit", "ConsistsOf", "InactiveExitTimestamp", "User", "Group", "DynamicUser",
+    "Id", "LoadState", "Type", "RemainAfterExit", "ConsistsOf", "InactiveExitTimestamp", "ActiveEnterTimestamp", "User", "Group", "DynamicUser",
     "RuntimeDirectory", "RuntimeDirectoryMode", "StateDirectory", "StateDirectoryMode", "CacheDirectory", "CacheDirectoryMode",
     "LogsDirectory", "LogsDirectoryMode",
 )

@@ -349,10 +349,21 @@ class StepResult:
     def output(self) -> str:
         return "\n".join(part for part in (self.stdout, self.stderr) if part)
 
+    @property
+    def refused_by(self) -> str | None:
+        """The rule of the host's executor that refused the step (``service-healthy``, ...), or None."""
+        found = _REFUSED_BY_THE_HOST.match(self.stderr) if self.status == "refused" else None
+        return found[1] if found else None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["argv"] = list(self.argv)
         return data
+
+
+# how a step the host's executor refused says so (exec/runner.py), its rule first
+REFUSED_BY_THE_HOST = "refused by the host's executor ({rule}): {reason}"
+_REFUSED_BY_THE_HOST = re.compile(r"^refused by the host's executor \(([\w.-]+)\): ")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXE
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import REFUSED_BY_THE_HOST, RESTORE_PROGRAM, StepResult
 
 # Environment variables whose value is a secret never reach the run (ansible-runner writes the
 # whole environment of a run into its artifacts).
@@ -545,7 +545,7 @@ def _executor_answer(res: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool, s
     if not isinstance(answer, dict):
         return res, True, f"the executor on the host did not answer: {res.get('stderr') or res.get('msg') or res.get('stdout')}"
     if answer.get("refused"):
-        return res, True, f"refused by the host's executor ({answer.get('rule')}): {answer.get('reason')}"
+        return res, True, REFUSED_BY_THE_HOST.format(rule=answer.get("rule"), reason=answer.get("reason"))
     inner = {"rc": answer.get("rc"), "stdout": answer.get("stdout", ""), "stderr": answer.get("stderr", ""), "delta": res.get("delta")}
     return inner, answer.get("rc") != 0, ""
 

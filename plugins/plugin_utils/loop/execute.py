@@ -135,6 +135,13 @@ class ExecuteNode(ToolNode):
         for result in exec_res.results:
             state.log(self.name, f"{result.status} rc={result.rc}: {' '.join(result.argv)}")
         refused = [result for result in exec_res.results if result.status == "refused"]
+        if refused and all(result.refused_by == "service-healthy" for result in refused) and not any(
+                result.status in ("ok", "failed") for result in exec_res.results):
+            # it came back between the check and the plan's first step (systemd's Restart=, a socket's activation):
+            # nothing ran, and the host's own check says it answers
+            state.reason = f"{state.failure.service} answered again before the plan ran: the host found it healthy ({refused[0].stderr})"
+            state.log(self.name, state.reason)
+            return "recovered"
         if refused:
             # the host's own judge said no: like the guard's BLOCK, a person looks, nothing is retried
             attempt.outcome = "blocked"

@@ -30,6 +30,7 @@ of it is built on.
     rollout ─suspended─▶ record        (the kill switch, thrown while waiting for the canary)
     rollout ─fleet─▶ record ─escalate─▶ escalate   (part of a fleet incident: a new plan runs on no host, a verified one
                                        only on the incident's canary first, and nowhere once it failed there; fleet/incidents.py)
+    execute ─recovered─▶ recovered     (the host's executor refused the first step: the service answers again there)
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
     execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now) · ─▶ in_progress_elsewhere
@@ -111,8 +112,8 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "guard": {"allow": "rollout", "approve": "ask_human", "block": "record", "check_mode": "check_only", "observe": "observed"},
     "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
     "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record", "fleet": "record"},
-    "execute": {"executed": "verify", "refused": "record", "unreachable": "record", "suspended": "record", "deferred": "record", "deadline": "record",
-                "in_progress_elsewhere": "record"},
+    "execute": {"executed": "verify", "recovered": "recovered", "refused": "record", "unreachable": "record", "suspended": "record",
+                "deferred": "record", "deadline": "record", "in_progress_elsewhere": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
                "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted",

@@ -204,3 +204,16 @@ def test_service_check_records_a_healthy_services_directories_and_reports_them_w
     off = dict(spec, name="off", known_good=False)
     assert _probe.check_services({"services": [off], "log_lines": 5}, keep_known_good=True)["healthy"]
     assert not (Path(_known_good.KNOWN_GOOD_DIR) / "off").exists()
+
+
+def test_a_directory_the_services_start_made_is_one_it_started_with(empty_host: Path) -> None:
+    """haproxy's /run/haproxy is made as its unit starts (after systemd's InactiveExitTimestamp, before its
+    ActiveEnterTimestamp): the service became active with it and passed its checks, so the first check keeps it as good."""
+    runtime = empty_host / "run" / "haproxy"
+    runtime.mkdir(parents=True)
+    made = runtime.stat().st_ctime
+    unit = {"Id": "haproxy.service", "InactiveExitTimestamp": f"@{made - 0.5}", "ActiveEnterTimestamp": f"@{made + 0.5}"}
+    assert _probe._started([unit], {"name": "haproxy"}) == made + 0.5
+    record_seen("haproxy", [str(runtime)], _probe._started([unit], {"name": "haproxy"}), made + 10)
+    [entry] = seen_while_healthy("haproxy")
+    assert (entry["path"], entry["mode"]) == (str(runtime), f"{stat.S_IMODE(runtime.stat().st_mode):04o}")

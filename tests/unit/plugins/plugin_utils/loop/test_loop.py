@@ -27,7 +27,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy, starts_the_service
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import REFUSED_BY_THE_HOST, Attempt, Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import summary_line
@@ -1023,3 +1023,38 @@ def test_only_a_start_or_restart_of_the_incidents_own_service_is_a_start(argv: t
     if manager == "systemd":
         failure = _systemd_failure(_redis_on_systemd("failed"))
     assert starts_the_service(argv, PolicyContext.from_failure(failure), load_policy()) is start
+
+
+class RefusedAsHealthy(ScriptedExecutor):
+    """The host's executor, whose own check finds the service answering again when the plan's first step arrives."""
+
+    def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, **options: Any) -> RunReport:
+        if purpose != "remediation":
+            return super().run(target, steps, purpose=purpose, **options)
+        self.runs.append((purpose, [step.argv for step in steps]))
+        reason = REFUSED_BY_THE_HOST.format(rule="service-healthy", reason="nginx is healthy on this host (tcp 127.0.0.1:80: ok)")
+        results = [StepResult(argv=steps[0].argv, status="refused", rc=77, stderr=reason),
+                   *(StepResult(argv=step.argv, status="skipped", stderr="not run") for step in steps[1:])]
+        return RunReport(results=tuple(results), artifacts="/dev/null", duration_s=0.0, stopped=False)
+
+
+def test_a_service_back_before_the_plans_first_step_ends_recovered_with_nothing_run_never_escalated(tmp_path: Path) -> None:
+    """systemd's Restart= (or a socket's activation) brought it back between the check and the step: the host refuses a
+    plan for a failure on a healthy service, and that is no page (#52)."""
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, RefusedAsHealthy(), [STILL_DOWN]))
+    assert outcome.state.status == "recovered", outcome.state.reason
+    assert outcome.trace.path == ["diagnose", "plan", "guard", "rollout", "execute", "recovered"]
+    assert outcome.state.reason.startswith("nginx answered again before the plan ran: the host found it healthy")
+
+
+def test_a_step_the_host_refuses_for_any_other_reason_is_escalated(tmp_path: Path) -> None:
+    class RefusedByPolicy(RefusedAsHealthy):
+        def run(self, target: Target, steps: Sequence[RunStep], *, purpose: str, **options: Any) -> RunReport:
+            report = super().run(target, steps, purpose=purpose, **options)
+            if purpose != "remediation":
+                return report
+            first = dataclasses.replace(report.results[0], stderr=REFUSED_BY_THE_HOST.format(rule="policy-version", reason="apply the role again"))
+            return dataclasses.replace(report, results=(first, *report.results[1:]))
+
+    outcome = heal_incident(nginx_failure(), _tools(tmp_path, RefusedByPolicy(), [STILL_DOWN]))
+    assert outcome.state.status == "escalated" and "the host refused the plan" in outcome.state.reason
