@@ -668,7 +668,10 @@ def _started(units, spec):
     else its pid file's time; None when that is not known of every one. What its directories were then it started
     with, a runtime directory its start made included."""
     starts = [_last_start(unit, spec, "ActiveEnterTimestamp") for unit in units or [None]]
-    return None if None in starts else min(starts)
+    if None in starts:
+        return None
+    # systemctl --timestamp=unix names the second it happened in: a directory its start made changed within that second
+    return min(starts) + (1.0 if units else 0.0)
 
 
 def since_last_start(text, since, utc_offset):

@@ -306,15 +306,20 @@ def _finding(kind: str, said: list[tuple[str, tuple[str, ...]]], source: str, lo
     if kind == "invalid_config":  # the lines between say where: redis prints the line number and the directive there
         lines = list(dict.fromkeys(part for line, context in said for part in (*context, line)))[:LINES_PER_FINDING + 2]
     # the path the lines name, else one the lines just before them name (redis prints the file a line earlier)
-    path = next((found for line in lines for found in _paths(line)), None) or next(
-        (found for _line, context in said for line in reversed(context) for found in _paths(line)), None)
+    # what is missing is never the place in a configuration that names it (haproxy's "[/etc/haproxy/haproxy.cfg:5] ...
+    # cannot bind UNIX socket (No such file or directory) [/run/haproxy/admin.sock]")
+    places = kind != "missing_path"
+    path = next((found for line in lines for found in _paths(line, places)), None) or next(
+        (found for _line, context in said for line in reversed(context) for found in _paths(line, places)), None)
     return Finding(kind=kind, lines=tuple(lines), source=source, path=path, place=_place(lines) if kind == "invalid_config" else None,
                    package_dir=locate(path) if path else None)
 
 
-def _paths(line: str) -> list[str]:
+def _paths(line: str, places: bool = True) -> list[str]:
+    """The paths a line names, quoted ones first; without ``places``, none written as FILE:LINE."""
     quoted = _QUOTED_PATH.findall(line)
-    return quoted or _BARE_PATH.findall(line)
+    found = quoted or [match[1] for match in _BARE_PATH.finditer(line) if places or not re.match(r":\d", line[match.end():])]
+    return found
 
 
 def _place(lines: Sequence[str]) -> str | None:

@@ -212,8 +212,9 @@ def test_a_directory_the_services_start_made_is_one_it_started_with(empty_host: 
     runtime = empty_host / "run" / "haproxy"
     runtime.mkdir(parents=True)
     made = runtime.stat().st_ctime
-    unit = {"Id": "haproxy.service", "InactiveExitTimestamp": f"@{made - 0.5}", "ActiveEnterTimestamp": f"@{made + 0.5}"}
-    assert _probe._started([unit], {"name": "haproxy"}) == made + 0.5
+    # systemctl --timestamp=unix says the second: the start and the directory all within it
+    unit = {"Id": "haproxy.service", "InactiveExitTimestamp": f"@{int(made)}", "ActiveEnterTimestamp": f"@{int(made)}"}
+    assert _probe._started([unit], {"name": "haproxy"}) == int(made) + 1
     record_seen("haproxy", [str(runtime)], _probe._started([unit], {"name": "haproxy"}), made + 10)
     [entry] = seen_while_healthy("haproxy")
     assert (entry["path"], entry["mode"]) == (str(runtime), f"{stat.S_IMODE(runtime.stat().st_mode):04o}")

@@ -252,3 +252,13 @@ def test_service_checks_note_of_a_log_it_could_not_read_is_not_the_services_word
     note in place of the declared log names no cause (#52)."""
     assert read_texts([("log /var/log/memcached.log", "(cannot read: '/var/log/memcached.log' does not exist)")]).findings == ()
     assert read_texts([("log /var/log/x.log", "(cannot read: Permission denied)")]).findings == ()
+
+
+def test_what_is_missing_is_the_path_a_line_says_is_missing_not_the_place_in_the_configuration_that_names_it() -> None:
+    said = ("[ALERT]    (1658) : Binding [/etc/haproxy/haproxy.cfg:5] for frontend GLOBAL: protocol unix_stream: cannot bind "
+            "UNIX socket (No such file or directory) [/run/haproxy/admin.sock].")
+    reading = read_texts([("journal of haproxy.service", said)])
+    assert reading.decisive is not None and (reading.decisive.kind, reading.decisive.path) == ("missing_path", "/run/haproxy/admin.sock")
+    # a configuration error names its place: that is the file
+    typo = "[ALERT]    (1201) : config : parsing [/etc/haproxy/haproxy.cfg:9] : unknown keyword 'lab-bad' in 'global' section"
+    assert read_texts([("its journal", typo)]).decisive.path == "/etc/haproxy/haproxy.cfg"  # type: ignore[union-attr]
