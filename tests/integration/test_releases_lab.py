@@ -70,10 +70,12 @@ def test_killed_services_heal_and_a_proxy_waits_for_its_backend_rather_than_bein
         releases: Any, faults: Faults, tmp_path: Path) -> None:
     """On the sysv host apache2 and MariaDB are killed: haproxy in front of apache2 answers 503 until apache2 is back. Its
     configuration names apache2's address (server apache2 127.0.0.1:8081), so apache2 is healed first and haproxy,
-    checked again, answers: nothing runs for it."""
+    checked again, answers: nothing runs for it. On the systemd hosts a killed MariaDB (bookworm's, started by its
+    socket) and a killed haproxy (trixie's) are back by systemd's Restart=, or healed, and the run says so."""
     faults.inject("node3", "service-killed", "apache2", "8081", "apache2")
     faults.inject("node3", "service-killed", "mariadb", "3306", "mariadbd", "mariadbd-safe")
     faults.inject("node1", "service-killed", "mariadb", "3306", "mariadbd")
+    faults.inject("node2", "service-killed", "haproxy", "8080", "haproxy")
     assert "503" in sh(releases, "node3", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:8080/")
     run = heal(tmp_path)
     said = one_line(run.output)
@@ -81,7 +83,7 @@ def test_killed_services_heal_and_a_proxy_waits_for_its_backend_rather_than_bein
     assert "node3: apache2 healed in 1 attempt" in said and "node3: mariadb healed in 1 attempt" in said, run.output
     assert "haproxy answers again since what it needs was healed first: apache2 (healed); nothing ran for haproxy" in said, run.output
     assert not any("haproxy" in " ".join(argv) for _purpose, argv in acted(tmp_path, "node3")), acted(tmp_path, "node3")
-    for host, port in (("node3", 8081), ("node3", 8080), ("node3", 3306), ("node1", 3306)):
+    for host, port in (("node3", 8081), ("node3", 8080), ("node3", 3306), ("node1", 3306), ("node2", 8080)):
         assert listens(releases, host, port), (host, port)
 
 
