@@ -190,8 +190,8 @@ options:
             database reached over TCP). When this service and one it depends on both fail, M(sentinel.heal.heal)
             heals the dependency first, then checks this one again before it plans anything for it; systemd's own
             C(Requires=), C(BindsTo=) and C(After=) between declared units count the same way, and so does a backend
-            its configuration names (a port on the host's loopback another declared service listens on: haproxy's
-            C(server web 127.0.0.1:8081) in front of apache2 on 8081; RV(services[].evidence.backends)).
+            its configuration names (a port on the host's loopback another declared service listens on, as with haproxy's
+            C(server web 127.0.0.1:8081) in front of apache2 on 8081; RV(failures[].evidence.backends)).
           - The check itself ignores it.
         type: list
         elements: str
@@ -379,7 +379,7 @@ failures:
             - The processes holding the declared ports (C(port), C(pid), C(process), C(cmdline), and C(unit), the
               systemd unit whose cgroup holds the process, or null). On a systemd host also C(own), true for a process
               of the service's own units (its unit, the unit it fronts or that fronts it), or systemd itself (pid 1)
-              when a socket unit starts the service (C(TriggeredBy=), bookworm's C(mariadb.socket)): never a stranger
+              when a socket unit starts the service (C(TriggeredBy=), bookworm's C(mariadb.socket)) and never a stranger
               on the port.
             - C(service), the other declared service the process is (its pid file names the pid, or it carries that
               service's process name), or null. A process of another systemd service or of another declared service
