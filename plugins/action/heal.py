@@ -15,7 +15,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import printable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, Status, Verdict, as_link
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC, list_option_errors_of_task
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, error_message, parse_shipped_files
 
@@ -68,7 +68,8 @@ class ActionModule(ActionBase):
             as_root = " as root" if verdict.become else ""
             lines.append(printable(f"  {number}. argv {json.dumps(list(verdict.argv))}{as_root}   [{verdict.decision.value}: {verdict.reason}]"))
         for restore in failure.puts_back(plan):
-            lines.append(printable(f"  Puts back the last known good {restore['path']} (kept on the host, sha256 {restore['sha256'][:12]}):"))
+            kept = f"kept on the host, sha256 {restore['sha256'][:12]}"
+            lines.append(printable(f"  Puts back the last known good {restore['path']}{as_link(restore)} ({kept}):"))
             shown = restore["diff"].splitlines() or ["(no diff to show: the file is not text, or larger than the host shows)"]
             lines += [printable(f"    {line}") for line in shown]
         lines.append(f"Run exactly these steps on {failure.host}? Type yes to approve, anything else denies: ")

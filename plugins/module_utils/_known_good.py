@@ -26,7 +26,7 @@ import tempfile
 import time
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
-from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file, read_file, replace_file
+from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused, open_file, read_file, replace_file, replace_with_link
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -65,6 +65,13 @@ def configuration_files(spec, packages, info_dir=None, etc=None):
     """The service's configuration files, sorted, at most MAX_FILES: its packages' conffiles that exist, the files in the
     include directories beside them, its local unit file and drop-ins, ``/etc/NAME.conf`` of its names (a maintainer
     script writes some, memcached's, which no package then owns), and the declared ``configs``."""
+    return _configuration(spec, packages, info_dir, etc)[0]
+
+
+def _configuration(spec, packages, info_dir=None, etc=None):
+    """(the service's configuration files, the links among them by path: each link's ``text`` and the file it
+    ``leads_to``). A link is kept as the link it is (sites-enabled/000-default.conf, which a2ensite made): one a person
+    replaces by an edited copy is put back as that link, never as a second file."""
     info_dir, etc = info_dir or DPKG_INFO, etc or ETC
     conffiles = []
     for package in packages:
@@ -85,7 +92,14 @@ def configuration_files(spec, packages, info_dir=None, etc=None):
                  if os.path.isfile(path))
     for pattern in spec.get("configs") or []:
         found.update(path for path in glob.glob(pattern) if os.path.isfile(path))
-    return sorted(_own_targets(found, roots))[:MAX_FILES]
+    files = sorted(_own_targets(found, roots))[:MAX_FILES]
+    kept = set(files)
+    links = {}
+    for path in sorted(found):
+        with contextlib.suppress(OSError):
+            if os.path.islink(path) and os.path.realpath(path) in kept:
+                links[path] = dict(text=os.readlink(path), leads_to=os.path.realpath(path))
+    return files, links
 
 
 def _own_targets(found, roots):
@@ -111,9 +125,11 @@ def keep(name, spec, packages_of, root=None, now=None, timeout=30):
     directory = _service_dir(root or KNOWN_GOOD_DIR, name)
     manifest = _read_manifest(directory)
     packages = _packages(manifest, spec, packages_of)
-    files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in configuration_files(spec, packages)) if entry)
+    paths, links = _configuration(spec, packages)
+    files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in paths) if entry)
     before = (manifest or {}).get("files") or {}
     changed = manifest is None or manifest.get("packages") != packages or manifest.get("dpkg_status") != _mtime(DPKG_STATUS) or \
+        manifest.get("links", {}) != links or \
         dict((path, entry["sha256"]) for path, entry in before.items()) != dict((path, entry["sha256"]) for path, entry in files.items())
     if changed:
         test = configuration_test(spec)
@@ -124,7 +140,8 @@ def keep(name, spec, packages_of, root=None, now=None, timeout=30):
         for path, entry in files.items():
             if entry["size"] <= MAX_FILE_BYTES:
                 entry["kept"] = _store_blob(directory, path, entry["sha256"])
-        _write_json(os.path.join(directory, MANIFEST), dict(packages=packages, dpkg_status=_mtime(DPKG_STATUS), files=files, taken_at=now))
+        _write_json(os.path.join(directory, MANIFEST), dict(packages=packages, dpkg_status=_mtime(DPKG_STATUS), files=files, links=links,
+                                                            taken_at=now))
         _drop_unreferenced(directory, files)
     else:
         files = before
@@ -146,15 +163,20 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
     before = manifest.get("files") or {}
     current = configuration_files(spec, manifest.get("packages") or [])
     now_files = dict((path, entry) for path, entry in ((path, _fingerprint(path)) for path in current) if entry)
+    links = manifest.get("links") or {}
+    # a link that is a file of its own now (a person's edited copy in its place) changed from what the link led to
+    replaced = dict((path, link) for path, link in links.items() if path in now_files and link.get("leads_to") in before)
     files = []
     for path in sorted(set(before) | set(now_files)):
         # a file no longer among the service's (its package removed, the cap reached) is removed only if it is gone
-        old, new = before.get(path), now_files.get(path) or _fingerprint(path)
+        old, new = before.get(path) or (before[replaced[path]["leads_to"]] if path in replaced else None), now_files.get(path) or _fingerprint(path)
         if old and new and old["sha256"] == new["sha256"]:
             continue
         kind = "modified" if old and new else ("added" if new else "removed")
         change = dict(path=path, change=kind, changed_at=new["mtime"] if new else None,
                       before_failure_s=round(failed_at - new["mtime"]) if new else None)
+        if path in replaced:
+            change["good_link"] = replaced[path]["text"]
         if kind == "modified":
             change["diff"] = _diff(directory, path, old, redact_values)
             if old.get("kept"):
@@ -195,33 +217,41 @@ def configuration_test(spec):
 
 def restore(name, path, sha256, test_argv=(), root=None, now=None, timeout=60):
     """Put back the last known good version of one of the service's files, as a person approved it: the copy kept must
-    still be the one of hash ``sha256`` (the diff they saw). The current version is kept aside first
+    still be the one of hash ``sha256`` (the diff they saw). Where the good version was a link (and the file it leads to
+    is still that copy), the link is put back in place of the file. The current version is kept aside first
     (NAME/aside/TIME/PATH in the known-good directory: a person's edit is never lost), the good one replaces it at once
     with the file's owner and mode and without following a link, then the service's own configuration test
     (``test_argv``) runs; when it fails, the current version is put back. Returns ``restored``, ``aside`` and ``test``
     (argv, rc, output, redacted)."""
     now = time.time() if now is None else now
     directory = _service_dir(root or KNOWN_GOOD_DIR, name)
+    link = ((_read_manifest(directory) or {}).get("links") or {}).get(path)
     good = good_copy(name, path, sha256, root)
+    if link and (_fingerprint(link["leads_to"]) or {}).get("sha256") != sha256:
+        raise KnownGoodError("%s: %s, the file the link %s led to, changed since it was good: putting the link back would not put back "
+                             "what was approved (look at what changed again)" % (name, link["leads_to"], path))
     current = read_file(path, MAX_FILE_BYTES)
     aside = os.path.join(directory, "aside", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)), path.lstrip("/"))
     os.makedirs(os.path.dirname(aside), mode=0o700, exist_ok=True)
     _write_bytes(aside, current)
-    replace_file(path, good)
+    copy = replace_with_link(path, link["text"]) if link else replace_file(path, good)
     test = None
     if test_argv:
         rc, output = run(list(test_argv), timeout)
         test = dict(argv=list(test_argv), rc=rc, output=redact(output))
         if rc != 0:
-            replace_file(path, current)
+            replace_file(path, current, over_link_as=copy if link else None)
             return dict(restored=False, aside=aside, test=test)
-    return dict(restored=True, aside=aside, test=test)
+    return dict(restored=True, aside=aside, test=test, **(dict(link=link["text"]) if link else {}))
 
 
 def good_copy(name, path, sha256, root=None):
-    """The kept last known good version of ``path`` whose hash is ``sha256``; KnownGoodError when there is none."""
+    """The kept last known good version of ``path`` whose hash is ``sha256`` (of the file it led to, where it was a
+    link); KnownGoodError when there is none."""
     directory = _service_dir(root or KNOWN_GOOD_DIR, name)
-    entry = ((_read_manifest(directory) or {}).get("files") or {}).get(path)
+    manifest = _read_manifest(directory) or {}
+    link = (manifest.get("links") or {}).get(path)
+    entry = (manifest.get("files") or {}).get(link["leads_to"] if link else path)
     good = _read_text_blob(directory, sha256) if entry and entry.get("sha256") == sha256 and entry.get("kept") else None
     if good is None:
         raise KnownGoodError("%s: no last known good copy of %s with hash %s (the copy changed since the plan was approved: "

@@ -126,14 +126,20 @@ def open_file(path):
         yield handle
 
 
-def replace_file(path, data):
+def replace_file(path, data, over_link_as=None):
     """``path``, a regular file, replaced by ``data`` with its owner, group and mode, at once: written beside it in
     the directory opened on the way (never through a link) and renamed over it, so that a reader sees the old file
-    or the new one, never a part. Returns the old file's owner, group and mode."""
+    or the new one, never a part. With ``over_link_as`` (the owner, group and mode :func:`replace_with_link` returned),
+    the link in its place is what is replaced, never followed: the file it stood for comes back. Returns the old
+    file's owner, group and mode."""
     with _pinned_parent(path) as (parent_fd, name):
         with _refusing(path, path, "read"):
             info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
-        if not stat.S_ISREG(info.st_mode):
+        if over_link_as is not None and stat.S_ISLNK(info.st_mode):
+            owner = over_link_as
+        elif stat.S_ISREG(info.st_mode):
+            owner = dict(uid=info.st_uid, gid=info.st_gid, mode=stat.S_IMODE(info.st_mode))
+        else:
             raise NoFollowRefused(path, path, LINK_REFUSED if stat.S_ISLNK(info.st_mode) else "is not a regular file: refused")
         temporary = ".%s.sentinel-heal-%d" % (name, os.getpid())
         with _refusing(path, path, "replaced"):
@@ -141,10 +147,31 @@ def replace_file(path, data):
             try:
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
-                    os.fchown(handle.fileno(), info.st_uid, info.st_gid)
-                    os.fchmod(handle.fileno(), stat.S_IMODE(info.st_mode))
+                    os.fchown(handle.fileno(), owner["uid"], owner["gid"])
+                    os.fchmod(handle.fileno(), owner["mode"])
                     handle.flush()
                     os.fsync(handle.fileno())
+                os.rename(temporary, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=parent_fd)
+                raise
+    return owner
+
+
+def replace_with_link(path, text):
+    """``path``, a regular file, replaced at once by a symbolic link that says ``text`` (as ln -sf would, but renamed
+    over the file in the directory opened on the way, so that a reader sees the file or the link, never neither).
+    Nothing is read or written through the link. Returns the file's owner, group and mode."""
+    with _pinned_parent(path) as (parent_fd, name):
+        with _refusing(path, path, "read"):
+            info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode):
+            raise NoFollowRefused(path, path, LINK_REFUSED if stat.S_ISLNK(info.st_mode) else "is not a regular file: refused")
+        temporary = ".%s.sentinel-heal-%d" % (name, os.getpid())
+        with _refusing(path, path, "replaced"):
+            os.symlink(text, temporary, dir_fd=parent_fd)
+            try:
                 os.rename(temporary, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             except OSError:
                 with contextlib.suppress(OSError):

@@ -73,7 +73,7 @@ _BOOKKEEPING = re.compile(
     r"|Stopping|Found left-over process|This usually indicates unclean termination)", re.IGNORECASE)
 _ERROR_WORDS = re.compile(
     r"\b(?:error|errors|failed|failure|fatal|emerg|crit|critical|panic|denied|no such|cannot|can't|could not|couldn't"
-    r"|invalid|refused|not found|unable|permission|missing|unknown|bad)\b", re.IGNORECASE)
+    r"|invalid|refused|not found|unable|permission|missing|unknown|bad|unrecognized|unrecognised|illegal)\b", re.IGNORECASE)
 _TIMESPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|min|s|h)\b")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 

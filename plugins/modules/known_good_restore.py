@@ -19,8 +19,10 @@ description:
     otherwise nothing changes and the task fails.
   - The current version is kept aside first, byte for byte, in C(/var/lib/sentinel-heal/known-good/SERVICE/aside/TIME/PATH)
     (returned as RV(aside)) - a person's edit is never lost. The good version then replaces the file at once, with the
-    file's owner and mode, never through a link. Then the service's configuration test (O(config_test)) runs; when it
-    fails, the current version is put back and the task fails.
+    file's owner and mode, never through a link; where the good version was a link (C(sites-enabled/000-default.conf),
+    replaced by an edited copy), the link is put back, once the file it leads to is still that good copy. Then the
+    service's configuration test (O(config_test)) runs; when it fails, the current version is put back and the task
+    fails.
   - Needs root (C(become)). Runs with the standard library of the target's Python only.
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
@@ -85,6 +87,11 @@ aside:
   returned: when it was kept aside
   type: str
   sample: /var/lib/sentinel-heal/known-good/nginx/aside/20261128T101500Z/etc/nginx/sites-available/default
+link:
+  description: What the link put back in place of the file says, where the good version was a link.
+  returned: when a link was put back
+  type: str
+  sample: ../sites-available/000-default.conf
 test:
   description: The configuration test that ran - its C(argv), C(rc) and C(output) (redacted) - or null.
   returned: when not in check mode
@@ -94,7 +101,7 @@ rc:
   returned: when not in check mode
   type: int
 stdout:
-  description: RV(restored), RV(aside) and RV(test) as JSON, as the heal loop's step reads them.
+  description: RV(restored), RV(aside), RV(test) and RV(link) as JSON, as the heal loop's step reads them.
   returned: when not in check mode
   type: str
 stderr:

@@ -205,22 +205,36 @@ def _file_change(change: Mapping[str, Any]) -> str:
 
 def _said_lines(diff: str) -> str:
     """The first lines a unified diff changes, quoted for one line of text (``: '-a' '+b'``); "" when it changes none."""
-    lines = [line.rstrip() for line in diff.splitlines()
-             if line[:1] in "+-" and not line.startswith(("+++", "---")) and line[1:].strip()][:MAX_DIFF_LINES_SAID]
+    lines = [line.rstrip() for line in _hunk_lines(diff) if line[:1] in "+-" and line[1:].strip()][:MAX_DIFF_LINES_SAID]
     return f": {' '.join(repr(line) for line in lines)}" if lines else ""
+
+
+def _hunk_lines(diff: str) -> list[str]:
+    """The lines of a unified diff's hunks, headers left out: a header is a line before the first @@, never a changed line
+    that begins like one (memcached's option ``--max-conns`` removed reads ``---max-conns``)."""
+    lines = diff.splitlines()
+    first = next((number for number, line in enumerate(lines) if line.startswith("@@")), len(lines))
+    return [line for line in lines[first:] if not line.startswith("@@")]
 
 
 def puts_back_said(restores: Iterable[Mapping[str, str]]) -> str:
     """What a waiting plan's restores put back, for one line of a job's output (where no terminal showed the diff)."""
-    return "".join(f"; puts back {restore['path']}{_said_lines(restore.get('diff') or '')}" for restore in restores)
+    return "".join(f"; puts back {restore['path']}{as_link(restore)}{_said_lines(restore.get('diff') or '')}" for restore in restores)
+
+
+def as_link(restore: Mapping[str, str]) -> str:
+    """How a restore that puts a link back says so, after the file's path ("" for a file put back as a file)."""
+    return f" as the link to {restore['link']} it was" if restore.get("link") else ""
 
 
 def restores_of(argvs: Iterable[Sequence[str]], evidence: Mapping[str, Any]) -> list[dict[str, str]]:
     """What the restores of the last known good configuration among ``argvs`` put back, as a person approves it: each
-    file, the copy's hash and the diff from the file as it is now to that copy (the host's diff of the failure's
-    ``evidence``, redacted and capped there, read the other way)."""
+    file, the copy's hash, the diff from the file as it is now to that copy (the host's diff of the failure's
+    ``evidence``, redacted and capped there, read the other way) and, where the good version was a link, its ``link``."""
     changes = {str(change.get("path")): change for change in (evidence.get("changes") or {}).get("files") or [] if isinstance(change, Mapping)}
-    return [{"path": argv[1], "sha256": argv[2], "diff": _reversed_diff(str((changes.get(argv[1]) or {}).get("diff") or ""))}
+    return [{"path": argv[1], "sha256": argv[2], "diff": _reversed_diff(str((changes.get(argv[1]) or {}).get("diff") or "")),
+             # a link a person replaced by an edited copy comes back as the link it was
+             **({"link": str(changes[argv[1]]["good_link"])} if (changes.get(argv[1]) or {}).get("good_link") else {})}
             for argv in argvs if len(argv) == 3 and argv[0] == RESTORE_PROGRAM]
 
 
@@ -230,18 +244,20 @@ def _reversed_diff(diff: str) -> str:
     lines: list[str] = []
     changed: list[str] = []
     removed_header = None
+    in_hunks = False  # the headers are the lines before the first @@ (_hunk_lines)
     for line in diff.splitlines():
-        if line[:1] in "+-" and not line.startswith(("--- ", "+++ ")):
+        in_hunks = in_hunks or line.startswith("@@")
+        if in_hunks and line[:1] in "+-":
             changed.append(("-" if line[0] == "+" else "+") + line[1:])
             continue
         lines += sorted(changed, key=lambda swapped: swapped[0] == "+")
         changed = []
-        if line.startswith("--- ") and removed_header is None:
+        if in_hunks:
+            lines.append(re.sub(r"^@@ -(\S+) \+(\S+) @@", r"@@ -\2 +\1 @@", line) if line.startswith("@@") else line)
+        elif line.startswith("--- ") and removed_header is None:
             removed_header = line[4:]
         elif line.startswith("+++ ") and removed_header is not None:
             lines += ["--- " + line[4:], "+++ " + removed_header]
-        elif line.startswith("@@"):
-            lines.append(re.sub(r"^@@ -(\S+) \+(\S+) @@", r"@@ -\2 +\1 @@", line))
         else:
             lines.append(line)
     lines += sorted(changed, key=lambda swapped: swapped[0] == "+")

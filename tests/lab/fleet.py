@@ -186,11 +186,11 @@ if ! grep -q '^frontend storefront' /etc/haproxy/haproxy.cfg; then
     cat >> /etc/haproxy/haproxy.cfg <<'EOF'
 
 frontend storefront
-	bind :8080
-	default_backend web
+    bind :8080
+    default_backend web
 
 backend web
-	server apache2 127.0.0.1:8081
+    server apache2 127.0.0.1:8081
 EOF
 fi
 systemctl disable apache2.service mariadb.service memcached.service haproxy.service

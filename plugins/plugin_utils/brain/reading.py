@@ -47,7 +47,10 @@ KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile
     ("invalid_config", r"\[emerg\]|invalid value for parameter|unrecognized configuration parameter|syntax error|bad directive"
                        r"|fatal config file error|bad configuration option|unsupported option|invalid command|unknown directive"
                        r"|unknown variable|unknown option|directive is not allowed|is not terminated by|unexpected end of file"
-                       r"|unexpected \"|invalid number of arguments|wrong number of arguments|unknown keyword"),
+                       r"|unexpected \"|invalid number of arguments|wrong number of arguments|unknown keyword"
+                       # a program refusing the options its configuration gives it (getopt's words: memcached's
+                       # /etc/memcached.conf is its command line)
+                       r"|unrecognized option|unrecognised option|invalid option|illegal argument|option requires an argument"),
 ))
 # the closing line of a configuration test, which says only that it failed
 CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed"

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import ERROR_LINE, NOTHING_SAID, evidence_digest
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, restores_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, as_link, restores_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import (
     ATTENTION_ORDER,
     NEEDS_A_HUMAN,
@@ -91,7 +91,8 @@ def _plan_html(episode: Mapping[str, Any]) -> str:
     approver = episode.get("approved_by")
     approved = f"approved by <b class='approver'>{esc(approver)}</b>" if approver else (
         "waits for a person's approval" if episode.get("outcome") == "awaiting_approval" else "no approval needed or given")
-    restored = "".join(f"<p>puts back the last known good <code>{esc(restore['path'])}</code> (sha256 {esc(restore['sha256'][:12])}):</p>"
+    restored = "".join(f"<p>puts back the last known good <code>{esc(restore['path'])}</code>{esc(as_link(restore))} "
+                       f"(sha256 {esc(restore['sha256'][:12])}):</p>"
                        f"<pre class='diff'>{esc(restore['diff'] or '(no diff to show)')}</pre>"
                        for restore in restores_of([step["argv"] for step in plan.get("steps") or []], episode.get("evidence") or {}))
     return (head + f"<table><tr><th>step (argv)</th><th>decision</th><th>rule</th><th>why</th></tr>{''.join(rows)}</table>"

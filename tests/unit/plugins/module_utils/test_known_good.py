@@ -297,3 +297,52 @@ def test_a_link_to_a_system_file_among_the_configuration_is_never_kept_diffed_or
         restore("nginx", str(site), good["sha256"], root=root)
     assert passwd.read_text() == "root:x:0:0:root:/root:/bin/bash\nmallory:x:0:0::/:/bin/sh\n" and site.is_symlink()
     assert not (tmp_path / "known-good" / "nginx" / "aside").exists()
+
+
+def test_a_link_a_person_replaced_by_an_edited_copy_is_its_changed_file_and_is_put_back_as_the_link(tmp_path: Path) -> None:
+    """sites-enabled/000-default.conf is a link a2ensite made; a person who copies the site over it and edits the copy
+    changed the site: the diff is against what the link led to, and the restore puts the link back, the copy aside
+    (a web server of no built-in configuration test: the test given here stands for its own)."""
+    available, enabled = tmp_path / "sites-available", tmp_path / "sites-enabled"
+    available.mkdir()
+    enabled.mkdir()
+    (available / "000-default.conf").write_text(SITE)
+    link = enabled / "000-default.conf"
+    link.symlink_to("../sites-available/000-default.conf")
+    spec = {"name": "web", "configs": [str(available / "*"), str(enabled / "*")]}
+    root = str(tmp_path / "known-good")
+    [good] = keep("web", spec, _none, root=root)["files"]
+    assert good["path"] == str(available / "000-default.conf")
+
+    edit = SITE.replace("listen 80", "lisen 80")
+    link.unlink()
+    link.write_text(edit)
+    link.chmod(0o640)
+    [change] = changes_since_good("web", spec, time.time(), root=root)["files"]
+    assert change["path"] == str(link) and change["change"] == "modified" and change["good_link"] == "../sites-available/000-default.conf"
+    assert change["good_sha256"] == good["sha256"] and "+    lisen 80 default_server;" in change["diff"], change
+
+    undone = restore("web", str(link), good["sha256"], ["false"], root=root)
+    assert not undone["restored"] and not link.is_symlink() and link.read_text() == edit and stat.S_IMODE(link.stat().st_mode) == 0o640
+    done = restore("web", str(link), good["sha256"], ["test", "-L", str(link)], root=root)
+    assert done["restored"] and done["link"] == "../sites-available/000-default.conf" and done["test"]["rc"] == 0, done
+    assert os.readlink(link) == "../sites-available/000-default.conf" and Path(done["aside"]).read_text() == edit
+    assert changes_since_good("web", spec, time.time(), root=root)["files"] == []
+
+
+def test_a_link_is_not_put_back_once_the_file_it_led_to_changed_too(tmp_path: Path) -> None:
+    """The person approved the diff against the site as it was good; a link back to a site changed since is not that."""
+    available, enabled = tmp_path / "sites-available", tmp_path / "sites-enabled"
+    available.mkdir()
+    enabled.mkdir()
+    (available / "default").write_text(SITE)
+    (enabled / "default").symlink_to(available / "default")
+    spec = {"name": "web", "configs": [str(available / "*"), str(enabled / "*")]}
+    root = str(tmp_path / "known-good")
+    [good] = keep("web", spec, _none, root=root)["files"]
+    (enabled / "default").unlink()
+    (enabled / "default").write_text("edited\n")
+    (available / "default").write_text("also edited\n")
+    with pytest.raises(KnownGoodError, match=r"the file the link .* led to, changed since it was good"):
+        restore("web", str(enabled / "default"), good["sha256"], root=root)
+    assert (enabled / "default").read_text() == "edited\n" and not (enabled / "default").is_symlink()

@@ -59,6 +59,14 @@ def test_systemds_own_words_are_the_cause_when_the_program_never_ran() -> None:
         " | app.service: Failed at step EXEC spawning /opt/app/bin/app: No such file or directory")
 
 
+def test_a_program_refusing_its_options_names_the_cause() -> None:
+    """memcached's wrapper turns /etc/memcached.conf into its command line; getopt's words are the service's error."""
+    journal = ("2026-12-02T23:11:02+0000 node2 systemd-memcached-wrapper[2344]: /usr/bin/memcached: unrecognized option '--max-conections'\n"
+               '2026-12-02T23:11:02+0000 node2 systemd-memcached-wrapper[2344]: Illegal argument "?"\n'
+               "2026-12-02T23:11:02+0000 node2 systemd[1]: memcached.service: Main process exited, code=exited, status=1/FAILURE")
+    assert journal_cause(journal) == "/usr/bin/memcached: unrecognized option '--max-conections' | Illegal argument \"?\""
+
+
 def test_bookkeeping_lines_are_no_cause() -> None:
     assert journal_cause(KILLED) is None and journal_cause("") is None
 

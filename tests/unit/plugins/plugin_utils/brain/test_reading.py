@@ -41,6 +41,8 @@ NGINX_LOG_GONE = ('nginx: [emerg] open() "/var/log/nginx/error.log" failed (2: N
      "invalid_config", "/etc/haproxy/haproxy.cfg"),
     ("[ALERT]    (1201) : config : Fatal errors found in configuration.", "invalid_config", None),
     ("2026-12-02  4:00:00 0 [ERROR] /usr/sbin/mariadbd: unknown variable 'lab-bad=1'", "invalid_config", None),
+    # memcached's configuration is its command line: getopt refuses an option its /etc/memcached.conf gives it
+    ("/usr/bin/memcached: unrecognized option '--max-conections'\nIllegal argument \"?\"", "invalid_config", None),
 ])
 def test_each_kind_is_read_from_the_services_own_words(said: str, kind: str, path: str | None) -> None:
     reading = read_texts([("its journal", said)])

@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import puts_back_said, restores_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome
@@ -142,6 +143,24 @@ def test_a_restore_that_waits_shows_the_diff_of_what_it_puts_back(tmp_path: Path
     assert f"--- {site}\n+++ {site} (last known good)\n@@ -24 +24 @@\n-\tserver_nmae _;\n+\tserver_name _;\n" in text
 
 
+def test_a_restore_of_a_link_a_person_replaced_by_an_edited_copy_says_it_puts_the_link_back(tmp_path: Path) -> None:
+    enabled = "/etc/nginx/sites-enabled/default"
+    changes = {"good_at": 1.0, "packages": [], "files": [
+        {"path": enabled, "change": "modified", "good_sha256": "c" * 64, "good_link": "../sites-available/default",
+         "diff": f"--- {enabled} (last known good)\n+++ {enabled}\n@@ -24 +24 @@\n-\tserver_name _;\n+\tserver_nmae _;\n"}]}
+    failure = nginx_failure("not_running", host="web1")
+    failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": changes}, spec={**failure.spec, "restore_known_good": "approve"})
+    waiting = heal_incident(failure, _tools(tmp_path, ScriptedExecutor({"nginx -t": SAID}), []))
+    result = host_result("web1", [waiting], check_mode=False)
+    [restore] = result["pending_plans"][0]["puts_back"]
+    assert restore["path"] == enabled and restore["link"] == "../sites-available/default"
+    said = puts_back_said([restore])
+    assert said == f"; puts back {enabled} as the link to ../sites-available/default it was: '-\\tserver_nmae _;' '+\\tserver_name _;'"
+    page = _Page()
+    page.feed(run_report_html({"web1": result}, title="run"))
+    assert f"puts back the last known good {enabled} as the link to ../sites-available/default it was (sha256 {'c' * 12})" in "".join(page.text)
+
+
 def test_a_service_that_answered_once_what_it_needs_was_healed_shows_the_chain(tmp_path: Path) -> None:
     storefront = dataclasses.replace(nginx_failure(host="web1"), service="storefront")
     recovered = heal_incident(storefront, _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY]), [DependencyOutcome("upstream", "healed", "")])
@@ -169,3 +188,14 @@ def test_a_fleet_incident_is_shown_once_before_its_hosts_with_what_they_share_an
     assert "fleet incident 7: nginx fails the same way on 2 hosts" in page and "<li>the same address http://10.0.0.9:8090</li>" in page
     assert page.index("data-fleet-incident='7'") < page.index("<div id='web1'>")
     assert "fleet incident 6 (nginx on 2 hosts) closed: each of its hosts was seen without its failure" in page
+
+
+def test_a_changed_line_that_begins_like_a_diff_header_is_said_and_put_back_as_a_changed_line() -> None:
+    """memcached's configuration is options: an added ``--max-conections 1024`` reads ``+--max-conections 1024`` and,
+    put back, ``---max-conections 1024``; only the lines before the first @@ are headers."""
+    conf = "/etc/memcached.conf"
+    diff = f"--- {conf} (last known good)\n+++ {conf}\n@@ -9,0 +10 @@\n+--max-conections 1024\n"
+    evidence = {"changes": {"files": [{"path": conf, "change": "modified", "good_sha256": "c" * 64, "diff": diff}]}}
+    [restore] = restores_of([["sentinel-heal-restore", conf, "c" * 64]], evidence)
+    assert restore["diff"] == f"--- {conf}\n+++ {conf} (last known good)\n@@ -10 +9,0 @@\n---max-conections 1024\n"
+    assert puts_back_said([restore]) == f"; puts back {conf}: '---max-conections 1024'"
