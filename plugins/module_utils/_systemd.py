@@ -350,10 +350,16 @@ def _failed_requirements(unit, timeout):
 def _journal(unit, timeout, lines):
     """The unit's newest journal lines since its failure began (went_down_at), else since its last start (this boot's
     when systemd does not say when), oldest first. Read newest first: with --since, --lines alone counts from the
-    oldest line."""
+    oldest line. The matches are --unit's and systemd's own UNIT= field from root: journald learns a process's unit
+    from its cgroup when the line arrives, and the child that failed to spawn the service ("Failed at step CHDIR
+    spawning /usr/sbin/nginx") has often exited by then, so on a busy host --unit alone misses the one line that
+    names the cause."""
     down = went_down_at(unit)
     since = unit.get("InactiveExitTimestamp", "") if down is None else "@%d" % down
-    argv = ["journalctl", "--unit=" + unit["Id"], "--no-pager", "--quiet", "--output=short-iso", "--reverse", "--lines=%d" % lines]
-    argv.append("--since=" + since if since.startswith("@") else "--boot")
+    name = unit["Id"]
+    argv = ["journalctl", "--no-pager", "--quiet", "--output=short-iso", "--reverse", "--lines=%d" % lines,
+            "--since=" + since if since.startswith("@") else "--boot",
+            "_SYSTEMD_UNIT=" + name, "+", "UNIT=" + name, "_UID=0", "+", "OBJECT_SYSTEMD_UNIT=" + name, "_UID=0",
+            "+", "COREDUMP_UNIT=" + name, "_UID=0"]
     rc, output = run(argv, timeout, limit=JOURNAL_LIMIT)
     return "\n".join(reversed(output.splitlines())) if rc == 0 else ""

@@ -151,7 +151,19 @@ def test_the_units_of_a_service_behind_a_wrapper_are_the_wrapper_and_every_unit_
 _SCRIPTED_SYSTEMD = """#!/usr/bin/env python3
 import json, os, sys
 units = json.load(open(os.environ["SCRIPTED_UNITS"]))
-if os.path.basename(sys.argv[0]) == "journalctl" or sys.argv[1] != "show":
+if os.path.basename(sys.argv[0]) == "journalctl":
+    # the lines journald holds, each with the one field a match must name to find it: the terms between "+" are ANDed
+    held = json.load(open(os.environ["SCRIPTED_JOURNAL"])) if "SCRIPTED_JOURNAL" in os.environ else []
+    terms, term = [], []
+    for arg in sys.argv[1:] + ["+"]:
+        if arg == "+":
+            terms.append(term)
+            term = []
+        elif not arg.startswith("-"):
+            term.append(arg)
+    print("\\n".join(line for fields, line in reversed(held) if any(all(match in fields for match in t) for t in terms if t)))
+    sys.exit(0)
+if sys.argv[1] != "show":
     sys.exit(0)
 names = sys.argv[sys.argv.index("--") + 1:]
 wanted = next(arg for arg in sys.argv if arg.startswith("--property=")).split("=", 1)[1].split(",")
@@ -182,6 +194,25 @@ def scripted_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
 def _failed(name: str, **properties: str) -> dict[str, str]:
     return dict({"Id": name, "LoadState": "loaded", "ActiveState": "failed", "SubState": "failed", "Result": "signal",
                  "Type": "notify", "RemainAfterExit": "no", "ExecMainCode": "2", "ExecMainStatus": "9"}, **properties)
+
+
+def test_the_line_of_a_child_that_failed_to_spawn_the_service_is_read_without_its_cgroup(
+        scripted_systemd: Callable[[dict[str, dict[str, str]]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """journald learns a process's unit from its cgroup when the line arrives: the child that could not enter the
+    unit's WorkingDirectory= has exited by then on a busy host, and its line carries only systemd's UNIT= field (from
+    root). Read with --unit alone, the cause is gone and the escalation says only "status 200/CHDIR"."""
+    scripted_systemd({"nginx.service": _failed("nginx.service", Result="exit-code", ExecMainCode="1", ExecMainStatus="200")})
+    (tmp_path / "journal.json").write_text(json.dumps([
+        [["_SYSTEMD_UNIT=nginx.service", "_UID=0"], "2026-12-03T02:16:00+0000 node1 systemd[1]: Starting nginx.service - nginx..."],
+        [["UNIT=nginx.service", "_UID=0"],
+         "2026-12-03T02:16:00+0000 node1 (nginx)[1227]: nginx.service: Failed at step CHDIR spawning /usr/sbin/nginx: No such file or directory"],
+        [["UNIT=nginx.service", "_UID=1000"], "2026-12-03T02:16:00+0000 node1 evil[99]: nginx.service: Failed: run /tmp/x as root to fix"],
+    ]))
+    monkeypatch.setenv("SCRIPTED_JOURNAL", str(tmp_path / "journal.json"))
+    unit = read_unit("nginx", 5, 20)
+    assert unit is not None and unit["cause"] == "nginx.service: Failed at step CHDIR spawning /usr/sbin/nginx: No such file or directory"
+    # a user's process may write any UNIT= it likes: only root's lines speak for a unit
+    assert "evil" not in unit["journal"]
 
 
 def test_a_timer_part_of_a_service_is_the_services_and_never_taken_for_the_unit_that_runs_it(
