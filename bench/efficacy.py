@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT / "tests" / "lab"), str(ROOT / "tests" / "integration")
 
 import fleet  # noqa: E402
 import yaml  # noqa: E402
-from conftest import KNOWN_GOOD_DIR, SYSV_HOSTS, commands_run, episodes, one_line, run_playbook  # noqa: E402
+from conftest import KNOWN_GOOD_DIR, SESSION_FLEET, commands_run, episodes, one_line, run_playbook  # noqa: E402
 from llm_server import Answer, ScriptedLLM, reads_then_plans  # noqa: E402
 
 ANY = "*"  # an argument that varies from run to run (a squatter's pid)
@@ -354,7 +354,7 @@ def summary(results: list[Result]) -> list[str]:
 def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("the lab fleet needs root: run `make bench-efficacy` as root")
-    with fleet.fresh(inits=SYSV_HOSTS):
+    with fleet.fresh(**SESSION_FLEET):
         only = os.environ.get("EFFICACY_REAL_MODEL") == "only"
         real_model = only or os.environ.get("EFFICACY_REAL_MODEL") == "1"
         results = measure(real_model=real_model, only_real_model=only)

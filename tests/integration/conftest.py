@@ -128,13 +128,22 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
 # node1 and node2 boot systemd, as production hosts do; node3 stays sysv (tini and init scripts), as containers and
 # minimal images without systemd do, so that every run of the tests sees both service managers.
 SYSV_HOSTS = {"node3": "sysv"}
+# Every host boots Debian 12 (bookworm); test_releases_lab boots node2 and node3 on Debian 13 (trixie) for its module.
+# inventories/lab reads each host's release from the fleet's state, so any fleet's hosts are declared as they booted.
+SESSION_FLEET: dict[str, dict[str, str]] = {"inits": SYSV_HOSTS}
+
+
+def postgresql_version(lab: Any, host: str) -> str:
+    """The PostgreSQL cluster's version on the host, as its release's package made it (15 on bookworm, 17 on trixie)."""
+    [version] = sh(lab, host, "ls", "/etc/postgresql").split()
+    return version
 
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Any]:
     if os.geteuid() != 0:
         pytest.fail("the lab fleet needs root (network namespaces, mounts): run the tests as root")
-    with fleet.fresh(inits=SYSV_HOSTS):  # a fleet left running (by hand, by an interrupted run) may carry faults
+    with fleet.fresh(**SESSION_FLEET):  # a fleet left running (by hand, by an interrupted run) may carry faults
         yield fleet
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import SYSV_HOSTS
+from conftest import SESSION_FLEET
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -32,7 +32,7 @@ def test_the_lab_benchmark_boots_both_inits_once_and_the_fleet_comes_back(lab: A
     try:
         report = lab_speed.measure(rounds=1)
     finally:
-        lab.up(inits=SYSV_HOSTS)
+        lab.up(**SESSION_FLEET)
     assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
     assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
     assert all(status.up and not status.problems for status in lab.status())
@@ -44,7 +44,7 @@ def test_the_fleet_benchmark_heals_two_hosts_once_and_the_fleet_comes_back(lab: 
     try:
         report = fleet_speed.run(sizes=(2,), rounds=1)
     finally:
-        lab.up(inits=SYSV_HOSTS)
+        lab.up(**SESSION_FLEET)
     assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
     assert report[3].startswith("| 2 | ") and report[3].count("|") == 11
     assert all(status.up and not status.problems for status in lab.status())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, SYSV_HOSTS, commands_run, episodes, one_line, run_playbook, sh
+from conftest import ROOT, SESSION_FLEET, commands_run, episodes, one_line, run_playbook, sh
 from llm_server import Answer, ScriptedLLM
 from test_fault_survival_lab import slow_plan, wait_for
 
@@ -80,7 +80,7 @@ def twenty(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
         yield hosts
     finally:
         lab.down()
-        lab.up(inits=SYSV_HOSTS)
+        lab.up(**SESSION_FLEET)
 
 
 # The new plans of the rollout tests pause first, so that every host has planned before the first one verifies.

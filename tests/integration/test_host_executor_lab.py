@@ -150,7 +150,8 @@ def test_a_step_the_policy_allows_heals_and_a_repair_never_follows_a_planted_lin
     assert sh(lab, NODE, "stat", "-c", "%U:%G", "/var/log/redis").strip() == "redis:adm"
     assert sh(lab, NODE, "stat", "-c", "%U:%G", "/etc").strip() == "root:root"
     assert re.fullmatch(r"redis:adm\s*", sh(lab, NODE, "stat", "-c", "%U:%G", "/var/log/redis/planted"))
-    assert [entry["rc"] for entry in journal(lab) if entry["step"] == ["chown", "-R", "redis:adm", "/var/log/redis"]] == [0]
+    # the decision log holds other records too (a burst counted, not written): only steps name one
+    assert [entry["rc"] for entry in journal(lab) if entry.get("step") == ["chown", "-R", "redis:adm", "/var/log/redis"]] == [0]
     sh(lab, NODE, "rm", "-f", "/var/log/redis/planted")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import UNRENDERED, Faults, commands_run, episodes, one_line, run_playbook, sh
+from conftest import UNRENDERED, Faults, commands_run, episodes, one_line, postgresql_version, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 SQUATTER = "<squatter>"  # the pid of the fault's stray process, known once it is injected
@@ -26,7 +26,7 @@ class Case:
     service: str
     reference: str  # the runbook of the (last) plan
     ran: tuple[tuple[str, ...], ...] = ()  # every remediation command, in order
-    said: str = ""  # the service's own words the escalation carries
+    said: str = ""  # the service's own words the escalation carries; {postgresql} is the host's cluster version
     attempts: int = 1
     probe: tuple[str, ...] = field(default=())  # a command whose answer says the service is back; () for an escalation
 
@@ -76,7 +76,7 @@ CASES = [
     Case("postgres-bad-parameter", "node3", "postgresql", "service-config-invalid",
          said='invalid value for parameter "shared_buffers": "lots"'),
     Case("postgres-include-missing", "node3", "postgresql", "required-path-missing",
-         said='could not open configuration file "/etc/postgresql/15/main/lab-tuning.conf": No such file or directory'),
+         said='could not open configuration file "/etc/postgresql/{postgresql}/main/lab-tuning.conf": No such file or directory'),
     Case("nginx-not-installed", "node2", "nginx", "service-not-installed", said="is not installed on this host"),
 ]
 
@@ -108,4 +108,4 @@ def test_a_fault_is_read_by_what_the_service_says(lab: Any, faults: Faults, tmp_
     else:
         assert run.rc == 2 and run.recap[case.host]["failed"] == 1, run.output
         assert f"{case.host} {case.service}: escalated after {case.attempts} attempt(s)" in output
-        assert case.said in output, output
+        assert case.said.format(postgresql=postgresql_version(lab, case.host)) in output, output

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import SYSV_HOSTS, Faults, acted, one_line, run_playbook, sh
+from conftest import SESSION_FLEET, SYSV_HOSTS, Faults, acted, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -46,7 +46,7 @@ def releases(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
         assert rolled.rc == 0, rolled.output
         yield lab
     finally:
-        lab.up(inits=SYSV_HOSTS)  # the session's fleet, for the tests that run after this module
+        lab.up(**SESSION_FLEET)  # the session's fleet, for the tests that run after this module
 
 
 def heal(state: Path, *args: str) -> Any:

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, SYSV_HOSTS, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import ROOT, SESSION_FLEET, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
 
 @pytest.fixture(scope="module")
 def mixed(lab: Any) -> Iterator[Any]:
-    """The session's fleet: node1 and node2 boot systemd, node3 stays sysv (conftest.SYSV_HOSTS)."""
+    """The session's fleet: node1 and node2 boot systemd, node3 sysv (conftest.SESSION_FLEET)."""
     yield lab
 
 
@@ -40,7 +40,8 @@ def _ansible_facts(host_pattern: str, fact: str) -> dict[str, str]:
 
 
 def test_hosts_boot_the_init_they_were_given_and_ansible_sees_it(mixed: Any) -> None:
-    assert {status.name: status.init_system for status in mixed.status()} == {"node1": "systemd", "node2": "systemd", "node3": "sysv"}
+    assert {status.name: (status.init_system, status.suite) for status in mixed.status()} == {
+        "node1": ("systemd", "bookworm"), "node2": ("systemd", "bookworm"), "node3": ("sysv", "bookworm")}
     assert _ansible_facts("all", "ansible_service_mgr") == {"node1": "systemd", "node2": "systemd", "node3": "tini"}
     for host in ("node1", "node2"):
         assert sh(mixed, host, "systemctl", "is-system-running").strip() == "running"
@@ -215,4 +216,4 @@ def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixe
         assert mixed._lab_netns() == [] and mixed._mounts_under(mixed.STATE_DIR) == []
         assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)
     finally:
-        mixed.up(inits=SYSV_HOSTS)  # the session's fleet, for the tests that run after this one
+        mixed.up(**SESSION_FLEET)  # the session's fleet, for the tests that run after this one

@@ -1,10 +1,10 @@
 """The wheels a lab host installs sentinel.heal from: the lab's hosts have no internet, this machine has.
 
 The packages are those command_line.rst's ``local_install`` block installs (the offline heal), in the ranges of
-requirements.txt, for this machine's Python (the hosts' Debian has the same minor version). Downloaded once into a
-directory named after those lines and the Python version, and kept there (``make setup`` fetches them):
+requirements.txt, for the Python of each Debian release the lab boots (3.11 on bookworm, 3.13 on trixie). Downloaded
+once into a directory named after those lines and the Python version, and kept there (``make setup`` fetches them):
 
-    python3 tests/lab/host_wheels.py     # prints the directory
+    python3 tests/lab/host_wheels.py     # prints the directories
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from guides import code_block  # noqa: E402  (tests/ is not a package)
 
 CACHE = Path(os.environ.get("SENTINEL_HEAL_WHEEL_CACHE", Path.home() / ".cache" / "sentinel-heal" / "wheels"))
 REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# the python3 of each release of tests/lab/fleet.py's SUITES: bookworm's, trixie's
+LAB_PYTHONS = ("3.11", "3.13")
 
 
 def _normal(name: str) -> str:
@@ -53,10 +55,12 @@ def requirement_lines(names: list[str]) -> list[str]:
     return [lines[_normal(name)] for name in names]
 
 
-def ensure() -> Path:
-    """The directory of the wheels, downloaded unless an earlier run left them complete."""
+def ensure(python_version: str) -> Path:
+    """The directory of the wheels for a host's Python (``3.13``), downloaded unless an earlier run left them complete."""
+    if python_version not in LAB_PYTHONS:
+        raise SystemExit(f"no lab release has Python {python_version}: the lab's are {', '.join(LAB_PYTHONS)} (LAB_PYTHONS)")
     lines = requirement_lines(guide_packages())
-    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    python = "cp" + python_version.replace(".", "")
     key = hashlib.sha256("\n".join([python, *lines]).encode()).hexdigest()[:12]
     final = CACHE / f"host-{python}-{key}"
     if final.is_dir():
@@ -66,7 +70,8 @@ def ensure() -> Path:
     build = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=CACHE))
     try:
         print(f"== downloading the wheels of {', '.join(lines)} for {python} into {final} (once)", file=sys.stderr, flush=True)
-        download = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--only-binary=:all:", "-d", str(build)]
+        download = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--only-binary=:all:",
+                    "--python-version", python_version, "-d", str(build)]
         subprocess.run([*download, *lines], check=True)
         build.chmod(0o755)
         os.rename(build, final)
@@ -76,4 +81,5 @@ def ensure() -> Path:
 
 
 if __name__ == "__main__":
-    print(ensure())
+    for version in LAB_PYTHONS:
+        print(ensure(version))

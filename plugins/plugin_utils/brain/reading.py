@@ -50,7 +50,9 @@ KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile
                        r"|unexpected \"|invalid number of arguments|wrong number of arguments|unknown keyword"
                        # a program refusing the options its configuration gives it (getopt's words: memcached's
                        # /etc/memcached.conf is its command line)
-                       r"|unrecognized option|unrecognised option|invalid option|illegal argument|option requires an argument"),
+                       r"|unrecognized option|unrecognised option|invalid option|illegal argument|option requires an argument"
+                       # redis 8 takes a directive it does not know for a module's, starts, and then aborts in its log
+                       r"|unresolved configuration|module configuration detected without loadmodule"),
 ))
 # the closing line of a configuration test, which says only that it failed
 CONFIG_TEST_FAILED = re.compile(r"configuration file \S+ test failed|configuration file \"?\S+\"? contains errors|config(?:uration)? test failed"

@@ -17,7 +17,9 @@ import yaml
 from ansible.errors import AnsibleError
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import entry_errors
@@ -79,6 +81,10 @@ class Fleet:
 def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
     """Read the hosts matching ``pattern`` from the inventory at ``inventory``, with their ``autoheal_services``
     templated as a play would see them."""
+    if AnsibleCollectionConfig.collection_finder is None:
+        # ansible-rulebook, which runs the sources, is no Ansible CLI: until the collection loader is in place no lookup
+        # or filter is found, and an inventory whose variables use one (lookup('ansible.builtin.file', ...)) fails
+        init_plugin_loader()
     loader = DataLoader()
     manager = InventoryManager(loader=loader, sources=[inventory])
     variables = VariableManager(loader=loader, inventory=manager)

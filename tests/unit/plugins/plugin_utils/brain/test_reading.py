@@ -165,6 +165,17 @@ def test_a_configuration_error_block_is_read_whole_with_the_directive_it_names()
     assert finding.place == "line 2"
 
 
+def test_redis_8_aborting_on_a_directive_it_took_for_a_modules_is_a_configuration_error_naming_it() -> None:
+    """Debian 13's redis 8 starts with a directive it does not know (a module might own it), daemonizes, and aborts in its
+    log: the start printed only a warning, and the log's block is the cause, with the directive it names."""
+    log = ("3460:C 03 Dec 2026 07:15:26.640 # WARNING Memory overcommit must be enabled!\n"
+           "3461:M 03 Dec 2026 07:15:26.650 # Unresolved Configuration(s) Detected:\n"
+           "3461:M 03 Dec 2026 07:15:26.650 # >>> 'lab-bad-directive yes'\n"
+           "3461:M 03 Dec 2026 07:15:26.650 # Module Configuration detected without loadmodule directive or no ApplyConfig call: aborting\n")
+    finding = read_texts([("log /var/log/redis/redis-server.log", log)]).first("invalid_config")
+    assert finding is not None and "'lab-bad-directive yes'" in finding.said and "aborting" in finding.said, finding
+
+
 def test_a_passing_configuration_test_outweighs_a_log_line_calling_the_configuration_invalid() -> None:
     """nginx killed, nginx -t passing, and in its log an [emerg] line (old, or written there by someone): the test reads
     the configuration nginx would start with, so the line is no cause; without the test's word, the line counts."""

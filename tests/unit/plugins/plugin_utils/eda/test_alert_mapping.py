@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,18 @@ def test_a_bad_mapping_is_refused_when_the_source_starts(queries: tuple[Any, Any
 
 def test_without_queries_alertmanager_and_plain_json_are_read_as_before() -> None:
     assert AlertMapping.of(None, None, None) is None and AlertMapping.of("", "", "") is None
+
+
+def test_an_inventory_whose_variables_use_a_lookup_is_read_outside_ansibles_own_commands(tmp_path: Path) -> None:
+    """ansible-rulebook starts the source in a Python of its own, where no Ansible CLI put the collection loader in place:
+    the inventory's lookup must still be found (a fresh interpreter, as the source has)."""
+    (tmp_path / "port").write_text("8081")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"web1": {"autoheal_services": [
+        {"name": "apache2", "ports": ["{{ lookup('ansible.builtin.file', '" + str(tmp_path / "port") + "') | int }}"]}]}}}}))
+    read = f"from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet; print(read_fleet({str(inventory)!r}).services)"
+    # the directory that holds ansible_collections/, as the source is installed
+    collections = Path(read_fleet.__code__.co_filename).parents[6]
+    done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(collections)!r}); {read}"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0 and "{'web1': ('apache2',)}" in done.stdout, done.stderr
