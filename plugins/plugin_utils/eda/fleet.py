@@ -81,10 +81,21 @@ class Fleet:
 def read_fleet(inventory: str, pattern: str = "all") -> Fleet:
     """Read the hosts matching ``pattern`` from the inventory at ``inventory``, with their ``autoheal_services``
     templated as a play would see them."""
-    if AnsibleCollectionConfig.collection_finder is None:
-        # ansible-rulebook, which runs the sources, is no Ansible CLI: until the collection loader is in place no lookup
-        # or filter is found, and an inventory whose variables use one (lookup('ansible.builtin.file', ...)) fails
-        init_plugin_loader()
+    # ansible-rulebook, which runs the sources, is no Ansible CLI: without the collection loader no lookup or filter is
+    # found, and an inventory whose variables use one (lookup('ansible.builtin.file', ...)) fails. It is put in place
+    # for the reading alone: its path hook claims every file below ansible_collections/, and ansible-rulebook, which
+    # starts each further source of the rulebook with runpy.run_path, could no longer run one.
+    if AnsibleCollectionConfig.collection_finder is not None:
+        return _read_fleet(inventory, pattern)
+    init_plugin_loader()
+    try:
+        return _read_fleet(inventory, pattern)
+    finally:
+        finder: Any = AnsibleCollectionConfig.collection_finder
+        type(finder)._remove()
+
+
+def _read_fleet(inventory: str, pattern: str) -> Fleet:
     loader = DataLoader()
     manager = InventoryManager(loader=loader, sources=[inventory])
     variables = VariableManager(loader=loader, inventory=manager)

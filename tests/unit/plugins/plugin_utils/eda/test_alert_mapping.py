@@ -123,14 +123,17 @@ def test_without_queries_alertmanager_and_plain_json_are_read_as_before() -> Non
 
 def test_an_inventory_whose_variables_use_a_lookup_is_read_outside_ansibles_own_commands(tmp_path: Path) -> None:
     """ansible-rulebook starts the source in a Python of its own, where no Ansible CLI put the collection loader in place:
-    the inventory's lookup must still be found (a fresh interpreter, as the source has)."""
+    the inventory's lookup must still be found (a fresh interpreter, as the source has), and the next source of the
+    rulebook must still start: ansible-rulebook runs each with runpy.run_path, which the loader's path hook broke."""
     (tmp_path / "port").write_text("8081")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"web1": {"autoheal_services": [
         {"name": "apache2", "ports": ["{{ lookup('ansible.builtin.file', '" + str(tmp_path / "port") + "') | int }}"]}]}}}}))
-    read = f"from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet; print(read_fleet({str(inventory)!r}).services)"
     # the directory that holds ansible_collections/, as the source is installed
     collections = Path(read_fleet.__code__.co_filename).parents[6]
+    source = collections / "ansible_collections" / "sentinel" / "heal" / "extensions" / "eda" / "plugins" / "event_source" / "alert_webhook.py"
+    read = (f"from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import read_fleet; "
+            f"print(read_fleet({str(inventory)!r}).services); import runpy; print(callable(runpy.run_path({str(source)!r})['main']))")
     done = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(collections)!r}); {read}"],
                           capture_output=True, text=True, check=False, timeout=120)
-    assert done.returncode == 0 and "{'web1': ('apache2',)}" in done.stdout, done.stderr
+    assert done.returncode == 0 and done.stdout.split("\n")[:2] == ["{'web1': ('apache2',)}", "True"], done.stderr
