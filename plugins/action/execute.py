@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.sentinel.heal.plugins.module_utils._settle import DEFAULT_SETTLE_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
@@ -44,6 +45,7 @@ ARGUMENT_SPEC = dict(
     policy=dict(type="path"),
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
+    settle_seconds=dict(type="float", default=DEFAULT_SETTLE_S),
     step_timeout=dict(type="int", default=120),
     step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
@@ -136,7 +138,8 @@ class ActionModule(ActionBase):
             policy=policy,
             executor=step_executor(args, secrets, radius),
             target=target_for_task(host, self._connection, task_vars, self._templar),
-            verify=lambda spec: service_check(self, [spec], task_vars, secrets, executor_policy=executor_policy(args, policy))["services"][0],
+            verify=lambda spec: service_check(self, [spec], task_vars, secrets, settle_seconds=args["settle_seconds"],
+                                              executor_policy=executor_policy(args, policy))["services"][0],
             memory=memory,
             verify_retries=args["verify_retries"],
             verify_wait=args["verify_delay"],

@@ -52,6 +52,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._probe import (
     evidence_of,
 )
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._settle import MAX_SETTLE_S
 from ansible_collections.sentinel.heal.plugins.module_utils._sudo_rules import other_sudo_rules
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
@@ -181,6 +182,9 @@ def _parse_check(request):
         raise RequestRefused("services must name the declared services to check", "request", field="services", value=names)
     if not isinstance(lines, int) or isinstance(lines, bool) or not 1 <= lines <= MAX_LOG_LINES:
         raise RequestRefused("log_lines must be 1 to %d" % MAX_LOG_LINES, "request", field="log_lines", value=lines)
+    settle = request.get("settle_seconds", 0.0)
+    if not isinstance(settle, (int, float)) or isinstance(settle, bool) or not 0 <= settle <= MAX_SETTLE_S:
+        raise RequestRefused("settle_seconds must be 0 to %g seconds" % MAX_SETTLE_S, "request", field="settle_seconds", value=settle)
     secrets = request.get("redact_values", [])
     if not isinstance(secrets, list) or not all(isinstance(secret, str) for secret in secrets):
         raise RequestRefused("redact_values must be a list of strings", "request", field="redact_values", value="(not shown)")
@@ -210,7 +214,8 @@ def check(request, config_dir=CONFIG_DIR, approvals_dir=USED_DIR):
     # each spec with the host's own restore setting filled in: the controller plans a restore within it (a restore the
     # host sends to a person is an approval request, never a refusal)
     params = dict(services=[_with_defaults(_as_the_host_declares(declared[name], services), SERVICE_OPTIONS) for name in request["services"]],
-                  log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [])
+                  log_lines=request.get("log_lines", 20), redact_values=request.get("redact_values") or [],
+                  settle_seconds=request.get("settle_seconds", 0.0))
     marker, now = read_marker(), time.time()
     # what counts as good is the host's to say, never the caller's: every check keeps a healthy service's configuration
     # (the caller cannot hold an older copy as good by not asking), and none in maintenance (what a person is in the
@@ -284,6 +289,7 @@ def check_through_executor(params):
     (the module's way with enforcement on the host: the healing account's one sudo rule is the executor)."""
     answer = ask(dict(host=socket.gethostname(), kind="check", services=[spec["name"] for spec in params["services"]],
                       policy_version=params["policy_version"], log_lines=params["log_lines"],
+                      settle_seconds=params.get("settle_seconds") or 0.0,
                       redact_values=params.get("redact_values") or [], timeout=params.get("evidence_timeout", 120),
                       # run as the host's policy says, not as the controller's become says
                       evidence=[dict(service=read["service"], argv=read["argv"]) for read in params.get("evidence_commands") or []]))

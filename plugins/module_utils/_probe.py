@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _processes, _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils import _processes, _settle, _systemd
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence, validate_evidence
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import KnownGoodError, changes_since_good, configuration_files, keep
@@ -75,6 +75,8 @@ SERVICE_OPTIONS = dict(
     restore_known_good=dict(type="str", choices=["approve", "auto", "off"]),
     # its configuration test (argv, no shell), run after a restore: a failing test undoes the restore
     config_test=dict(type="str"),
+    # how long it must stay as it is after a repair before it counts as healthy (unset: the check's settle_seconds)
+    settle_seconds=dict(type="float"),
     # how far sentinel.heal acts on this service (the controller reads it; the host does not)
     mode=dict(type="str", choices=["observe", "review", "autonomous"]),
     # declared services of the host it needs that systemd does not know of (an HTTP upstream): the controller heals a
@@ -85,6 +87,8 @@ SERVICE_OPTIONS = dict(
 ARGUMENT_SPEC = dict(
     services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
     log_lines=dict(type="int", default=20),
+    # watch each healthy service this long (its own settle_seconds in its place): a restart within counts as failing
+    settle_seconds=dict(type="float", default=0.0),
     redact_values=dict(type="list", elements="str", default=[], no_log=True),
     # read-only commands the controller's guard allowed, run for a service only when it fails
     evidence_commands=dict(type="list", elements="dict", default=[], options=dict(
@@ -143,15 +147,22 @@ def check_services(params, keep_known_good=False):
     evidence says what changed since (``changes``) either way."""
     services = params["services"]
     _validate(services, params["log_lines"])
+    if not 0 <= (params.get("settle_seconds") or 0.0) <= _settle.MAX_SETTLE_S:
+        raise ProbeConfigError("settle_seconds: %r must be 0 to %g seconds (0: each service checked once)"
+                               % (params["settle_seconds"], _settle.MAX_SETTLE_S))
     reads = _evidence_commands(params.get("evidence_commands") or [], services, params.get("evidence_timeout", 120))
     manager = detect_service_manager()
     marker = read_marker()
     # a person's maintenance marker, whatever it covers, holds the reads back too: the controller decides what it covers
     if marker is not None:
         reads = {}
-    results = [_check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
+
+    def checked(spec, unsettled=None):
+        return _check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
                           (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120)),
-                          others=[other for other in services if other is not spec]) for spec in services]
+                          others=[other for other in services if other is not spec], unsettled=unsettled)
+
+    results = _settled(services, [checked(spec) for spec in services], manager, params.get("settle_seconds") or 0.0, checked)
     if keep_known_good:
         for spec, result in zip(services, results):
             if result["healthy"] and spec.get("known_good", True):
@@ -163,6 +174,25 @@ def check_services(params, keep_known_good=False):
         healthy=not failures,
         facts=dict(service_manager=manager, os=_os_release(), maintenance=marker),
     )
+
+
+def _settled(services, results, manager, settle_seconds, checked):
+    """The results, each healthy service watched across its settle window (_settle.py) and checked again at its end:
+    one that failed its checks or restarted meanwhile is failing, what changed in its summary. The windows run at once,
+    the shortest first: the check takes as long as the longest."""
+    windows = [(index, _settle.window_of(spec, settle_seconds)) for index, (spec, result) in enumerate(zip(services, results))
+               if result["healthy"] and settle_seconds > 0]
+    watched = [(index, window) for index, window in windows if window > 0]
+    before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, _window in watched)
+    started = time.monotonic()
+    results = list(results)
+    for index, window in sorted(watched, key=lambda item: item[1]):
+        time.sleep(max(0.0, started + window - time.monotonic()))
+        spec = services[index]
+        said, restarted = _settle.changes(before[index], _settle.snapshot(spec, manager, read_pidfile), window)
+        results[index] = checked(spec, dict(window_s=window, changes=said, restarted=restarted))
+        results[index]["settled"] = dict(window_s=window, held=results[index]["healthy"], changes=said)
+    return results
 
 
 def check_one(spec, manager, log_lines, others=()):
@@ -223,6 +253,9 @@ def _validate(services, log_lines):
             raise ProbeConfigError("%s.http.url: %r must start with http:// or https://" % (where, http["url"]))
         if spec.get("timeout") is not None and not 0 < spec["timeout"] <= 120:
             raise ProbeConfigError("%s.timeout: %r must be more than 0 and at most 120 seconds" % (where, spec["timeout"]))
+        if spec.get("settle_seconds") is not None and not 0 <= spec["settle_seconds"] <= _settle.MAX_SETTLE_S:
+            raise ProbeConfigError("%s.settle_seconds: %r must be 0 to %g seconds (0: checked once)"
+                                   % (where, spec["settle_seconds"], _settle.MAX_SETTLE_S))
         if not any((spec.get("status_check", True), spec.get("ports"), http, spec.get("process"), spec.get("check_command"))):
             raise ProbeConfigError("%s: %r declares no check (status_check, ports, http, process or check_command)" % (where, name))
 
@@ -250,7 +283,9 @@ def detect_service_manager():
     return "unknown"
 
 
-def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120), others=()):
+def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120), others=(), unsettled=None):
+    """One service's result. ``unsettled``: what its settle window saw (``_settled``), which fails it when anything
+    changed: a unit systemd restarted meanwhile is in a restart loop, whatever its state at this moment."""
     name = spec["name"]
     init_service = spec.get("service") or name
     process_name = spec.get("process") or init_service
@@ -273,16 +308,21 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     if spec.get("check_command"):
         ok, detail = _command(spec["check_command"], spec.get("running_indicator"), timeout)
         checks.append(dict(kind="command", target=spec["check_command"], ok=ok, detail=detail))
-    healthy = all(check["ok"] for check in checks)
+    changes = (unsettled or {}).get("changes") or []
+    healthy = all(check["ok"] for check in checks) and not changes
     result = dict(name=name, healthy=healthy, checks=checks, spec=dict(spec))
     if healthy:
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values, others)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
+    if unsettled and unsettled["restarted"] and failure_class != "masked":
+        failure_class = "restart_loop"
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
     if reads and failure_class not in NOT_READ_FOR:
         evidence["commands"] = read_evidence(reads, *read_with)
-    summary = "; ".join(check["detail"] for check in checks if not check["ok"])
+    summary = "; ".join([check["detail"] for check in checks if not check["ok"]] + changes)
+    if unsettled and not changes:
+        summary = "it passed its checks, then failed them within its %g s settle window: %s" % (unsettled["window_s"], summary)
     pidfile = evidence["pidfile"]
     if pidfile and pidfile["exists"] and not pidfile["alive"]:
         if pidfile["pid"] is None:
@@ -294,7 +334,9 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     for owner in evidence["port_owners"]:
         summary += "; port %s/tcp is held by %s (pid %s)" % (owner["port"], owner["process"], owner["pid"])
     summary += "".join("; " + note for note in _path_notes(evidence, spec.get("user")))
-    unit_sentence = _systemd.describe(evidence["unit"], failure_class) if evidence["unit"] else None
+    # a unit restarted within the window is described by what the window saw (describe()'s restart loop is one its
+    # start limit ended)
+    unit_sentence = _systemd.describe(evidence["unit"], failure_class) if evidence["unit"] and not (unsettled and unsettled["restarted"]) else None
     if unit_sentence:
         summary += "; " + unit_sentence
     result.update(

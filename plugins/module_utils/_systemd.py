@@ -123,13 +123,19 @@ def fronted_units(name, timeout):
 
 
 def directory_units(name, timeout):
+    """The units that run service ``name``, each with its DIRECTORY_PROPERTIES (``running_units``)."""
+    return running_units(name, DIRECTORY_PROPERTIES, timeout)
+
+
+def running_units(name, properties, timeout):
     """The units that run service ``name`` (the unit, or the services it fronts when it is an umbrella:
-    ``umbrella_members``), each with its DIRECTORY_PROPERTIES; [] when systemd knows no such unit."""
-    [unit] = _show([name], DIRECTORY_PROPERTIES, timeout) or [{}]
+    ``umbrella_members``), each with ``properties``; [] when systemd knows no such unit."""
+    properties = tuple(dict.fromkeys(("Id", "LoadState", *UMBRELLA_PROPERTIES, *properties)))
+    [unit] = _show([name], properties, timeout) or [{}]
     if not unit or unit.get("LoadState") == "not-found":
         return []
     members = umbrella_members(unit)
-    return _show(members, DIRECTORY_PROPERTIES, timeout) if members else [unit]
+    return _show(members, properties, timeout) if members else [unit]
 
 
 def units_of(unit):

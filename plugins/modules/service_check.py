@@ -184,6 +184,14 @@ options:
             C(haproxy -c -f /etc/haproxy/haproxy.cfg) for haproxy, C(named-checkconf) for named and bind9,
             C(unbound-checkconf) for unbound, none otherwise.
         type: str
+      settle_seconds:
+        description:
+          - How long this service must stay as it is, once it passes its checks, before it counts as healthy, in
+            place of O(settle_seconds) (0 to 300; 0 checks it once). Only a check with O(settle_seconds) above 0
+            watches at all, as the heal's verification does after a repair.
+          - A service that takes long to fail after its start (a worker that dies on its first job) needs a longer
+            window; every verification of it waits that long.
+        type: float
       depends_on:
         description:
           - Other declared services of the host this one needs, where systemd does not know it (an HTTP upstream, a
@@ -207,6 +215,16 @@ options:
     description: How many lines of each log file to gather (1-500).
     type: int
     default: 20
+  settle_seconds:
+    description:
+      - Watch each service that passes its checks this many seconds (its own O(services[].settle_seconds) in its
+        place), then check it again (0 to 300). It is failing when it fails then, or when the service manager restarted
+        it meanwhile - on systemd any unit that runs it changed its C(NRestarts), main PID or activation time, on sysv
+        its pid file's pid (or its processes) changed -, whatever one check said; a unit systemd's C(Restart=)
+        restarted is C(restart_loop). RV(services[].settled) says what the window saw.
+      - The windows run at once; the check takes as long as the longest. V(0) checks once (a sweep).
+    type: float
+    default: 0.0
   redact_values:
     description: Literal secrets to mask in the evidence, in addition to the built-in patterns.
     type: list
@@ -342,6 +360,14 @@ services:
           kept (the check does not fail for it). No file's content.
       type: dict
       returned: for a healthy service outside check mode
+    settled:
+      description:
+        - What its settle window saw (O(settle_seconds)) - C(window_s), C(held) (it passed again at the end and
+          nothing restarted it) and C(changes) (each thing that changed meanwhile, in a sentence such as C(unit
+          memcached.service was restarted 4 times by systemd's Restart=always within its 3 s settle window (main PID
+          812 -> 833))).
+      type: dict
+      returned: for a service that passed its checks, when O(settle_seconds) is above 0
 failures:
   description: The results of the services that failed, each with the keys of O(services) results plus the ones below.
   returned: always

@@ -174,13 +174,15 @@ def _declared(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def service_check(action: Any, services: Sequence[Mapping[str, Any]], task_vars: dict[str, Any], secrets: Sequence[str],
                   log_lines: int = 20, evidence: Sequence[Mapping[str, Any]] = (), privilege: str = "become",
-                  timeout: int = 120, executor_policy: str = "") -> Mapping[str, Any]:
+                  timeout: int = 120, executor_policy: str = "", settle_seconds: float = 0.0) -> Mapping[str, Any]:
     """Run service_check on the task's host through the action's connection; the result is redacted. A host that does
     not answer raises HostUnreachable. ``evidence``: the guard's allowed evidence commands, read for a service that
-    fails (with ``privilege``, each within ``timeout`` seconds). ``executor_policy``: the version of the policy the
+    fails (with ``privilege``, each within ``timeout`` seconds). ``settle_seconds``: how long a healthy service is
+    watched before it counts as healthy (a service's own ``settle_seconds`` in its place; 0: checked once).
+    ``executor_policy``: the version of the policy the
     controller judges with, for the executor on the host to check under, as root (the module runs as the connection's
     account); empty: the module checks itself."""
-    args: dict[str, Any] = {"services": [_declared(s) for s in services], "log_lines": log_lines}
+    args: dict[str, Any] = {"services": [_declared(s) for s in services], "log_lines": log_lines, "settle_seconds": settle_seconds}
     if evidence:
         args.update(evidence_commands=list(evidence), evidence_privilege=privilege, evidence_timeout=timeout)
     if executor_policy:

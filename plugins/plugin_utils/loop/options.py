@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import list_option_errors
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.module_utils._settle import DEFAULT_SETTLE_S, MAX_SETTLE_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMSettings
@@ -54,6 +55,7 @@ HEAL_SPEC: dict[str, Any] = dict(
     max_attempts=dict(type="int", default=3),
     verify_retries=dict(type="int", default=3),
     verify_delay=dict(type="float", default=2.0),
+    settle_seconds=dict(type="float", default=DEFAULT_SETTLE_S),
     step_timeout=dict(type="int", default=120),
     interactive_approval=dict(type="bool", default=True),
     approval_key=dict(type="path", default=""),
@@ -75,7 +77,8 @@ HEAL_SPEC: dict[str, Any] = dict(
     fleet_window=dict(type="int", default=600),
 )
 
-LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "step_timeout": (1, 3600), "approval_ttl": (60, 30 * 86400),
+LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "settle_seconds": (0, int(MAX_SETTLE_S)), "step_timeout": (1, 3600),
+          "approval_ttl": (60, 30 * 86400),
           "failed_ttl": (0, 365 * 86400), **LIMIT_OPTION_RANGES}
 
 

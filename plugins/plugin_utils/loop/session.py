@@ -201,7 +201,7 @@ class HealSession:
             evidence_executor=None if privilege == "executor" else HostEvidence(task.action, task_vars, secrets, privilege,
                                                                                 args.get("step_timeout", 120)),
             target=target_for_task(task.host, task.connection, task.task_vars, task.templar),
-            verify=lambda spec: service_check(task.action, [spec], task_vars, secrets, args["log_lines"],
+            verify=lambda spec: service_check(task.action, [spec], task_vars, secrets, args["log_lines"], settle_seconds=args["settle_seconds"],
                                               executor_policy=executor_policy(args, load_policy(args["policy"])))["services"][0],
             memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
             check_mode=not writes,

@@ -6,7 +6,6 @@ systemd hosts run the real commands (tests/integration/test_systemd_lab.py)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -145,50 +144,6 @@ def test_the_units_of_a_service_behind_a_wrapper_are_the_wrapper_and_every_unit_
               "Wrapper": {"Id": "postgresql.service", "ConsistsOf": "postgresql@15-main.service postgresql@16-reporting.service"}}
     assert units_of(behind) == {"postgresql.service", "postgresql@15-main.service", "postgresql@16-reporting.service"}
     assert units_of({"Id": "nginx.service"}) == {"nginx.service"}  # no wrapper: no other unit, and never None
-
-
-# systemctl and journalctl answering from the units given: `show` prints each unit's properties as systemd does
-_SCRIPTED_SYSTEMD = """#!/usr/bin/env python3
-import json, os, sys
-units = json.load(open(os.environ["SCRIPTED_UNITS"]))
-if os.path.basename(sys.argv[0]) == "journalctl":
-    # the lines journald holds, each with the one field a match must name to find it: the terms between "+" are ANDed
-    held = json.load(open(os.environ["SCRIPTED_JOURNAL"])) if "SCRIPTED_JOURNAL" in os.environ else []
-    terms, term = [], []
-    for arg in sys.argv[1:] + ["+"]:
-        if arg == "+":
-            terms.append(term)
-            term = []
-        elif not arg.startswith("-"):
-            term.append(arg)
-    print("\\n".join(line for fields, line in reversed(held) if any(all(match in fields for match in t) for t in terms if t)))
-    sys.exit(0)
-if sys.argv[1] != "show":
-    sys.exit(0)
-names = sys.argv[sys.argv.index("--") + 1:]
-wanted = next(arg for arg in sys.argv if arg.startswith("--property=")).split("=", 1)[1].split(",")
-blocks = []
-for name in names:
-    unit = units.get(name) or units.get(name + ".service") or {"Id": name, "LoadState": "not-found"}
-    blocks.append("\\n".join("%s=%s" % (key, unit.get(key, "")) for key in wanted))
-print("\\n\\n".join(blocks))
-"""
-
-
-@pytest.fixture
-def scripted_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, dict[str, str]]], None]:
-    """systemd's answers for the units a test gives, on PATH in place of the machine's (a unit test never reads it)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for program in ("systemctl", "journalctl"):
-        (bin_dir / program).write_text(_SCRIPTED_SYSTEMD)
-        (bin_dir / program).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-
-    def units(known: dict[str, dict[str, str]]) -> None:
-        (tmp_path / "units.json").write_text(json.dumps(known))
-        monkeypatch.setenv("SCRIPTED_UNITS", str(tmp_path / "units.json"))
-    return units
 
 
 def _failed(name: str, **properties: str) -> dict[str, str]:
