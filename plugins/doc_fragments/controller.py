@@ -121,6 +121,25 @@ options:
     default: 600
 """
 
+    # How a repair is verified, by the heal and the run of an approved plan (sentinel.heal.controller.verification).
+    VERIFICATION = r"""
+options:
+  verify_delay:
+    description: Seconds between two verification checks.
+    type: float
+    default: 2.0
+  settle_seconds:
+    description:
+      - Seconds a repaired service must stay as it is before it counts as healed (0 to 300); each verification
+        check watches it this long (M(sentinel.heal.service_check)'s O(sentinel.heal.service_check#module:settle_seconds)), and one
+        that systemd restarted meanwhile, or whose process changed, is still failing. A service's own
+        C(settle_seconds) takes its place. V(0) trusts one passing check.
+      - It costs this long per verification check of each repaired service, about the time of one check
+        more than without it.
+    type: float
+    default: 3.0
+"""
+
     # How the actions that run steps on a host run them (sentinel.heal.controller.steps).
     STEPS = r"""
 options:

@@ -85,6 +85,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - sentinel.heal.controller
   - sentinel.heal.controller.memory
+  - sentinel.heal.controller.verification
   - sentinel.heal.controller.attributes
   - sentinel.heal.controller.steps
   - sentinel.heal.controller.privilege
@@ -144,20 +145,6 @@ options:
     description: How many times verification checks the service before the attempt counts as failed (1-30).
     type: int
     default: 3
-  verify_delay:
-    description: Seconds between two verification checks.
-    type: float
-    default: 2.0
-  settle_seconds:
-    description:
-      - Seconds a repaired service must stay as it is before it counts as healed (0 to 300); each verification
-        check watches it this long (M(sentinel.heal.service_check)'s O(sentinel.heal.service_check#module:settle_seconds)), and one
-        that systemd restarted meanwhile, or whose process changed, is still failing. A service's own
-        C(settle_seconds) takes its place. V(0) trusts one passing check.
-      - It costs this long per verification check of each repaired service, about the time of one check
-        more than without it.
-    type: float
-    default: 3.0
   interactive_approval:
     description:
       - Ask at the terminal when a plan needs approval. Without a terminal (AWX, cron, CI) the plan is
