@@ -181,7 +181,7 @@ def _settled(services, results, manager, settle_seconds, checked):
     one that failed its checks or restarted meanwhile is failing, what changed in its summary. The windows run at once,
     the shortest first: the check takes as long as the longest."""
     windows = [(index, _settle.window_of(spec, settle_seconds)) for index, (spec, result) in enumerate(zip(services, results))
-               if result["healthy"] and settle_seconds > 0]
+               if result["healthy"]] if settle_seconds > 0 else []
     watched = [(index, window) for index, window in windows if window > 0]
     before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, _window in watched)
     started = time.monotonic()

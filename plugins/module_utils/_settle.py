@@ -6,13 +6,14 @@
 One passing check right after a repair is no repair that holds: a unit with ``Restart=`` whose process dies a moment
 after each start looks active in most snapshots. What the service manager counts says it: on a systemd host the units
 that run the service keep their ``NRestarts``, main PID and ``ActiveEnterTimestampMonotonic`` across the window; on a
-sysv host the process its pid file names (or the processes of its name) stays the same.
+sysv host the process its pid file names stays the same. The processes of its name are never its run: another service's,
+or its own workers coming and going, would fail a service that held; without a unit or a pid file the check again at
+the window's end decides alone.
 """
 
 from __future__ import annotations
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
-from ansible_collections.sentinel.heal.plugins.module_utils._processes import find_pids
 
 # what of a unit changes when it is restarted, by systemd's Restart= or anyone
 UNIT_STATE = ("Id", "NRestarts", "MainPID", "ActiveEnterTimestampMonotonic", "Restart")
@@ -23,16 +24,15 @@ DEFAULT_SETTLE_S = 3.0
 
 def snapshot(spec, manager, read_pidfile):
     """What the service manager says of the service's run now: per unit that runs it on systemd, else (sysv, or a
-    service systemd has no unit of) its pid file's pid or the pids of its process name."""
+    service systemd has no unit of) its pid file's pid; {} when neither says."""
     name = spec.get("service") or spec["name"]
     timeout = spec.get("timeout") or 5.0
     units = _systemd.running_units(name, UNIT_STATE, timeout) if manager == "systemd" else []
     if units:
         return dict(units=[dict((key, unit.get(key, "")) for key in UNIT_STATE) for unit in units])
-    process_name = spec.get("process") or name
     if spec.get("pidfile"):
-        return dict(pids=[read_pidfile(spec["pidfile"], process_name)["pid"]])
-    return dict(pids=sorted(find_pids(process_name)))
+        return dict(pid=read_pidfile(spec["pidfile"], spec.get("process") or name)["pid"])
+    return {}
 
 
 def changes(before, after, window):
@@ -52,9 +52,9 @@ def changes(before, after, window):
         elif unit["MainPID"] != now["MainPID"] or unit["ActiveEnterTimestampMonotonic"] != now["ActiveEnterTimestampMonotonic"]:
             said.append("unit %s started again within its %g s settle window (main PID %s -> %s)" % (
                 unit["Id"], window, unit["MainPID"], now["MainPID"]))
-    if before.get("pids") is not None and before.get("pids") != after.get("pids"):
-        said.append("its process changed within its %g s settle window (pid %s -> %s)" % (
-            window, _pids(before["pids"]), _pids(after.get("pids"))))
+    if "pid" in before and before["pid"] != after.get("pid"):
+        said.append("its pid file named another process within its %g s settle window (pid %s -> %s)" % (
+            window, before["pid"], "none" if after.get("pid") is None else after["pid"]))
     return said, restarted
 
 
@@ -66,7 +66,3 @@ def window_of(spec, settle_seconds):
 
 def _count(value):
     return int(value) if str(value).isdigit() else 0
-
-
-def _pids(pids):
-    return ", ".join(str(pid) for pid in pids or [] if pid is not None) or "none"

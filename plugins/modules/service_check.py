@@ -220,7 +220,7 @@ options:
       - Watch each service that passes its checks this many seconds (its own O(services[].settle_seconds) in its
         place), then check it again (0 to 300). It is failing when it fails then, or when the service manager restarted
         it meanwhile - on systemd any unit that runs it changed its C(NRestarts), main PID or activation time, on sysv
-        its pid file's pid (or its processes) changed -, whatever one check said; a unit systemd's C(Restart=)
+        its pid file names another process (the processes of its name are never compared) -, whatever one check said; a unit systemd's C(Restart=)
         restarted is C(restart_loop). RV(services[].settled) says what the window saw.
       - The windows run at once; the check takes as long as the longest. V(0) checks once (a sweep).
     type: float
