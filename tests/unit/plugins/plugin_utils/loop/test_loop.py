@@ -698,8 +698,9 @@ def test_a_host_that_stops_answering_after_the_run_ends_unreachable_with_the_att
 
 def test_a_silenced_service_is_checked_and_nothing_is_planned_or_run(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    silence = Silence(id=7, hosts="web1", service="nginx", reason="disk swap", set_by="alice", set_at=0.0, until=time.time() + 7200)
-    tools = _tools(tmp_path, executor, [], silence=lambda failure: silence.hold() if failure.service == "nginx" else None)
+    now = time.time()  # the loop's clock stands still, so the span it reads is the one the silence was set for
+    silence = Silence(id=7, hosts="web1", service="nginx", reason="disk swap", set_by="alice", set_at=0.0, until=now + 7200)
+    tools = _tools(tmp_path, executor, [], silence=lambda failure: silence.hold() if failure.service == "nginx" else None, clock=lambda: now)
     outcome = heal_incident(nginx_failure(), tools)
     assert outcome.trace.path == ["diagnose", "record", "silenced"] and outcome.state.status == "silenced"
     assert outcome.state.reason.startswith("nginx: silenced by alice (silence 7): disk swap; checked, nothing planned or run; "
