@@ -34,20 +34,30 @@ def moment(at: float, now: float | None = None) -> str:
     """A time as a person reads it: ISO 8601 in the host's zone, with its offset, and how far it is from now
     (``2026-12-01T21:50:00+00:00, in 23 min``); machine fields keep their epoch seconds."""
     now = time.time() if now is None else now
-    return "%s, %s" % (datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds"), relative(at - now))
+    return "%s, %s" % (clock_time(at), relative(at - now))
+
+
+def clock_time(at: float) -> str:
+    """A time in ISO 8601 in the host's zone, with its offset, to the second."""
+    return datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
 
 
 def relative(seconds: float) -> str:
     """``in 23 min``, ``3 h 5 min ago``, ``now``: a span from now in the two largest units that matter."""
-    span = round(abs(seconds))
-    if span < 1:
+    said = span(seconds)
+    if said == "0 s":
         return "now"
+    return "in %s" % said if seconds > 0 else "%s ago" % said
+
+
+def span(seconds: float) -> str:
+    """``2 min 10 s``, ``3 h 5 min``, ``0 s``: a length of time in the two largest units that matter."""
+    left = round(abs(seconds))
     parts: list[str] = []
     for name, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
-        if span >= size and len(parts) < 2:
-            parts.append("%d %s" % (span // size, name))
-            span %= size
+        if left >= size and len(parts) < 2:
+            parts.append("%d %s" % (left // size, name))
+            left %= size
         elif parts:
             break
-    said = " ".join(parts)
-    return "in %s" % said if seconds > 0 else "%s ago" % said
+    return " ".join(parts) or "0 s"

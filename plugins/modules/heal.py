@@ -145,6 +145,18 @@ options:
     description: How many times verification checks the service before the attempt counts as failed (1-30).
     type: int
     default: 3
+  relapse_window:
+    description:
+      - Seconds after a heal within which a failure of the same service on the same host is that heal's relapse
+        (0 to 604800; C(0) never links one). The new incident names the heal it came back after (C(relapsed_from) in
+        RV(incidents) and in its episodes), its reason says first when the service was healed, by what, and when and how
+        it failed again, and the heal's episode records C(relapsed_at). The plan that relapsed is no longer replayed as a
+        verified fix.
+      - A relapse is healed once more, unless the same cause is back (the file the repair put right changed again, its
+        port held again, its configuration test failing again) or it is the second relapse in a row; either ends
+        C(escalated) at once with the evidence of both times, and nothing runs, since something keeps undoing the repair.
+    type: int
+    default: 900
   interactive_approval:
     description:
       - Ask at the terminal when a plan needs approval. Without a terminal (AWX, cron, CI) the plan is
@@ -291,6 +303,7 @@ incidents:
       C(calls) and tokens.
     - C(fleet_incident) is the fleet incident the failure is part of (see O(fleet_min_hosts) and
       M(sentinel.heal.memory_info) with C(kind=fleet_incidents) for its fields), or null.
+    - C(relapsed_from) is the episode of the heal the failure came back after within O(relapse_window), or null.
     - C(attempt_log) has every attempt in the form of its episode in the memory (C(id) there, or null when it was not
       recorded) - the diagnosis, C(evidence), C(plan), C(verdicts), C(policy_version), C(approved_by), C(results) (the
       evidence reads, the think loop's reads, the C(steps) that ran with their rc, duration and output, the

@@ -130,6 +130,11 @@ episodes:
     - The episodes found, newest first (with O(text), the best match first) - each with C(id), C(incident_id), C(attempt),
       C(host), C(service), C(fingerprint), C(failure_class), C(error_text), C(plan_source), C(plan_reference), C(outcome),
       C(verified), C(approved_by), C(started_at) and C(finished_at).
+    - A relapse (the service failed again within the heal's O(sentinel.heal.heal#module:relapse_window) after a heal) shows
+      on both sides - each episode of the incident that followed has C(relapsed_from), the id of the heal it came back
+      after (null otherwise); that heal has C(relapsed_at), when it failed again, and C(relapsed_after_s), how long it
+      held (both null for a heal that held, and for any other outcome). A plan whose heal relapsed is no longer replayed
+      as a verified fix.
   returned: with kind episodes, without episode_id
   type: list
   elements: dict

@@ -148,8 +148,11 @@ def _episodes(memory: Memory, args: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def _brief(row: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "incident_id", "attempt", "host", "service", "fingerprint", "failure_class", "error_text", "plan_source",
-            "plan_reference", "outcome", "verified", "approved_by", "started_at", "finished_at")
-    return {key: row[key] for key in keys}
+            "plan_reference", "outcome", "verified", "approved_by", "started_at", "finished_at", "relapsed_from", "relapsed_at")
+    brief = {key: row[key] for key in keys}
+    # how a heal held: relapsed, and how long after (null for any other outcome, or a heal no failure came back after)
+    brief["relapsed_after_s"] = round(row["relapsed_at"] - row["finished_at"], 1) if row["relapsed_at"] is not None else None
+    return brief
 
 
 # ---- exports (memory_export) ----

@@ -56,7 +56,10 @@ STEP_TEMPLATE = re.compile(r'"?template"?\s*:\s*(?:"[^"\n]*"|[^\n]*)')
 def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str] | None = None) -> PlaybookRun:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {}))
-    command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *args]
+    # a fault a test injects again seconds after a heal is a new incident of its story, not that heal's relapse: a test
+    # of relapses sets the window itself
+    separate = [] if any("autoheal_relapse_window=" in arg for arg in args) else ["-e", "autoheal_relapse_window=0"]
+    command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *separate, *args]
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     output = proc.stdout + proc.stderr
     said = STEP_TEMPLATE.sub("", output)

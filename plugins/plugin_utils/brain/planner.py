@@ -89,14 +89,18 @@ class Planner:
         self.knowledge = knowledge
         self.secrets = tuple(secrets)
 
-    def remembered_fix(self, failure: Failure, excluded: AbstractSet[tuple[str, ...]],
-                       results: Mapping[str, Mapping[str, Any]]) -> tuple[RememberedFix | None, str]:
+    def remembered_fix(self, failure: Failure, excluded: AbstractSet[tuple[str, ...]], results: Mapping[str, Mapping[str, Any]],
+                       relapsed: tuple[str, ...] | None = None) -> tuple[RememberedFix | None, str]:
         """The fix verified before for this fingerprint, when it was verified on the failure there is now (the same facts
-        of trouble in ``failure``'s evidence and the evidence commands' ``results``), and why a remembered fix was sent
-        away before it ran ("" when none was)."""
+        of trouble in ``failure``'s evidence and the evidence commands' ``results``) and is not the plan whose heal the
+        failure relapsed from (``relapsed``, its templates), and why a remembered fix was sent away before it ran ("" when
+        none was)."""
         remembered = self.memory.verified_fix(failure.fingerprint) if self.memory else None
         if remembered is None or remembered.plan.templates in excluded:
             return None, ""
+        if remembered.plan.templates == relapsed:
+            return None, (f"{failure.service}: the fix remembered from episode {remembered.episode_id} ({remembered.plan.rationale}) is "
+                          f"the one that relapsed: not replayed as verified")
         then, now = cause_of(remembered.evidence, remembered.results), cause_of(failure.evidence, results)
         if then != now:
             return None, (f"{failure.service}: the fix remembered from episode {remembered.episode_id} ({remembered.plan.rationale}) was verified on "

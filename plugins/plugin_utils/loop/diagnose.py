@@ -43,6 +43,8 @@ class Diagnosing:
     deadline: float
     earlier_steps: tuple[StepResult, ...]
     unhealed: tuple[Unhealed, ...] = ()
+    # the plan of the heal the failure relapsed from: no longer replayed as a verified fix
+    relapsed: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,13 @@ class DiagnoseNode(ToolNode):
         state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         earlier = () if memory is None else tuple(memory.unhealed(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
-        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier)
+        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier,
+                          state.relapse.heal.templates if state.relapse else None)
 
     def _no_attempt(self, state: IncidentState) -> str | None:
-        """A person's decision (a silence, a masked unit), failing services it needs healed before it in this run and not
-        yet waited for, systemd's own restart not yet waited for, the deadline, or too many remediations."""
+        """A person's decision (a silence, a masked unit), a relapse whose repair something keeps undoing, failing services
+        it needs healed before it in this run and not yet waited for, systemd's own restart not yet waited for, the
+        deadline, or too many remediations."""
         failure = state.failure
         silenced = self.tools.silence(failure)
         if silenced is not None:
@@ -84,6 +88,12 @@ class DiagnoseNode(ToolNode):
         if failure.masked_unit is not None:
             state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
             return "left_alone"
+        relapsing = state.relapse.escalation(failure) if state.relapse is not None and not state.attempts else None
+        if relapsing is not None:
+            state.attempts.append(Attempt(number=1, started_at=self.tools.clock(), outcome="escalated", diagnosis=f"not diagnosed: {relapsing}"))
+            state.reason = f"{failure.service}: {relapsing}"
+            state.log(self.name, state.reason)
+            return "relapsing"
         if state.dependencies and not state.awaited_dependencies:
             return "dependencies"
         if failure.failure_class == "auto_restart" and not state.awaited_systemd:
@@ -122,7 +132,7 @@ class DiagnoseNode(ToolNode):
         passed = [command for command, result in evidence.results.items() if result.rc == 0]
         reading = dataclasses.replace(read_failure(failure, outputs, prep_res.earlier_steps,
                                                    functools.partial(package_dir, self.tools.policy, context), passed), cause_gone=cause_gone)
-        remembered, sent_away = self.tools.planner.remembered_fix(failure, excluded, results)
+        remembered, sent_away = self.tools.planner.remembered_fix(failure, excluded, results, prep_res.relapsed)
         notes = tuple(note for note in (cause_gone, sent_away) if note)
         if remembered is not None:
             return Diagnosed(Diagnosis(f"{failure.summary} (seen before: {remembered.plan.rationale})", remembered, outputs, reading),

@@ -17,7 +17,12 @@ class _EndNode(ToolNode):
     status = ""
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Any) -> str:
+        """The status; a relapse's reason says first what it relapsed from (when it was healed, by what, when it failed
+        again and how), whatever it ends as."""
         state.status = self.status
+        if state.relapse is not None:
+            story = state.relapse.describe(state.failure)
+            state.reason = f"{story}. {state.reason}" if state.reason else story
         state.log(self.name, self.status + (f": {state.reason}" if state.reason and self.status != Status.HEALED.value else ""))
         return DEFAULT_ACTION
 

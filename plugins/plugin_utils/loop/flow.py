@@ -35,6 +35,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.guard import As
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.observe import ObserveNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.plan import PlanNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.record import RecordNode
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import relapse_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import RolloutNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.verify import VerifyNode
@@ -60,7 +61,10 @@ def heal_incident(failure: Failure, tools: Toolkit, dependencies: Sequence[Depen
     llm = tools.planner.llm
     state = IncidentState(failure=failure, started_at=tools.clock(), llm_use=LLMUse(TokenBudget(llm.settings.token_budget)) if llm else None,
                           dependencies=tuple(dependencies), fleet_incident=fleet_incident)
+    state.relapse = relapse_of(tools.planner.memory, failure, now=state.started_at, window=tools.relapse_window)
     state.log("start", f"{failure.failure_class}: {failure.summary}")
+    if state.relapse is not None:
+        state.log("relapse", state.relapse.describe(failure))
     trace = build_flow(tools).run(state)
     return IncidentOutcome(state=state, trace=trace, llm_model=llm.settings.model if llm else "")
 

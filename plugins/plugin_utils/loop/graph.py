@@ -11,6 +11,9 @@ of it is built on.
                                           └─deferred─▶ deferred    (one waits, for approval or the next run: so does this one)
     diagnose ─flapping─▶ record ─escalate─▶ escalate   (remediated flap_limit times within flap_window by earlier incidents:
                                                        nothing runs; the refusal is an episode, not an attempt)
+    diagnose ─relapsing─▶ record ─escalate─▶ escalate   (failed again within relapse_window after a heal, and the same
+                                                        cause is back or it is the second relapse in a row: nothing runs;
+                                                        loop/relapse.py)
     diagnose ─deadline─▶ escalate          (the incident's deadline passed: no further attempt)
     diagnose ─systemd_restarts─▶ await_systemd ─recovered─▶ recovered   (systemd's Restart= brought it back: nothing ran)
                                                └─failing──▶ diagnose    (with what the unit says now; never awaited twice)
@@ -105,7 +108,7 @@ def past_deadline(state: IncidentState, timeout: float) -> str:
 EDGES: Mapping[str, Mapping[str, str]] = {
     "dependencies": {"recovered": "recovered", "failing": "diagnose", "escalate": "escalate", "deferred": "deferred", "unreachable": "unreachable"},
     "diagnose": {DEFAULT_ACTION: "plan", "left_alone": "left_alone", "dependencies": "dependencies", "systemd_restarts": "await_systemd",
-                 "flapping": "record", "deadline": "escalate", "silenced": "record"},
+                 "flapping": "record", "deadline": "escalate", "silenced": "record", "relapsing": "record"},
     "await_systemd": {"recovered": "recovered", "failing": "diagnose", "unreachable": "unreachable"},
     "plan": {"planned": "guard", "escalate": "record", "investigate": "observe"},
     "observe": {DEFAULT_ACTION: "plan"},

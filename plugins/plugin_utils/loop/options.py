@@ -14,6 +14,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import READ_FORMS, SCHEMA_FORMS, LLMSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import TASK_STEP_PRIVILEGES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
 
@@ -62,6 +63,7 @@ HEAL_SPEC: dict[str, Any] = dict(
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
     flap_limit=dict(type="int", default=3),
     flap_window=dict(type="int", default=3600),
+    relapse_window=dict(type="int", default=int(DEFAULT_RELAPSE_WINDOW_S)),
     max_running=dict(type="int", default=0),
     max_hosts_per_run=dict(type="int", default=0),
     max_attempts_per_run=dict(type="int", default=0),
@@ -79,7 +81,7 @@ HEAL_SPEC: dict[str, Any] = dict(
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "settle_seconds": (0, int(MAX_SETTLE_S)), "step_timeout": (1, 3600),
           "approval_ttl": (60, 30 * 86400),
-          "failed_ttl": (0, 365 * 86400), **LIMIT_OPTION_RANGES}
+          "failed_ttl": (0, 365 * 86400), "relapse_window": (0, 7 * 86400), **LIMIT_OPTION_RANGES}
 
 
 def llm_settings_from(options: Mapping[str, Any] | None) -> LLMSettings | None:

@@ -23,7 +23,7 @@ class RecordNode(ToolNode):
         state.attempt.finished_at = self.tools.clock()
         # the failure as this attempt saw it: verification may replace it with what the service says next
         state.attempt_records[state.attempt.number] = {
-            **episode_record(state.incident_id, state.failure, state.attempt, self.tools.blast_radius.run_id), "id": None}
+            **episode_record(state.incident_id, state.failure, state.attempt, self.tools.blast_radius.run_id, state.relapsed_from), "id": None}
         return state, state.attempt
 
     def exec(self, prep_res: tuple[IncidentState, Attempt]) -> tuple[int, str | None] | None:
@@ -36,6 +36,7 @@ class RecordNode(ToolNode):
         return self.tools.memory.record_attempt(
             incident_id=state.incident_id, failure=state.failure, attempt=attempt, pending=pending,
             executed_plan_id=state.approved_plan_id, run_id=self.tools.blast_radius.run_id, canary=state.canaries.get(attempt.number),
+            relapsed_from=state.relapsed_from,
         )
 
     def exec_fallback(self, prep_res: tuple[IncidentState, Attempt], exc: Exception) -> MemoryStoreError:

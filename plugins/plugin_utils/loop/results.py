@@ -104,6 +104,9 @@ def summary_line(host: str, incident: dict[str, Any], check_mode: bool) -> str:
     if status == Status.HEALED.value:
         tries = "attempt" if incident["attempts"] == 1 else "attempts"
         approved = f", approved by {incident['approved_by']}" if incident["approved_by"] else ""
+        if incident.get("relapsed_from") is not None:
+            return (f"{host}: {incident['reason']}; healed again in {incident['attempts']} {tries} with: {commands} "
+                    f"[plan from {source}{approved}]")
         return f"{host}: {service} healed in {incident['attempts']} {tries} with: {commands} [plan from {source}{approved}]"
     if status == Status.AWAITING_APPROVAL.value:
         return f"{host}: {service} awaits approval of plan {incident['plan_id']}: {commands} ({incident['reason']})"

@@ -43,6 +43,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies im
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import evidence_ahead, flapping_reason
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import (
     ApprovalPrompt,
@@ -218,6 +219,7 @@ class HealSession:
             repairs_without_following_links=privilege == "executor",
             flap_limit=args.get("flap_limit", 3),
             flap_window=args.get("flap_window", 3600),
+            relapse_window=args.get("relapse_window", DEFAULT_RELAPSE_WINDOW_S),
             blast_radius=radius,
             incident_timeout=args.get("incident_timeout", 600),
             think_rounds=args.get("think_rounds", MAX_ROUNDS),

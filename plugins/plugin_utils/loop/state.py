@@ -19,6 +19,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approva
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S, Relapse
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 
 # The ranges of the limits' options (sentinel.heal.controller.limits), for the actions that take them.
@@ -79,6 +80,8 @@ class Toolkit:
     # the flapping limit: at most this many remediations of a service on a host within the window (0: no limit)
     flap_limit: int = 3
     flap_window: float = 3600.0
+    # a failure within this many seconds after a heal of the service on the host is that heal's relapse (0: never)
+    relapse_window: float = DEFAULT_RELAPSE_WINDOW_S
     # the blast radius: caps on remediations at once, hosts and attempts per run, shared through memory
     blast_radius: BlastRadius = field(default_factory=BlastRadius)
     # seconds an incident may take from its first diagnosis: no attempt starts and no run goes on past it
@@ -148,6 +151,12 @@ class IncidentState:
     dependencies: tuple[DependencyOutcome, ...] = ()
     # the fleet incident this failure is part of (many hosts fail alike): no plan runs host by host
     fleet_incident: FleetIncident | None = None
+    # the heal of this service on this host that the failure came back after, within the relapse window
+    relapse: Relapse | None = None
+
+    @property
+    def relapsed_from(self) -> int | None:
+        return self.relapse.heal.episode_id if self.relapse else None
 
     @property
     def attempt(self) -> Attempt:
@@ -213,11 +222,14 @@ class IncidentOutcome:
             "started_at": state.started_at,
             # every attempt as the episode it is in memory (with its id there, None when it was not recorded): what the run's
             # report and audit trail show
-            "attempt_log": [state.attempt_records.get(attempt.number) or {**episode_record(state.incident_id, state.failure, attempt, ""), "id": None}
+            "attempt_log": [state.attempt_records.get(attempt.number)
+                            or {**episode_record(state.incident_id, state.failure, attempt, "", state.relapsed_from), "id": None}
                             for attempt in state.attempts],
             "changed": state.changed,
             "warnings": state.warnings,
             # the chain: what it needs that failed too, healed first
             "depends_on": [dependency.to_dict() for dependency in state.dependencies],
             "fleet_incident": state.fleet_incident.to_dict() if state.fleet_incident else None,
+            # the episode of the heal this failure relapsed from (the reason says so first), or None
+            "relapsed_from": state.relapsed_from,
         }

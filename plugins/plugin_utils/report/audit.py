@@ -100,7 +100,11 @@ def audit_records(episode: Mapping[str, Any]) -> list[dict[str, Any]]:
     # the limit that held the attempt back: which, until when (UTC, as every time here), the command that lifts it
     limit = {"limit": {"name": held["limit"], "said": held["said"], "until": iso_utc(held["until"]) if held.get("until") is not None else None,
                        "ends": held.get("ends") or "", "lift": held["lift"]}} if held else {}
-    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified")), **fleet, **limit))
+    # a relapse's episodes name the heal it came back after; that heal, read from the memory later, says when it relapsed
+    relapse = {key: value for key, value in (("relapsed_from", episode.get("relapsed_from")),
+                                             ("relapsed_at", iso_utc(episode["relapsed_at"]) if episode.get("relapsed_at") is not None else None))
+               if value is not None}
+    records.append(record("outcome", finished, outcome=outcome, verified=bool(episode.get("verified")), **fleet, **limit, **relapse))
     return records
 
 

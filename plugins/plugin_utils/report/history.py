@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ansible_collections.sentinel.heal.plugins.module_utils._text import span
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import NEEDS_A_HUMAN, attention_rank, esc, page, status_badge, utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import incident_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.svg import columns, hbars
@@ -47,6 +48,12 @@ class Incident:
     @property
     def took(self) -> float:
         return float(self.last["finished_at"]) - self.started_at
+
+    @property
+    def relapsed_after(self) -> float | None:
+        """How long its heal held before the service failed again within the relapse window (None: it held)."""
+        relapsed_at = self.last.get("relapsed_at")
+        return float(relapsed_at) - float(self.last["finished_at"]) if self.status == "healed" and relapsed_at is not None else None
 
     @property
     def limit(self) -> Mapping[str, Any] | None:
@@ -86,12 +93,15 @@ def _per_service_per_day(incidents: Sequence[Incident], since: float, until: flo
     for service in sorted({str(incident.last["service"]) for incident in incidents}):
         mine = [incident for incident in incidents if incident.last["service"] == service]
         opened = Counter(_day(incident.started_at) for incident in mine)
-        healed = Counter(_day(incident.started_at) for incident in mine if incident.status == "healed")
+        # a heal that relapsed is no heal that held: marked, and left out of the rate
+        relapsed = Counter(_day(incident.started_at) for incident in mine if incident.relapsed_after is not None)
+        healed = Counter(_day(incident.started_at) for incident in mine if incident.status == "healed" and incident.relapsed_after is None)
         rates = [healed[day] / opened[day] if opened[day] else None for day in days]
         total = len(mine)
         rate = sum(healed.values()) / total if total else 0
-        charts.append(columns(days, [opened[day] for day in days], rates=rates,
-                              title=f"{service}: {total} incident(s), {rate:.0%} healed (line: heal rate per day)"))
+        relapses = f", {sum(relapsed.values())} healed and relapsed (red)" if relapsed else ""
+        charts.append(columns(days, [opened[day] for day in days], rates=rates, marks=[relapsed[day] for day in days], marked="relapsed",
+                              title=f"{service}: {total} incident(s), {rate:.0%} healed and held{relapses} (line: that rate per day)"))
     return "<h2>incidents and heal rate per service per day</h2>" + ("".join(charts) or "<p class='muted'>no incident in this window</p>")
 
 
@@ -123,10 +133,15 @@ def _failed_plans(episodes: Sequence[Mapping[str, Any]]) -> str:
     return "<h2>plans that failed most</h2>" + hbars(counts.most_common(TOP), title="attempts whose plan ran and did not heal")
 
 
+def _relapse_note(incident: Incident) -> str:
+    after = incident.relapsed_after
+    return "" if after is None else f" <span class='relapsed'>relapsed after {esc(span(after))}</span>"
+
+
 def _table(incidents: Sequence[Incident]) -> str:
     rows = "".join(
         f"<tr class='{esc(incident.status)}'><td>{esc(utc(incident.started_at))}</td><td>{esc(incident.last['host'])}</td>"
-        f"<td>{esc(incident.last['service'])}</td><td>{status_badge(incident.status)}</td><td>{len(incident.episodes)}</td>"
+        f"<td>{esc(incident.last['service'])}</td><td>{status_badge(incident.status)}{_relapse_note(incident)}</td><td>{len(incident.episodes)}</td>"
         f"<td>{incident.took:.1f} s</td><td>{esc(incident.last['error_text'])[:200]}</td></tr>"
         for incident in incidents
     )

@@ -171,6 +171,9 @@ def incident_html(incident: Mapping[str, Any], *, timeline: Sequence[Mapping[str
     log = list(incident.get("attempt_log") or [])
     parts = [f"<h2 class='status {esc(status)}' data-status='{esc(status)}'>{esc(host)} {esc(service)}: {esc(status)}</h2>",
              f"<p class='failure'>{esc(incident.get('failure_class', ''))}: {esc(incident.get('summary', ''))}</p>"]
+    if incident.get("relapsed_from") is not None:
+        parts.append(f"<p class='relapse'>a relapse: it failed again within the relapse window after the heal of episode "
+                     f"{esc(incident['relapsed_from'])}</p>")
     if incident.get("depends_on"):
         chain = ", ".join(f"{dependency['service']} ({dependency['status']})" for dependency in incident["depends_on"])
         parts.append(f"<p class='depends-on'>needs {esc(chain)}, failing too and healed first</p>")
@@ -183,7 +186,7 @@ def incident_html(incident: Mapping[str, Any], *, timeline: Sequence[Mapping[str
         what = next_step(incident)
         if what:
             parts.append(f"<p class='next'>next: {esc(what)}</p>")
-    elif incident.get("reason") and status != "healed":
+    elif incident.get("reason") and (status != "healed" or incident.get("relapsed_from") is not None):
         parts.append(f"<p class='reason'>{esc(incident['reason'])}</p>")
         if incident.get("limit"):  # a limit that ends by itself (a silence, the blast radius) still says how to lift it
             parts.append(f"<p class='next'>next: {esc(next_step(incident))}</p>")

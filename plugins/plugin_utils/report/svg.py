@@ -15,6 +15,7 @@ CHARACTER_WIDTH = 7
 CHART_HEIGHT = 120
 BAR_COLOUR = "#4a7ab5"
 RATE_COLOUR = "#2a2"
+MARK_COLOUR = "#c33"
 
 
 def _number(value: float) -> str:
@@ -43,8 +44,10 @@ def hbars(items: Sequence[tuple[str, float]], *, title: str, unit: str = "", wid
             f"<title>{esc(title)}</title><text x='0' y='12' font-weight='bold'>{esc(title)}</text>{''.join(rows)}</svg>")
 
 
-def columns(labels: Sequence[str], counts: Sequence[float], *, title: str, rates: Sequence[float | None] = ()) -> str:
-    """A column per label (a day) for ``counts``, and, when given, ``rates`` (0 to 1) as a line over them (heal rate)."""
+def columns(labels: Sequence[str], counts: Sequence[float], *, title: str, rates: Sequence[float | None] = (),
+            marks: Sequence[float] = (), marked: str = "") -> str:
+    """A column per label (a day) for ``counts``, and, when given, ``rates`` (0 to 1) as a line over them (heal rate)
+    and ``marks`` as the part of each column that is ``marked`` (relapsed), at its foot in another colour."""
     width = max(40 + len(labels) * COLUMN_WIDTH + 40, len(title) * CHARACTER_WIDTH)
     top = max(counts, default=0) or 1
     base = 20 + CHART_HEIGHT
@@ -57,6 +60,11 @@ def columns(labels: Sequence[str], counts: Sequence[float], *, title: str, rates
         height = round(CHART_HEIGHT * count / top)
         parts.append(f"<rect x='{x}' y='{base - height}' width='{COLUMN_WIDTH - 6}' height='{height}' fill='{BAR_COLOUR}'>"
                      f"<title>{esc(label)}: {esc(_number(count))}</title></rect>")
+        mark = marks[index] if index < len(marks) else 0
+        if mark:
+            marked_height = round(CHART_HEIGHT * mark / top)
+            parts.append(f"<rect x='{x}' y='{base - marked_height}' width='{COLUMN_WIDTH - 6}' height='{marked_height}' fill='{MARK_COLOUR}'>"
+                         f"<title>{esc(label)}: {esc(_number(mark))} {esc(marked)}</title></rect>")
         if count:
             parts.append(f"<text x='{x + 2}' y='{base - height - 2}'>{esc(_number(count))}</text>")
         if index % max(1, len(labels) // 10) == 0:

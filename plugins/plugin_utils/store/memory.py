@@ -41,7 +41,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.schema import statements
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.sqlite import MEMORY_FILE
 
-__all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Memory", "decoded_episode", "episode_record", "memory_exists", "memory_secrets"]
+__all__ = ["MEMORY_FILE", "MEMORY_OPTIONS", "Heal", "Memory", "decoded_episode", "episode_record", "memory_exists", "memory_secrets"]
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -92,6 +92,23 @@ class RememberedFix:
     # what the failure it healed looked like: service_check's evidence and the evidence commands' results (command -> dict)
     evidence: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     results: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Heal:
+    """An episode that healed a service on a host, as a relapse reads it: when, by what, what had failed then (its
+    evidence, for the cause it had), and its own place in a chain of relapses."""
+
+    episode_id: int
+    finished_at: float
+    commands: tuple[str, ...]
+    templates: tuple[str, ...]
+    failed_with: str
+    evidence: Mapping[str, Any]
+    results: Mapping[str, Mapping[str, Any]]
+    # the heal whose relapse this one healed, and when this one relapsed in turn
+    relapsed_from: int | None = None
+    relapsed_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -198,16 +215,19 @@ class Memory:
 
     def record_attempt(
         self, *, incident_id: str, failure: Failure, attempt: Attempt, pending: PendingPlan | None = None,
-        executed_plan_id: str | None = None, run_id: str = "", canary: CanaryKey | None = None,
+        executed_plan_id: str | None = None, run_id: str = "", canary: CanaryKey | None = None, relapsed_from: int | None = None,
     ) -> tuple[int, str | None]:
         """Write one episode of the run ``run_id`` atomically, with the plan it leaves waiting for a human (``pending``),
-        the approved plan it carried out (``executed_plan_id``, which must be claimed) and, when the attempt was the
-        ``canary`` of its plan, what the hosts waiting for it learn."""
+        the approved plan it carried out (``executed_plan_id``, which must be claimed), when the attempt was the
+        ``canary`` of its plan, what the hosts waiting for it learn, and, when the incident is the relapse of the heal
+        ``relapsed_from``, that this heal relapsed."""
         if attempt.outcome not in OUTCOMES:
             raise MemoryStoreError("unknown episode outcome", field="outcome", value=attempt.outcome, hint=f"one of {sorted(OUTCOMES)}")
         plan = attempt.plan
         with self._transaction() as db:
-            episode_id = _insert_episode(db, _episode_row(incident_id, failure, attempt, run_id))
+            episode_id = _insert_episode(db, _episode_row(incident_id, failure, attempt, run_id, relapsed_from))
+            if relapsed_from is not None:
+                db.execute("UPDATE episodes SET relapsed_at = ? WHERE id = ? AND relapsed_at IS NULL", (attempt.started_at, relapsed_from))
             if canary is not None:
                 settle_canary(db, canary, host=failure.host, outcome=attempt.outcome, episode_id=episode_id)
             plan_id = None
@@ -235,12 +255,16 @@ class Memory:
         return episode_id, plan_id
 
     def verified_fix(self, fingerprint: str) -> RememberedFix | None:
-        """The most recent plan that healed this fingerprint and was verified."""
-        row = self._db.execute(
-            """SELECT id, plan_json, evidence_json, results_json FROM episodes WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1
-               ORDER BY finished_at DESC, id DESC LIMIT 1""",
-            (fingerprint,),
-        ).fetchone()
+        """The most recent plan that healed this fingerprint and was verified, unless it relapsed: a plan whose service
+        failed again within the relapse window after one of its recent heals is no longer trusted to replay."""
+        rows = self._db.execute(
+            """SELECT id, plan_json, evidence_json, results_json, relapsed_at FROM episodes
+               WHERE fingerprint = ? AND outcome = 'healed' AND verified = 1 AND plan_json IS NOT NULL
+               ORDER BY finished_at DESC, id DESC LIMIT ?""",
+            (fingerprint, _TRUST_LOOKBACK),
+        ).fetchall()
+        relapsed = {_templates(row["plan_json"]) for row in rows if row["relapsed_at"] is not None}
+        row = next((row for row in rows if _templates(row["plan_json"]) not in relapsed), None)
         if row is None:
             return None
         stored = json.loads(row["plan_json"])
@@ -254,6 +278,19 @@ class Memory:
         )
         return RememberedFix(episode_id=int(row["id"]), plan=plan, evidence=_json_of(row["evidence_json"]),
                              results=_json_of(row["results_json"]).get("evidence") or {})
+
+    def last_heal(self, host: str, service: str, *, since: float) -> Heal | None:
+        """The latest heal of the service on the host that finished at ``since`` or later: what a failure now relapsed from."""
+        row = self._db.execute(
+            f"""SELECT {_HEAL_COLUMNS} FROM episodes WHERE host = ? AND service = ? AND outcome = 'healed' AND finished_at >= ?
+                ORDER BY finished_at DESC, id DESC LIMIT 1""",
+            (host, service, since),
+        ).fetchone()
+        return _heal(row)
+
+    def heal(self, episode_id: int) -> Heal | None:
+        """The heal of episode ``episode_id`` (None when that episode healed nothing)."""
+        return _heal(self._db.execute(f"SELECT {_HEAL_COLUMNS} FROM episodes WHERE id = ? AND outcome = 'healed'", (episode_id,)).fetchone())
 
     def unhealed(self, fingerprint: str, since: float) -> list[Unhealed]:
         """The plans that ran for this fingerprint since ``since`` and did not heal it, and its escalations, newest first."""
@@ -275,7 +312,8 @@ class Memory:
         search = self._db.text_search(words, service=failure.service)
         rows = self._db.execute(
             f"""SELECT episodes.id, episodes.error_text, episodes.plan_json FROM {search.source}
-                WHERE {search.condition} AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.fingerprint != ?
+                WHERE {search.condition} AND episodes.outcome = 'healed' AND episodes.verified = 1 AND episodes.relapsed_at IS NULL
+                AND episodes.fingerprint != ?
                 ORDER BY {search.order} LIMIT ?""",
             (*search.params, failure.fingerprint, limit),
         )
@@ -566,9 +604,10 @@ def memory_secrets(options: Mapping[str, Any]) -> list[str]:
     return [secret for secret in (options.get("memory_password"), url_password(options.get("memory_url") or "")) if secret]
 
 
-def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
+def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id: str, relapsed_from: int | None = None) -> dict[str, Any]:
     """One attempt as an episode, its JSON columns decoded (the form :func:`decoded_episode` reads back from the memory):
-    what the memory writes, and what a run's report and audit trail read before the memory has it."""
+    what the memory writes, and what a run's report and audit trail read before the memory has it. ``relapsed_from``:
+    the heal whose service failed again, when the incident is its relapse."""
     plan = attempt.plan
     results = {
         "evidence": {command: result.to_dict() for command, result in attempt.evidence_results.items()},
@@ -589,7 +628,7 @@ def episode_record(incident_id: str, failure: Failure, attempt: Attempt, run_id:
         "policy_version": attempt.policy_version, "results": results, "outcome": attempt.outcome,
         "verified": int(attempt.verified), "started_at": attempt.started_at, "finished_at": attempt.finished_at,
         "approved_by": attempt.approved_by, "os_family": os_family, "service_manager": service_manager,
-        "normalized_error": failure.normalized_error, "run_id": run_id,
+        "normalized_error": failure.normalized_error, "run_id": run_id, "relapsed_from": relapsed_from,
     }
 
 
@@ -601,8 +640,8 @@ def decoded_episode(row: Mapping[str, Any]) -> dict[str, Any]:
     return episode
 
 
-def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str) -> dict[str, Any]:
-    row = episode_record(incident_id, failure, attempt, run_id)
+def _episode_row(incident_id: str, failure: Failure, attempt: Attempt, run_id: str, relapsed_from: int | None = None) -> dict[str, Any]:
+    row = episode_record(incident_id, failure, attempt, run_id, relapsed_from)
     for column in JSON_COLUMNS:
         value = row.pop(column.removesuffix("_json"))
         row[column] = None if value is None else _json(value)
@@ -613,6 +652,29 @@ def _insert_episode(db: Database, row: dict[str, Any]) -> int:
     columns = ", ".join(row)
     cursor = db.execute(f"INSERT INTO episodes ({columns}) VALUES ({', '.join('?' for _column in row)}) RETURNING id", tuple(row.values()))
     return int(cursor.fetchone()[0])
+
+
+# how many of a fingerprint's latest verified heals say whether its plans relapsed
+_TRUST_LOOKBACK = 20
+
+
+def _templates(plan_json: str | None) -> tuple[str, ...]:
+    return tuple(step["template"] for step in _json_of(plan_json).get("steps") or ())
+
+
+_HEAL_COLUMNS = "id, finished_at, plan_json, error_text, evidence_json, results_json, relapsed_from, relapsed_at"
+
+
+def _heal(row: Any) -> Heal | None:
+    if row is None:
+        return None
+    steps = _json_of(row["plan_json"]).get("steps") or ()
+    return Heal(episode_id=int(row["id"]), finished_at=float(row["finished_at"]), commands=tuple(" ".join(step["argv"]) for step in steps),
+                templates=_templates(row["plan_json"]),
+                failed_with=row["error_text"], evidence=_json_of(row["evidence_json"]),
+                results=_json_of(row["results_json"]).get("evidence") or {},
+                relapsed_from=None if row["relapsed_from"] is None else int(row["relapsed_from"]),
+                relapsed_at=None if row["relapsed_at"] is None else float(row["relapsed_at"]))
 
 
 def _ended(lease: Any, at: float) -> bool:

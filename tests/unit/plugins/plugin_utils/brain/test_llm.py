@@ -227,7 +227,7 @@ def test_in_the_loop_a_read_piped_into_a_filter_runs_alone_and_its_output_is_fil
 
 def test_in_the_loop_a_second_identical_incident_costs_no_llm_call(llm: ScriptedLLM, tmp_path: Path) -> None:
     llm.script(Answer.plan(FIX))
-    tools = _tools(tmp_path, ScriptedExecutor(), [HEALTHY, HEALTHY])
+    tools = _tools(tmp_path, ScriptedExecutor(), [HEALTHY, HEALTHY], relapse_window=0)  # days apart: no relapse
     tools.planner = _planner(llm, tools.memory)
     first = heal_incident(nginx_failure(pid=10), tools)
     assert first.state.status == "healed" and first.to_dict()["plan"]["source"] == "llm"

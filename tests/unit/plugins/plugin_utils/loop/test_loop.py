@@ -52,7 +52,7 @@ def test_healed_on_the_first_attempt(tmp_path: Path) -> None:
 
 def test_second_identical_incident_is_planned_from_memory_without_a_second_call_for_its_evidence(tmp_path: Path) -> None:
     """The remembered fix is judged against the present evidence: what the check read ahead (nginx -t) is that."""
-    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY])
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], relapse_window=0)  # days apart: no relapse
     heal_incident(nginx_failure(pid=10), tools)
     executor = ScriptedExecutor()
     tools.executor = executor
@@ -82,7 +82,7 @@ def test_a_plan_that_failed_for_the_fingerprint_in_an_earlier_job_is_not_tried_a
 
 def test_a_remembered_fix_that_failed_since_is_not_replayed(tmp_path: Path) -> None:
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [HEALTHY, STILL_DOWN, HEALTHY], max_attempts=1)
+    tools = _tools(tmp_path, executor, [HEALTHY, STILL_DOWN, HEALTHY], max_attempts=1, relapse_window=0)  # days apart: no relapse
     assert heal_incident(nginx_failure(pid=10), tools).state.status == "healed"
     replayed = heal_incident(nginx_failure(pid=20), tools)
     assert replayed.state.status == "escalated" and replayed.to_dict()["plan"]["source"] == "memory"
@@ -237,7 +237,7 @@ def test_a_unit_killed_into_its_start_limit_whose_own_words_name_a_cause_is_esca
 def test_a_remembered_fix_is_sent_away_before_it_runs_when_the_configuration_test_fails_now(tmp_path: Path) -> None:
     """The fix remembered for a killed master (nginx -t passed then) is no fix for a typo: nginx -t fails now."""
     executor = ScriptedExecutor(CONFIG_OK)
-    tools = _tools(tmp_path, executor, [HEALTHY])
+    tools = _tools(tmp_path, executor, [HEALTHY], relapse_window=0)  # each failure long after the last heal: no relapse
     assert heal_incident(nginx_failure(pid=10), tools).state.status == "healed"
     typo = {"argv": ["nginx", "-t"], "become": True, "rc": 1, "duration": 0.1,
             "output": 'nginx: [emerg] unknown directive "server_nmae" in /etc/nginx/sites-enabled/default:3\n'
@@ -531,7 +531,8 @@ def test_a_service_remediated_flap_limit_times_in_the_window_is_escalated_as_fla
     """Separate heals that worked count (the service keeps breaking); the refusal is an episode and an audit record that
     say the limit, until when and the command, and it is no remediation: it never counts toward the limit itself."""
     now = [time.time() - 1200]  # the third incident is now, as the report reads it
-    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], flap_limit=2, clock=lambda: now[0])
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], flap_limit=2, clock=lambda: now[0],
+                   relapse_window=60)  # ten minutes apart: no relapse, each a failure of its own
     for _round in range(2):
         assert heal_incident(nginx_failure(), tools).state.status == "healed"
         now[0] += 600

@@ -183,7 +183,7 @@ def test_the_flapping_limit_is_an_episode_and_an_audit_record_and_the_report_say
     with Memory(tmp_path) as memory:
         memory.record_attempt(incident_id="earlier", failure=nginx_failure(),
                               attempt=Attempt(number=1, outcome="healed", verified=True, started_at=now - 600, finished_at=now - 590))
-    result = _session(tmp_path, [nginx_failure()], flap_limit=1).run()
+    result = _session(tmp_path, [nginx_failure()], flap_limit=1, relapse_window=300).run()  # the heal is no relapse's: 10 min ago
     [incident] = result["incidents"]
     lift = "sentinel.heal.flapping_reset host=web1 service=nginx decided_by=YOU"
     assert (incident["status"], incident["attempts"]) == ("escalated", 0)

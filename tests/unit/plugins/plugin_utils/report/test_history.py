@@ -47,7 +47,7 @@ def test_the_history_of_a_window_charts_it_and_details_what_needs_a_person(memor
     assert "3 incident(s), 4 attempt(s): 1 escalated, 1 awaiting approval, 1 healed" in page
     svgs = _Svgs()
     svgs.feed(page)
-    assert "nginx: 3 incident(s), 33% healed (line: heal rate per day)" in svgs.titles
+    assert "nginx: 3 incident(s), 33% healed and held (line: that rate per day)" in svgs.titles
     assert {"incidents healed within", "incidents per failure fingerprint", "attempts whose plan ran and did not heal"} <= set(svgs.titles)
     assert "nginx: service nginx start" in page  # the plan that failed
     assert "1 healed: median 14.0 s, 90th percentile 14.0 s" in page  # from the first attempt's start to the verified heal
@@ -56,6 +56,22 @@ def test_the_history_of_a_window_charts_it_and_details_what_needs_a_person(memor
     plan_id = next(e["plan_id"] for e in episodes if e["outcome"] == "awaiting_approval")
     assert f"sentinel.heal.approve -e plan_id={plan_id}" in page
     assert not svgs.tags & {"script", "link", "img", "iframe"} and not re.findall(r"\{[a-z_]+\}", page)
+
+
+def test_a_heal_that_relapsed_is_marked_in_the_chart_and_the_table_and_is_no_heal_that_held(tmp_path: Path) -> None:
+    now = [1_800_000_000.0]
+    tools = _tools(tmp_path, ScriptedExecutor(CONFIG_OK), [HEALTHY, HEALTHY], clock=lambda: now[0])
+    assert heal_incident(nginx_failure(pid=10), tools).state.status == "healed"
+    now[0] += 150
+    assert heal_incident(nginx_failure(pid=20), tools).to_dict()["relapsed_from"] == 1
+    assert tools.memory is not None
+    episodes = tools.memory.episodes_between(0, now[0] + 60)
+    page = history_html(episodes, since=now[0] - 86400, until=now[0] + 60, title="today")
+    svgs = _Svgs()
+    svgs.feed(page)
+    assert "nginx: 2 incident(s), 50% healed and held, 1 healed and relapsed (red) (line: that rate per day)" in svgs.titles
+    assert any(title.endswith(": 1 relapsed") for title in svgs.titles)
+    assert page.count("relapsed after 2 min") == 1  # the first heal (its episode ended a few seconds before the relapse)
 
 
 def test_an_incident_is_what_its_last_episode_became() -> None:

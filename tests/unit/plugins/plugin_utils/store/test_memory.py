@@ -119,6 +119,30 @@ def test_a_fix_replayed_from_memory_keeps_naming_the_plan_it_came_from(memory_pl
         assert fix.plan.rationale == f"verified fix from episode {fix.episode_id} (originally from runbook rb)"
 
 
+def test_a_relapse_marks_the_heal_it_came_back_after_once_and_its_plan_replays_no_more(memory_place: MemoryPlace) -> None:
+    failure, now = nginx_failure(), time.time()
+    with memory_place.open() as memory:
+        older, _plan_id = memory.record_attempt(incident_id="i0", failure=failure, attempt=_attempt(
+            "healed", "service {init_service} start", verified=True, finished_at=now - 7200))
+        heal, _plan_id = memory.record_attempt(incident_id="i1", failure=failure, attempt=_attempt(
+            "healed", "service {init_service} start", verified=True, finished_at=now - 120))
+        other, _plan_id = memory.record_attempt(incident_id="i2", failure=failure, attempt=_attempt(
+            "healed", "rm -f {stale_pidfile}", "service {init_service} start", verified=True, finished_at=now - 3600))
+        assert memory.verified_fix(failure.fingerprint).episode_id == heal  # type: ignore[union-attr]
+        found = memory.last_heal("web1", "nginx", since=now - 900)
+        assert found is not None and (found.episode_id, found.relapsed_from, found.relapsed_at) == (heal, None, None)
+        assert found.commands == ("service {init_service} start",) and memory.last_heal("web1", "redis", since=now - 900) is None
+        for started_at in (now, now + 5):  # the relapse's two attempts
+            memory.record_attempt(incident_id="i3", failure=failure, relapsed_from=heal,
+                                  attempt=dataclasses.replace(_attempt("failed", "service {init_service} restart"), started_at=started_at))
+        relapsed = memory.heal(heal)
+        assert relapsed is not None and relapsed.relapsed_at == now  # the first of the relapse's episodes says when
+        assert [row["relapsed_from"] for row in memory.episodes(outcome="failed")] == [heal, heal]
+        # the plan that relapsed is trusted no more, its older heal neither; another plan of the fingerprint still is
+        fix = memory.verified_fix(failure.fingerprint)
+        assert fix is not None and fix.episode_id == other and older < heal
+
+
 def test_the_same_failure_with_another_pid_has_the_same_fingerprint() -> None:
     assert nginx_failure(pid=812).fingerprint == nginx_failure(pid=31337).fingerprint
     assert nginx_failure(pid=812).fingerprint != nginx_failure("not_running").fingerprint
