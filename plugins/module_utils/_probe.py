@@ -179,11 +179,18 @@ def check_services(params, keep_known_good=False):
 def _settled(services, results, manager, settle_seconds, checked):
     """The results, each healthy service watched across its settle window (_settle.py) and checked again at its end:
     one that failed its checks or restarted meanwhile is failing, what changed in its summary. The windows run at once,
-    the shortest first: the check takes as long as the longest."""
-    windows = [(index, _settle.window_of(spec, settle_seconds)) for index, (spec, result) in enumerate(zip(services, results))
-               if result["healthy"]] if settle_seconds > 0 else []
+    the shortest first: the check takes as long as the longest. A plain check (``settle_seconds`` 0: a sweep) watches
+    only a unit systemd restarted lately, across the default window: a restart loop looks active in most snapshots."""
+    healthy = [index for index, result in enumerate(results) if result["healthy"]]
+    if settle_seconds > 0:
+        windows = [(index, _settle.window_of(services[index], settle_seconds)) for index in healthy]
+        before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, window in windows if window > 0)
+    else:
+        seen = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index in healthy) if manager == "systemd" else {}
+        now = time.monotonic()
+        before = dict((index, state) for index, state in seen.items() if _settle.restarted_lately(state, now))
+        windows = [(index, _settle.window_of(services[index], _settle.DEFAULT_SETTLE_S)) for index in before]
     watched = [(index, window) for index, window in windows if window > 0]
-    before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, _window in watched)
     started = time.monotonic()
     results = list(results)
     for index, window in sorted(watched, key=lambda item: item[1]):

@@ -20,6 +20,9 @@ UNIT_STATE = ("Id", "NRestarts", "MainPID", "ActiveEnterTimestampMonotonic", "Re
 MAX_SETTLE_S = 300.0
 # after a repair: longer than systemd's default RestartSec= (100 ms) many times over, short enough to wait at each check
 DEFAULT_SETTLE_S = 3.0
+# a plain check (a sweep) watches a unit across the default window only when systemd restarted it this recently: a unit
+# in a restart loop looks active in most snapshots, and is never older than this
+RECENT_RESTART_S = 60.0
 
 
 def snapshot(spec, manager, read_pidfile):
@@ -56,6 +59,16 @@ def changes(before, after, window):
         said.append("its pid file named another process within its %g s settle window (pid %s -> %s)" % (
             window, before["pid"], "none" if after.get("pid") is None else after["pid"]))
     return said, restarted
+
+
+def restarted_lately(before, now_monotonic):
+    """Whether systemd's Restart= restarted a unit of the snapshot and its present run started under
+    ``RECENT_RESTART_S`` ago (``now_monotonic``: time.monotonic(), the clock of ActiveEnterTimestampMonotonic)."""
+    for unit in before.get("units") or []:
+        entered = _count(unit["ActiveEnterTimestampMonotonic"]) / 1e6
+        if _count(unit["NRestarts"]) > 0 and entered and now_monotonic - entered < RECENT_RESTART_S:
+            return True
+    return False
 
 
 def window_of(spec, settle_seconds):

@@ -187,8 +187,9 @@ options:
       settle_seconds:
         description:
           - How long this service must stay as it is, once it passes its checks, before it counts as healthy, in
-            place of O(settle_seconds) (0 to 300; 0 checks it once). Only a check with O(settle_seconds) above 0
-            watches at all, as the heal's verification does after a repair.
+            place of O(settle_seconds) (0 to 300; 0 checks it once, always). A check with O(settle_seconds) above 0
+            watches every service, as the heal's verification does after a repair; a check with V(0) only a unit
+            systemd restarted lately, for this window or the default 3 s.
           - A service that takes long to fail after its start (a worker that dies on its first job) needs a longer
             window; every verification of it waits that long.
         type: float
@@ -222,7 +223,9 @@ options:
         it meanwhile - on systemd any unit that runs it changed its C(NRestarts), main PID or activation time, on sysv
         its pid file names another process (the processes of its name are never compared) -, whatever one check said; a unit systemd's C(Restart=)
         restarted is C(restart_loop). RV(services[].settled) says what the window saw.
-      - The windows run at once; the check takes as long as the longest. V(0) checks once (a sweep).
+      - The windows run at once; the check takes as long as the longest. V(0) checks once (a sweep), but for a unit
+        that systemd's C(Restart=) restarted under a minute ago, which is watched for its own window or 3 s - a unit
+        in a restart loop looks active in most snapshots.
     type: float
     default: 0.0
   redact_values:
@@ -367,7 +370,7 @@ services:
           memcached.service was restarted 4 times by systemd's Restart=always within its 3 s settle window (main PID
           812 -> 833))).
       type: dict
-      returned: for a service that passed its checks, when O(settle_seconds) is above 0
+      returned: for a service that passed its checks, when O(settle_seconds) is above 0 or systemd restarted it lately
 failures:
   description: The results of the services that failed, each with the keys of O(services) results plus the ones below.
   returned: always

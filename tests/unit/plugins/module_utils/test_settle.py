@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -71,6 +72,26 @@ def test_a_unit_that_stayed_as_it_was_is_healthy_and_one_whose_own_window_is_0_i
     systemd_host(_unit(NRestarts="1", MainPID="101"))
     unwatched = _check(_spec(settle_seconds=0.0))
     assert unwatched["healthy"] and "settled" not in unwatched["services"][0]
+
+
+def test_a_plain_check_watches_a_unit_systemd_restarted_lately_and_finds_it_cycling(systemd_host: Callable[[dict[str, str]], None]) -> None:
+    """A sweep (no settle window of its own) looks twice at a unit only when systemd restarted it under a minute ago: a
+    Restart=always unit that keeps exiting looks active in most snapshots."""
+    lately = str(int((time.monotonic() - 2) * 1e6))
+    systemd_host(_unit(NRestarts="4", MainPID="180", ActiveEnterTimestampMonotonic=lately))
+    timer = _later(WINDOW / 3, lambda: systemd_host(_unit(NRestarts="5", MainPID="190", ActiveEnterTimestampMonotonic=lately + "1")))
+    result = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
+    timer.join()
+    [failure] = result["failures"]
+    assert failure["failure_class"] == "restart_loop" and failure["settled"]["window_s"] == WINDOW
+    assert "unit memcached.service was restarted 1 time by systemd's Restart=always within its 1 s settle window (main PID 180 -> 190)" \
+        in failure["summary"], failure["summary"]
+    # restarted long ago, or never: checked once, as any sweep
+    for unit in (_unit(NRestarts="4", ActiveEnterTimestampMonotonic=str(int((time.monotonic() - 600) * 1e6))),
+                 _unit(ActiveEnterTimestampMonotonic=lately)):
+        systemd_host(unit)
+        once = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
+        assert once["healthy"] and "settled" not in once["services"][0], once
 
 
 def test_a_unit_started_again_by_someone_within_the_window_is_failing(systemd_host: Callable[[dict[str, str]], None]) -> None:
