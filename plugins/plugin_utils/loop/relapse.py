@@ -11,6 +11,7 @@ test failing again), and a second relapse in a row (a heal of a relapse that rel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clock_time, span
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import CONFIG_TEST_FACT, FILE_FACT, PORT_FACT, cause_of
@@ -50,8 +51,13 @@ class Relapse:
         if returned:
             both = "; ".join(f"{name}: {then} before episode {self.heal.episode_id}'s repair, {now} again now"
                              for name, (then, now) in returned.items())
-            return (f"the same cause is back after the repair ({both}): something on the host keeps undoing it, so it is not "
-                    f"healed again; find what changes it (a timer, a configuration-management run, a person) and stop it")
+            changes = failure.evidence.get("changes")
+            since = [f"{change.get('package')} {change.get('action')} to {change.get('after')}"
+                     for change in (changes.get("packages") or () if isinstance(changes, Mapping) else ())
+                     if float(change.get("at") or 0) >= self.heal.finished_at]
+            packages = f"; the dpkg log since the repair: {', '.join(since)}" if since else "; no package changed since the repair"
+            return (f"the same cause is back after the repair ({both}{packages}): something on the host keeps undoing it, so it is "
+                    f"not healed again; find what changes it (a timer, a configuration-management run, a person) and stop it")
         if self.earlier is not None and self.heal.relapsed_from is not None:
             return (f"its second relapse in a row: before, {failure.service} "
                     f"{_story(self.earlier, self.earlier.relapsed_at or self.heal.finished_at, self.heal.failed_with)}; neither fix "

@@ -110,8 +110,8 @@ RESTORE = Plan(source=PlanSource.RUNBOOK, reference="restore", rationale="put th
                steps=(Step(template="restore", argv=("sentinel-restore", "/etc/nginx/sites-enabled/default")),))
 
 
-def _config_failure(mtime: float) -> Failure:
-    changed = {"good_at": 1000.0, "packages": [],
+def _config_failure(mtime: float, packages: tuple[dict[str, Any], ...] = ()) -> Failure:
+    changed = {"good_at": 1000.0, "packages": list(packages),
                "files": [{"path": "/etc/nginx/sites-enabled/default", "change": "modified", "changed_at": mtime}]}
     failure = nginx_failure("not_running")
     return dataclasses.replace(failure, evidence={**failure.evidence, "changes": changed})
@@ -128,11 +128,16 @@ def test_the_same_cause_back_after_the_repair_escalates_at_once_with_the_evidenc
     outcome = heal_incident(_config_failure(1_799_999_950.0), tools)
     assert outcome.trace.path == ["diagnose", "record", "escalate"] and executor.runs == []
     assert ("nginx: the same cause is back after the repair (file /etc/nginx/sites-enabled/default: modified (mtime 1799999000.0) "
-            "before episode 1's repair, modified (mtime 1799999950.0) again now): something on the host keeps undoing it, so it "
+            "before episode 1's repair, modified (mtime 1799999950.0) again now; no package changed since the repair): something on "
+            "the host keeps undoing it, so it "
             "is not healed again; find what changes it (a timer, a configuration-management run, a person) and stop it") in outcome.state.reason
     assert outcome.state.reason.startswith("nginx healed at ")
     assert " by sentinel-restore /etc/nginx/sites-enabled/default (episode 1); " in outcome.state.reason
     assert _episodes(tools.memory)[-1][:3] == (2, "escalated", 1)
+    # what the dpkg log says changed since the repair, when something did
+    upgrade = {"action": "upgrade", "package": "nginx-common", "before": "1.22.1-9", "after": "1.22.1-9+deb12u1", "at": clock.now - 60}
+    again = heal_incident(_config_failure(1_799_999_990.0, (upgrade, {**upgrade, "package": "old", "at": clock.now - 400})), tools)
+    assert "; the dpkg log since the repair: nginx-common upgrade to 1.22.1-9+deb12u1): something on the host" in again.state.reason
 
 
 def test_the_same_file_as_it_was_at_the_heal_is_no_returning_cause(tmp_path: Path) -> None:
