@@ -4,7 +4,8 @@ Both run in this process's loop, interleaved, on the same hosts:
   * healthy sweep: playbooks/heal.yml over the healthy 3-host fleet vs bench/handwritten_check.yml, and the same
     sweep keeping each service's last known good configuration on the host vs with known_good: false (its cost)
   * one heal: nginx killed on node1, playbooks/heal.yml (fresh memory, so the runbook path with
-    its evidence run) vs bench/handwritten_restart.yml; and heal.yml again with the fix in memory.
+    its evidence run) vs bench/handwritten_restart.yml; the same runbook heal without its settle window
+    (autoheal_settle_seconds=0: what the window adds); and heal.yml again with the fix in memory.
   * the same heal from memory with enforcement on the host (every step a request to the executor that
     the lab installed on node1) vs the heal from memory with the steps run directly. Every other heal.yml row runs
     its steps directly (autoheal_enforcement=controller), as the rows before the executor did.
@@ -38,6 +39,8 @@ DIRECT = ("-e", "autoheal_enforcement=controller", *fleet.AS_ADMIN)
 # the heals from memory are incidents of their own, as if days apart: seconds after the last heal they would be its relapses,
 # whose plan is no longer replayed as verified
 SEPARATE = ("-e", "autoheal_relapse_window=0")
+# the runbook heal with its verification checking once, as before the settle window
+UNSETTLED = ("-e", "autoheal_settle_seconds=0")
 # the lab's services as declared, each without its last known good configuration kept (what keeping it costs)
 WITHOUT_KNOWN_GOOD = ("-e", json.dumps({"autoheal_services": [dict(spec, known_good=False) for spec in yaml.safe_load(
     (ROOT / "inventories" / "lab" / "group_vars" / "lab.yml").read_text())["autoheal_services"]]}))
@@ -64,7 +67,7 @@ def measure(rounds: int) -> list[str]:
     state = Path(tempfile.mkdtemp(prefix="sentinel-bench-"))
     timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}")  # warm caches and ssh control masters
     timed_playbook("bench/handwritten_check.yml", *fleet.AS_ADMIN)
-    sweep, sweep_without, check, heal_runbook, heal_memory, restart, heal_on_host = [], [], [], [], [], [], []
+    sweep, sweep_without, check, heal_runbook, heal_memory, restart, heal_on_host, heal_unsettled = [], [], [], [], [], [], [], []
     for round_number in range(rounds):
         check.append(timed_playbook("bench/handwritten_check.yml", *fleet.AS_ADMIN))
         sweep.append(timed_playbook("playbooks/heal.yml", *DIRECT, "-e", f"autoheal_state_dir={state}"))
@@ -77,6 +80,11 @@ def measure(rounds: int) -> list[str]:
         fleet.inject("node1", "nginx-killed")
         fresh = state / f"fresh-{round_number}"
         heal_runbook.append(timed_playbook("playbooks/heal.yml", "--limit", "node1", *DIRECT, "-e", f"autoheal_state_dir={fresh}"))
+        assert nginx_is_healthy()
+
+        fleet.inject("node1", "nginx-killed")
+        heal_unsettled.append(timed_playbook("playbooks/heal.yml", "--limit", "node1", *DIRECT, *UNSETTLED, "-e",
+                                             f"autoheal_state_dir={state / f'unsettled-{round_number}'}"))
         assert nginx_is_healthy()
 
         fleet.inject("node1", "nginx-killed")
@@ -102,6 +110,7 @@ def measure(rounds: int) -> list[str]:
         row("keeping the last known good (the sweep)", sweep, sweep_without, 1.1),
         row("hand-written restart of killed nginx", restart, restart, None),
         row("heal.yml, killed nginx, runbook path", heal_runbook, restart, 3.0),
+        row("what its settle window adds (against none)", heal_runbook, heal_unsettled, None),
         row("heal.yml, killed nginx, fix from memory", heal_memory, restart, 3.0),
         row("the same, through the executor on the host", heal_on_host, heal_memory, 1.2),
     ]

@@ -21,7 +21,8 @@ def test_the_heal_benchmark_runs_one_round_and_leaves_the_fleet_healthy(lab: Any
     assert [row.split(" median ")[0].strip() for row in report[1:]] == [
         "hand-written check (3 hosts, 3 services)", "heal.yml healthy sweep (3 hosts)", "the same sweep with known_good: false",
         "keeping the last known good (the sweep)", "hand-written restart of killed nginx",
-        "heal.yml, killed nginx, runbook path", "heal.yml, killed nginx, fix from memory", "the same, through the executor on the host",
+        "heal.yml, killed nginx, runbook path", "what its settle window adds (against none)", "heal.yml, killed nginx, fix from memory",
+        "the same, through the executor on the host",
     ]
     assert heal_speed.nginx_is_healthy()
 

@@ -86,6 +86,30 @@ def test_an_alert_heals_the_named_service_on_the_named_host_once(alert_rulebook:
     assert "node2" not in rulebook.output().split("PLAY [Heal the declared services]", 1)[1]
 
 
+def test_an_alert_that_fires_again_after_the_heal_is_its_relapse_not_a_resend(alert_rulebook: tuple[Rulebook, str], faults: Faults,
+                                                                             state_dir: Path) -> None:
+    """Alertmanager resends one firing with the same startsAt, and the throttle holds it back; nginx down again after
+    the heal fires anew (another startsAt): a job of its own, which handles it as the heal's relapse."""
+    rulebook, url = alert_rulebook
+    faults.inject("node1", "nginx-killed")
+    first = alertmanager_payload("node1", "nginx", alertname="NginxDown")
+    assert post_json(url, first)[0] == 202
+    wait_until_answers(NGINX["node1"], timeout=60)
+    rulebook.wait_for(r"^PLAY RECAP", timeout=60)
+    assert post_json(url, first)[0] == 202  # a resend of the same firing: nothing
+    faults.inject("node1", "nginx-killed")
+    again = alertmanager_payload("node1", "nginx", alertname="NginxDown")
+    again["alerts"][0]["startsAt"] = "2026-01-01T00:07:30Z"
+    assert post_json(url, again)[0] == 202
+    wait_until_answers(NGINX["node1"], timeout=60)
+    rulebook.wait_for(r"^PLAY RECAP", timeout=60, count=2)
+    time.sleep(3)  # time enough for a third job to start, were one to
+    assert rulebook.heals() == 2, rulebook.output()
+    rows = episodes(state_dir)
+    assert [(row["outcome"], row["relapsed_from"]) for row in rows] == [("healed", None), ("healed", rows[0]["id"])], rulebook.output()
+    assert " (episode 1); failed again at " in rulebook.output()
+
+
 def test_an_alert_naming_the_unit_as_node_exporter_does_heals_its_service(alert_rulebook: tuple[Rulebook, str], faults: Faults,
                                                                           state_dir: Path) -> None:
     """node_exporter's systemd collector names redis by its unit (redis-server.service) and node1 by its address and

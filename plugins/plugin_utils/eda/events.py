@@ -11,7 +11,7 @@ wrote) stays out of the event: rulebooks and playbooks only ever see names the i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query
@@ -24,6 +24,8 @@ HOST_LABELS = ("host", "instance")
 SERVICE_LABELS = ("service", "name")
 QUOTED_LIMIT = 80
 PROMETHEUS_NAME = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]{0,79}$")
+# Alertmanager's startsAt (RFC 3339): when the alert began firing, the same in every resend of it
+STARTS_AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?(Z|[+-]\d\d:\d\d)$")
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,14 @@ class HealRequest:
     source: str
     reason: str
     facts: Mapping[str, Any] = field(default_factory=dict)
+    # when the alert began firing ("" when the source does not say): the rulebook's throttle holds back resends of one
+    # firing, never a new firing - a service that fails again after a heal is that heal's relapse, handled as one
+    firing_since: str = ""
 
     def event(self) -> dict[str, Any]:
         """The event for ansible-rulebook: ``meta.hosts`` makes a run_playbook action's limit exactly the host."""
-        return {"sentinel": {"host": self.host, "service": self.service, "source": self.source, "reason": self.reason, **self.facts},
-                "meta": {"hosts": self.host}}
+        return {"sentinel": {"host": self.host, "service": self.service, "source": self.source, "reason": self.reason,
+                             "firing_since": self.firing_since, **self.facts}, "meta": {"hosts": self.host}}
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ def _read_one(item: Any, kind: str, fleet: Fleet, host_labels: tuple[str, ...], 
         alertname = labels.get("alertname")
         # an alert's name reaches the event only when it is a Prometheus name, never as free text
         reason = f"alert {alertname}" if isinstance(alertname, str) and PROMETHEUS_NAME.match(alertname) else "alert"
+        starts_at = item.get("startsAt")
+        request, why = heal_request(fleet, host, service, source=kind, reason=reason)
+        if request is not None and isinstance(starts_at, str) and STARTS_AT.match(starts_at):
+            request = replace(request, firing_since=starts_at)
+        return request, why
     else:
         host, service, reason = item.get("host"), item.get("service"), "webhook"
     return heal_request(fleet, host, service, source=kind, reason=reason)

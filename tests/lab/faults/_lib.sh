@@ -265,6 +265,16 @@ start_must_fail() {
 kept_dir=/var/lib/lab-faults
 
 # The service's start failures forgotten and the service started until it answers.
+# a killer a fault leaves behind on the host (its PID in $killer_pidfile), stopped by the fault's undo
+killer_pidfile=/run/lab-killer.pid
+
+stop_killer() {
+    if [ -e "$killer_pidfile" ]; then
+        kill "$(cat "$killer_pidfile")" 2>/dev/null || true
+        rm -f "$killer_pidfile"
+    fi
+}
+
 restart_answering() {
     reset_failed "$service_name"
     start_until_answers "$service_name" service_answers

@@ -11,7 +11,6 @@ action=${1:-}
 shift || true
 of_service "$@"
 keep=${3:-}
-killer_pidfile=/run/lab-killer.pid
 
 kill_main_process() {
     pid=$(systemctl show "$service_name" --property=MainPID --value)
@@ -39,10 +38,7 @@ break)
     fi
     ;;
 undo)
-    if [ -e "$killer_pidfile" ]; then
-        kill "$(cat "$killer_pidfile")" 2>/dev/null || true
-        rm -f "$killer_pidfile"
-    fi
+    stop_killer
     restart_answering
     ;;
 *)

@@ -30,8 +30,10 @@ description:
   - Everything else (a host outside the inventory, a group name or a pattern, an undeclared service, a resolved alert)
     is logged and ignored - never widened to more hosts. Labels and annotations stay out of the event, so text from
     outside never reaches a rulebook's variables or a playbook.
-  - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager), C(webhook), or C(mapped) through O(host_query)), C(reason)) and
-    C(meta.hosts), the one host, so that a C(run_playbook) action is limited to it.
+  - The event is C(sentinel) (C(host), C(service), C(source) (C(alertmanager), C(webhook), or C(mapped) through O(host_query)), C(reason),
+    C(firing_since) - an Alertmanager alert's C(startsAt), the same in each resend of one firing, else empty - for the
+    rulebook's throttle to hold back resends and let a new firing through) and C(meta.hosts), the one host, so that a
+    C(run_playbook) action is limited to it.
   - Alerts about one service on many hosts at once are one fleet incident, not one heal job per host - every accepted
     alert is written to the memory the heal jobs share (the inventory's C(autoheal_state_dir) or C(autoheal_memory_url);
     a PostgreSQL memory logs in with the URL's password, C(PGPASSWORD) or C(~/.pgpass)); once the alerts about a service

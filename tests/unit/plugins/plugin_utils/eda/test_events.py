@@ -68,7 +68,19 @@ def test_an_alertmanager_alert_heals_exactly_its_host_and_service(fleet: Fleet) 
     requests, ignored = read_alerts(alertmanager({"alertname": "NginxDown", "instance": "10.0.0.2:9100", "service": "nginx"}), fleet)
     assert ignored == []
     assert [request.event() for request in requests] == [
-        {"sentinel": {"host": "web2", "service": "nginx", "source": "alertmanager", "reason": "alert NginxDown"}, "meta": {"hosts": "web2"}}]
+        {"sentinel": {"host": "web2", "service": "nginx", "source": "alertmanager", "reason": "alert NginxDown", "firing_since": ""},
+         "meta": {"hosts": "web2"}}]
+
+
+@pytest.mark.parametrize(("starts_at", "firing_since"), [
+    ("2026-12-03T10:04:40.123Z", "2026-12-03T10:04:40.123Z"), ("2026-12-03T10:04:40+01:00", "2026-12-03T10:04:40+01:00"),
+    ("yesterday", ""), ("2026-12-03T10:04:40Z; reboot", ""), (1764756280, "")])
+def test_an_alerts_firing_since_is_its_start_when_it_reads_as_one(fleet: Fleet, starts_at: object, firing_since: str) -> None:
+    """The rulebook's throttle holds back resends of one firing (the same startsAt), never a new firing: a relapse."""
+    body = alertmanager({"alertname": "NginxDown", "instance": "10.0.0.2:9100", "service": "nginx"})
+    body["alerts"][0]["startsAt"] = starts_at  # type: ignore[index]
+    [request], _ignored = read_alerts(body, fleet)
+    assert request.event()["sentinel"]["firing_since"] == firing_since
 
 
 def test_a_plain_webhook_and_duplicates_in_one_body(fleet: Fleet) -> None:
