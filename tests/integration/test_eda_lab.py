@@ -86,8 +86,8 @@ def test_an_alert_heals_the_named_service_on_the_named_host_once(alert_rulebook:
     assert "node2" not in rulebook.output().split("PLAY [Heal the declared services]", 1)[1]
 
 
-def test_an_alert_that_fires_again_after_the_heal_is_its_relapse_not_a_resend(alert_rulebook: tuple[Rulebook, str], faults: Faults,
-                                                                             state_dir: Path) -> None:
+def test_an_alert_that_fires_again_after_the_heal_is_its_relapse_not_a_resend(
+        alert_rulebook: tuple[Rulebook, str], faults: Faults, state_dir: Path) -> None:
     """Alertmanager resends one firing with the same startsAt, and the throttle holds it back; nginx down again after
     the heal fires anew (another startsAt): a job of its own, which handles it as the heal's relapse."""
     rulebook, url = alert_rulebook
