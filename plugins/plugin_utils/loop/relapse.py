@@ -31,6 +31,7 @@ class Relapse:
 
     heal: Heal
     failed_at: float
+    # the heal that ``heal`` healed the relapse of (its relapsed_from), when there is one
     earlier: Heal | None = None
 
     def describe(self, failure: Failure) -> str:
@@ -58,7 +59,7 @@ class Relapse:
             packages = f"; the dpkg log since the repair: {', '.join(since)}" if since else "; no package changed since the repair"
             return (f"the same cause is back after the repair ({both}{packages}): something on the host keeps undoing it, so it is "
                     f"not healed again; find what changes it (a timer, a configuration-management run, a person) and stop it")
-        if self.earlier is not None and self.heal.relapsed_from is not None:
+        if self.earlier is not None:
             return (f"its second relapse in a row: before, {failure.service} "
                     f"{_story(self.earlier, self.earlier.relapsed_at or self.heal.finished_at, self.heal.failed_with)}; neither fix "
                     f"held, so neither is replayed: find what keeps breaking it")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -669,7 +670,7 @@ def _heal(row: Any) -> Heal | None:
     if row is None:
         return None
     steps = _json_of(row["plan_json"]).get("steps") or ()
-    return Heal(episode_id=int(row["id"]), finished_at=float(row["finished_at"]), commands=tuple(" ".join(step["argv"]) for step in steps),
+    return Heal(episode_id=int(row["id"]), finished_at=float(row["finished_at"]), commands=tuple(shlex.join(step["argv"]) for step in steps),
                 templates=_templates(row["plan_json"]),
                 failed_with=row["error_text"], evidence=_json_of(row["evidence_json"]),
                 results=_json_of(row["results_json"]).get("evidence") or {},

@@ -131,7 +131,7 @@ def test_a_relapse_marks_the_heal_it_came_back_after_once_and_its_plan_replays_n
         assert memory.verified_fix(failure.fingerprint).episode_id == heal  # type: ignore[union-attr]
         found = memory.last_heal("web1", "nginx", since=now - 900)
         assert found is not None and (found.episode_id, found.relapsed_from, found.relapsed_at) == (heal, None, None)
-        assert found.commands == ("service {init_service} start",) and memory.last_heal("web1", "redis", since=now - 900) is None
+        assert found.commands == ("service '{init_service}' start",) and memory.last_heal("web1", "redis", since=now - 900) is None
         for started_at in (now, now + 5):  # the relapse's two attempts
             memory.record_attempt(incident_id="i3", failure=failure, relapsed_from=heal,
                                   attempt=dataclasses.replace(_attempt("failed", "service {init_service} restart"), started_at=started_at))
