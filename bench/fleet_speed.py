@@ -1,7 +1,8 @@
 """What healing costs as the fleet grows: nginx killed on N lab hosts, healed by heal.yml, against the hand-written restart;
 and a healthy sweep of the N hosts by heal.yml, against a hand-written status check.
 
-For each N (1, 20, 100 by default), on a lab fleet of N hosts (systemd unless SENTINEL_BENCH_INIT says sysv):
+For each N (1, 20, 100 by default), on a lab fleet of N hosts (systemd unless SENTINEL_BENCH_INIT says sysv; no executor on
+any, so every host acts the same way):
 nginx is killed on every host, then bench/handwritten_restart.yml -f N restarts it; nginx is killed again, then
 playbooks/heal.yml -f N heals it with a fresh memory (the runbook path, with its evidence run); then, on the healthy
 fleet, bench/handwritten_check.yml -f N and playbooks/heal.yml -f N (which finds nothing to heal). All run in this
@@ -173,7 +174,7 @@ def run(sizes: tuple[int, ...] = SIZES, rounds: int = ROUNDS) -> list[str]:
     try:
         for count in sizes:
             fleet.down()
-            hosts = fleet.up(count=count, init=INIT, timeout=max(120.0, BOOT_S_PER_HOST * count))
+            hosts = fleet.up(count=count, init=INIT, timeout=max(120.0, BOOT_S_PER_HOST * count), executor=False)
             time.sleep(2)  # let start-up work settle before memory is read
             host_mib = statistics.median(fleet.host_pss_mib(host) for host in hosts)
             results[count] = dict(measure(count, rounds, workdir), host_mib=host_mib)

@@ -2,7 +2,7 @@
 
 For each init, interleaved over rounds: `fleet.up` of 3 hosts from nothing (the image cached) until
 every host is ready (systemd: `is-system-running` says running; both: sshd, nginx, postgresql and
-redis answer), then the memory of each host: the PSS of every process in its network namespace.
+redis answer; the executor is not installed), then the memory of each host: the PSS of every process in its network namespace.
 Prints medians and the systemd/sysv ratios. Run as root: `make bench`; it leaves the default fleet down.
 """
 
@@ -27,7 +27,7 @@ def boot(init: str) -> tuple[float, float]:
     """Seconds until a fresh fleet of `init` hosts is ready, and the median PSS per host."""
     fleet.down()
     started = time.monotonic()
-    hosts = fleet.up(HOSTS, init=init)
+    hosts = fleet.up(HOSTS, init=init, executor=False)
     elapsed = time.monotonic() - started
     time.sleep(2)  # let start-up work settle before memory is read
     memory = statistics.median(fleet.host_pss_mib(host) for host in hosts)

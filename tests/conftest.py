@@ -65,3 +65,20 @@ def memory_place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mem
         yield place
     finally:
         drop(place)
+
+
+_SECONDS_PER_FILE: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::")[0]
+    _SECONDS_PER_FILE[path] = _SECONDS_PER_FILE.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where a run's time went, file by file (setup, call and teardown summed): what to look at when the suite grows."""
+    if len(_SECONDS_PER_FILE) < 2:
+        return
+    terminalreporter.section("seconds per file")
+    for path, seconds in sorted(_SECONDS_PER_FILE.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")

@@ -53,13 +53,18 @@ UNRENDERED = re.compile(r"\{(?:" + PLACEHOLDER_NAMES + r")(?::[^{}\n]*)?\}")
 STEP_TEMPLATE = re.compile(r'"?template"?\s*:\s*(?:"[^"\n]*"|[^\n]*)')
 
 
+# What the scenarios run with unless a test sets it (its -e comes later and wins). A fault a test injects again seconds after a heal is a new incident
+# of its story, not that heal's relapse (a test of relapses sets the window). Each healed service is watched for its
+# settle window: a second, not the default three, keeps every repair's watch (the unit's NRestarts, main PID and start
+# time, or the pid file's process, compared across it) at a third of its cost in the hundreds of heals here; the
+# benchmarks, Molecule, the EDA rulebooks and the user's path run the default.
+LAB_DEFAULTS = ("-e", "autoheal_relapse_window=0", "-e", "autoheal_settle_seconds=1")
+
+
 def run_playbook(playbook: str, *args: str, state_dir: Path, env: dict[str, str] | None = None) -> PlaybookRun:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env or {}))
-    # a fault a test injects again seconds after a heal is a new incident of its story, not that heal's relapse: a test
-    # of relapses sets the window itself
-    separate = [] if any("autoheal_relapse_window=" in arg for arg in args) else ["-e", "autoheal_relapse_window=0"]
-    command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *separate, *args]
+    command = ["ansible-playbook", playbook, "-i", "inventories/lab", "-e", f"autoheal_state_dir={state_dir}", *LAB_DEFAULTS, *args]
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     output = proc.stdout + proc.stderr
     said = STEP_TEMPLATE.sub("", output)
@@ -148,6 +153,27 @@ def lab() -> Iterator[Any]:
         pytest.fail("the lab fleet needs root (network namespaces, mounts): run the tests as root")
     with fleet.fresh(**SESSION_FLEET):  # a fleet left running (by hand, by an interrupted run) may carry faults
         yield fleet
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that boot a fleet of their own (marked own_fleet) run after every test on the session's fleet, each
+    module's in file order: the session's fleet is booted once, never again after each of them."""
+    items.sort(key=lambda item: item.get_closest_marker("own_fleet") is not None)
+
+
+_session_fleet_replaced = False
+
+
+@pytest.fixture(autouse=True)
+def _session_fleet(request: pytest.FixtureRequest) -> None:
+    """A test marked own_fleet leaves the fleet it booted (or took down) behind; a test on the session's fleet that
+    comes after one (chosen tests run in another order) boots the session's fleet again first."""
+    global _session_fleet_replaced  # pylint: disable=global-statement
+    if request.node.get_closest_marker("own_fleet"):
+        _session_fleet_replaced = True
+    elif _session_fleet_replaced and "lab" in request.fixturenames:
+        request.getfixturevalue("lab").up(**SESSION_FLEET)
+        _session_fleet_replaced = False
 
 
 class Faults:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import SESSION_FLEET
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -25,30 +25,6 @@ def test_the_heal_benchmark_runs_one_round_and_leaves_the_fleet_healthy(lab: Any
         "the same, through the executor on the host",
     ]
     assert heal_speed.nginx_is_healthy()
-
-
-def test_the_lab_benchmark_boots_both_inits_once_and_the_fleet_comes_back(lab: Any) -> None:
-    import lab_speed
-
-    try:
-        report = lab_speed.measure(rounds=1)
-    finally:
-        lab.up(**SESSION_FLEET)
-    assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
-    assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
-    assert all(status.up and not status.problems for status in lab.status())
-
-
-def test_the_fleet_benchmark_heals_two_hosts_once_and_the_fleet_comes_back(lab: Any) -> None:
-    import fleet_speed
-
-    try:
-        report = fleet_speed.run(sizes=(2,), rounds=1)
-    finally:
-        lab.up(**SESSION_FLEET)
-    assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
-    assert report[3].startswith("| 2 | ") and report[3].count("|") == 11
-    assert all(status.up and not status.problems for status in lab.status())
 
 
 def test_the_efficacy_benchmark_heals_a_fault_offline_and_with_a_scripted_llm(lab: Any) -> None:
@@ -92,3 +68,25 @@ def test_the_execution_environment_benchmark_heals_once_in_the_image_and_once_wi
     assert report[0].startswith("a heal in the execution environment localhost/sentinel-heal-ee:")
     assert [row.split(": median ")[0].strip() for row in report[1:3]] == ["without the image", "in the image"]
     assert report[3].startswith("in the image / without: ")
+
+
+# The benchmarks that boot fleets of their own run after every test on the session's fleet (own_fleet): what they leave
+# behind is no fleet at all.
+@pytest.mark.own_fleet
+def test_the_lab_benchmark_boots_both_inits_once(lab: Any) -> None:
+    import lab_speed
+
+    report = lab_speed.measure(rounds=1)
+    assert report[0] == "lab fleet of 3 hosts, 1 interleaved rounds (medians)"
+    assert "up, sysv (tini) hosts (baseline)" in report[1] and "x the memory" in report[2]
+    assert not any(status.up for status in lab.status())
+
+
+@pytest.mark.own_fleet
+def test_the_fleet_benchmark_heals_two_hosts_once_and_takes_its_fleet_down(lab: Any) -> None:
+    import fleet_speed
+
+    report = fleet_speed.run(sizes=(2,), rounds=1)
+    assert report[0].startswith("nginx killed on N lab hosts (systemd), healed with -f N")
+    assert report[3].startswith("| 2 | ") and report[3].count("|") == 11
+    assert not any(status.up for status in lab.status())

@@ -1,7 +1,8 @@
 """Twenty lab hosts broken at once, healed with forks=20: every episode recorded once, the blast radius honoured
 (at most 5 remediations at a time, the rest deferred and taken up by the next runs), the flapping limit honoured
 fleet-wide, and the kill switch thrown mid-run honoured by every host. On the same fleet, the run's rollout: a new
-plan is tried on one host first, and a run past its error threshold halts. The session's fleet comes back afterwards.
+plan is tried on one host first, and a run past its error threshold halts. A test after this module on the session's
+fleet boots it again (conftest's own_fleet).
 
 Each of these limits is about healing host by host, so fleet incidents are off here (HOST_BY_HOST): twenty hosts whose
 nginx died at once are otherwise one fleet incident (test_fleet_incident_lab.py)."""
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, SESSION_FLEET, commands_run, episodes, one_line, run_playbook, sh
+from conftest import ROOT, commands_run, episodes, one_line, run_playbook, sh
 from llm_server import Answer, ScriptedLLM
 from test_fault_survival_lab import slow_plan, wait_for
 
@@ -70,17 +71,16 @@ def break_nginx(lab: Any) -> None:
         lab.inject(name, "nginx-killed")
 
 
+pytestmark = pytest.mark.own_fleet
+
+
 @pytest.fixture(scope="module")
 def twenty(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Twenty systemd hosts instead of the session's fleet, for this module: their inventory."""
     hosts = fleet_speed.inventory(tmp_path_factory.mktemp("twenty") / "inventory", COUNT)
-    try:
-        lab.down()
-        lab.up(count=COUNT, init="systemd", timeout=180.0)
-        yield hosts
-    finally:
-        lab.down()
-        lab.up(**SESSION_FLEET)
+    lab.down()
+    lab.up(count=COUNT, init="systemd", timeout=180.0)
+    yield hosts
 
 
 # The new plans of the rollout tests pause first, so that every host has planned before the first one verifies.

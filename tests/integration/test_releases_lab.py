@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import SESSION_FLEET, SYSV_HOSTS, Faults, acted, one_line, run_playbook, sh
+from conftest import SYSV_HOSTS, Faults, acted, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 APPROVE = "playbooks/approve.yml"
@@ -32,21 +32,22 @@ def listens(lab: Any, host: str, port: int) -> bool:
     return bool(sh(lab, host, "ss", "-Hltn", f"sport = :{port}").strip())
 
 
+pytestmark = pytest.mark.own_fleet
+
+
 @pytest.fixture(scope="module")
 def releases(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The session's fleet with node2 and node3 on trixie, the extra services started, and the executors (node1, node2)
-    told of them (sentinel.heal.host with the inventory's services); the session's fleet again afterwards."""
-    try:
-        lab.up(inits=SYSV_HOSTS, suites=RELEASES)
-        for host in lab.HOSTS:
-            for name in services_of(host):
-                sh(lab, host, "service", name, "start")
-        rolled = run_playbook("playbooks/host.yml", *INVENTORY, "-e", "autoheal_target=executor", *lab.AS_ADMIN, "--tags", "host_policy",
-                              state_dir=tmp_path_factory.mktemp("releases-roll-out"))
-        assert rolled.rc == 0, rolled.output
-        yield lab
-    finally:
-        lab.up(**SESSION_FLEET)  # the session's fleet, for the tests that run after this module
+    told of them (sentinel.heal.host with the inventory's services); a test after this module on the session's fleet
+    boots it again (conftest's own_fleet)."""
+    lab.up(inits=SYSV_HOSTS, suites=RELEASES)
+    for host in lab.HOSTS:
+        for name in services_of(host):
+            sh(lab, host, "service", name, "start")
+    rolled = run_playbook("playbooks/host.yml", *INVENTORY, "-e", "autoheal_target=executor", *lab.AS_ADMIN, "--tags", "host_policy",
+                          state_dir=tmp_path_factory.mktemp("releases-roll-out"))
+    assert rolled.rc == 0, rolled.output
+    yield lab
 
 
 def heal(state: Path, *args: str) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, SESSION_FLEET, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
+from conftest import ROOT, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 
@@ -207,13 +207,11 @@ def test_a_timer_part_of_the_service_is_left_alone_and_the_service_itself_is_hea
         sh(mixed, "node1", "systemctl", "daemon-reload")
 
 
-def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(mixed: Any) -> None:
-    init_pids = [status.pid for status in mixed.status() if status.init_system == "systemd"]
-    assert mixed._lab_cgroups(), "a systemd host lives in a cgroup of its own"
-    try:
-        mixed.down()
-        assert mixed._lab_cgroups() == []
-        assert mixed._lab_netns() == [] and mixed._mounts_under(mixed.STATE_DIR) == []
-        assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)
-    finally:
-        mixed.up(**SESSION_FLEET)  # the session's fleet, for the tests that run after this one
+@pytest.mark.own_fleet  # it takes the fleet down: it runs after the tests on the session's fleet, on whichever fleet is up
+def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(lab: Any) -> None:
+    init_pids = [status.pid for status in lab.status() if status.init_system == "systemd"]
+    assert lab._lab_cgroups(), "a systemd host lives in a cgroup of its own"
+    lab.down()
+    assert lab._lab_cgroups() == []
+    assert lab._lab_netns() == [] and lab._mounts_under(lab.STATE_DIR) == []
+    assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO, TypedDict
+from typing import Any, NotRequired, TextIO, TypedDict
 
 LAB_DIR = Path(__file__).resolve().parent
 FAULTS_DIR = LAB_DIR / "faults"
@@ -313,6 +313,7 @@ class HostRecord(TypedDict):
 
 class FleetState(TypedDict):
     hosts: dict[str, HostRecord]
+    executor: NotRequired[bool]  # installed on the executor hosts by up()
 
 
 @dataclass(frozen=True)
@@ -360,10 +361,11 @@ def build_image(suite: str = DEFAULT_SUITE) -> Path:
 
 
 def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_INIT, inits: dict[str, str] | None = None,
-       suite: str = DEFAULT_SUITE, suites: dict[str, str] | None = None) -> list[Host]:
+       suite: str = DEFAULT_SUITE, suites: dict[str, str] | None = None, executor: bool = True) -> list[Host]:
     """Start `count` hosts and return once their init is up and sshd and every service answer. Every host
     boots `init` (sysv or systemd) of Debian's `suite` (bookworm or trixie) unless `inits` or `suites` name
-    another for it."""
+    another for it. `executor`: install the executor on the inventory's executor hosts (False: hosts as booted,
+    for what measures the boot alone); a fleet already running as wanted is kept only if it has what is asked."""
     if not 1 <= count <= MAX_HOSTS:
         raise LabError(f"count must be between 1 and {MAX_HOSTS}, not {count}")
     hosts = [Host(name, address(name)) for name in host_names(count)]
@@ -374,7 +376,7 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
         recorded = _load_state()
         booted_as_wanted = all(_init_system(recorded, name) == wanted_inits[name] and _suite(recorded, name) == wanted_suites[name]
                                for name in wanted_inits)
-        if booted_as_wanted and _fleet_running(recorded, hosts):
+        if booted_as_wanted and recorded.get("executor", False) >= executor and _fleet_running(recorded, hosts):
             return hosts
         _teardown(recorded)
         images = {suite_name: _ensure_image(suite_name) for suite_name in sorted(set(wanted_suites.values()))}
@@ -390,7 +392,12 @@ def up(count: int = DEFAULT_COUNT, timeout: float = 60.0, init: str = DEFAULT_IN
             state["hosts"][host.name] = _start_host(host, image, wanted_inits[host.name], wanted_suites[host.name])
             _save_state(state)
         _wait_until_ready(hosts, state, timeout)
-    _install_executor(hosts)
+    if executor:
+        _install_executor(hosts)
+        with _lab_lock():  # a fleet whose install failed is booted again by the next up, not taken as it is
+            installed = _load_state()
+            installed["executor"] = True
+            _save_state(installed)
     return hosts
 
 
