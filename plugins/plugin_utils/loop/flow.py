@@ -35,7 +35,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.guard import As
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.observe import ObserveNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.plan import PlanNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.record import RecordNode
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import relapse_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import relapse_of, relapse_of_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import RolloutNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.verify import VerifyNode
@@ -81,7 +81,8 @@ def run_approved_plan(stored: approvals.StoredPlan, verdicts: list[Verdict], app
 
     The caller has re-validated it (:func:`approvals.authorize`) and claimed it in memory, so it runs once.
     """
-    state = IncidentState(failure=stored.failure, incident_id=stored.incident_id, approved_plan_id=stored.plan_id, started_at=tools.clock())
+    state = IncidentState(failure=stored.failure, incident_id=stored.incident_id, approved_plan_id=stored.plan_id, started_at=tools.clock(),
+                          relapse=relapse_of_incident(tools.planner.memory, stored.incident_id))
     state.attempts.append(Attempt(
         number=stored.attempt + 1, diagnosis=f"plan {stored.plan_id} approved by {approved_by}", plan=stored.plan,
         verdicts=verdicts, policy_version=tools.policy.version, approved_by=approved_by, started_at=tools.clock(),

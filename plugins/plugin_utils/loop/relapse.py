@@ -70,10 +70,22 @@ def relapse_of(memory: Memory | None, failure: Failure, *, now: float, window: f
     """The heal of this service on this host that the failure seen ``now`` relapsed from, within ``window`` seconds."""
     if memory is None or window <= 0:
         return None
-    heal = memory.last_heal(failure.host, failure.service, since=now - window)
+    return _relapse(memory, memory.last_heal(failure.host, failure.service, since=now - window), now)
+
+
+def relapse_of_incident(memory: Memory | None, incident_id: str) -> Relapse | None:
+    """The relapse an incident's first run found, for a later run of the same incident (a plan a person approved): its
+    episodes are linked to the same heal."""
+    if memory is None or (found := memory.incident_relapse(incident_id)) is None:
+        return None
+    heal_id, failed_at = found
+    return _relapse(memory, memory.heal(heal_id), failed_at)
+
+
+def _relapse(memory: Memory, heal: Heal | None, failed_at: float) -> Relapse | None:
     if heal is None:
         return None
-    return Relapse(heal, now, memory.heal(heal.relapsed_from) if heal.relapsed_from is not None else None)
+    return Relapse(heal, failed_at, memory.heal(heal.relapsed_from) if heal.relapsed_from is not None else None)
 
 
 def _story(heal: Heal, failed_at: float, words: str) -> str:

@@ -289,6 +289,14 @@ class Memory:
         ).fetchone()
         return _heal(row)
 
+    def incident_relapse(self, incident_id: str) -> tuple[int, float] | None:
+        """The heal an incident relapsed from and when its first run saw the failure, as its episodes recorded them."""
+        row = self._db.execute(
+            "SELECT relapsed_from, started_at FROM episodes WHERE incident_id = ? AND relapsed_from IS NOT NULL ORDER BY id LIMIT 1",
+            (incident_id,),
+        ).fetchone()
+        return None if row is None else (int(row["relapsed_from"]), float(row["started_at"]))
+
     def heal(self, episode_id: int) -> Heal | None:
         """The heal of episode ``episode_id`` (None when that episode healed nothing)."""
         return _heal(self._db.execute(f"SELECT {_HEAL_COLUMNS} FROM episodes WHERE id = ? AND outcome = 'healed'", (episode_id,)).fetchone())

@@ -14,8 +14,10 @@ from typing import Any
 
 import jsonschema
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, PlanSource, Step
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident, run_approved_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import summary_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import incident_html
@@ -93,6 +95,27 @@ def test_a_second_relapse_in_a_row_escalates_with_both_heals_and_runs_nothing(tm
     assert tools.memory is not None
     assert [(row[0], row[1], row[2]) for row in _episodes(tools.memory)] == [(1, "healed", None), (2, "healed", 1), (3, "escalated", 2)]
     assert tools.memory.verified_fix(nginx_failure().fingerprint) is None  # neither heal is trusted any more
+
+
+def test_a_relapse_whose_plan_waited_for_a_person_is_linked_to_the_heal_when_the_approved_plan_runs(tmp_path: Path) -> None:
+    """The approved plan's run is the same incident: its episode names the heal the incident relapsed from, and its
+    story says so first, as the run that planned it did."""
+    clock, executor = Clock(), ScriptedExecutor(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY, HEALTHY], clock=clock)
+    assert heal_incident(nginx_failure(pid=10), tools).state.status == "healed"
+    clock.now += 60
+    policy = tmp_path / "approve-every-step.yml"
+    policy.write_text("version: 1\nrules:\n  - {id: t, executable: nginx, argv: ['-t'], decision: allow, become: true}\n")
+    waiting_tools = dataclasses.replace(tools, policy=load_policy(policy))
+    waiting = heal_incident(nginx_failure(pid=20), waiting_tools)
+    assert waiting.state.status == "awaiting_approval" and waiting.state.plan_id is not None and tools.memory is not None
+    stored = approvals.load(tools.memory, waiting.state.plan_id)
+    assert tools.memory.claim_plan(stored.plan_id, by="alice", at=clock.now)
+    clock.now += 30
+    approved = run_approved_plan(stored, approvals.authorize(stored, host="web1", policy=waiting_tools.policy), "alice", waiting_tools)
+    assert approved.state.status == "healed" and approved.to_dict()["relapsed_from"] == 1
+    assert approved.state.reason.startswith("nginx healed at "), approved.state.reason
+    assert [(row[0], row[1], row[2]) for row in _episodes(tools.memory)] == [(1, "healed", None), (2, "awaiting_approval", 1), (3, "healed", 1)]
 
 
 def test_a_failure_after_the_window_is_no_relapse_and_the_verified_fix_is_replayed(tmp_path: Path) -> None:
