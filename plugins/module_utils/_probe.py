@@ -182,6 +182,7 @@ def _settled(services, results, manager, settle_seconds, checked):
     the shortest first: the check takes as long as the longest. A plain check (``settle_seconds`` 0: a sweep) watches
     only a unit systemd restarted lately, across the default window: a restart loop looks active in most snapshots."""
     healthy = [index for index, result in enumerate(results) if result["healthy"]]
+    results = list(results)
     if settle_seconds > 0:
         windows = [(index, _settle.window_of(services[index], settle_seconds)) for index in healthy]
         before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, window in windows if window > 0)
@@ -189,17 +190,29 @@ def _settled(services, results, manager, settle_seconds, checked):
         seen = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index in healthy) if manager == "systemd" else {}
         now = time.monotonic()
         before = dict((index, state) for index, state in seen.items() if _settle.restarted_lately(state, now))
+        for index in list(before):
+            # restarted again and again lately: a loop now, with no window to wait out (its runs may outlast one)
+            loop = _settle.restart_loop(before[index], time.time(), _timeout(services[index]))
+            if loop is not None:
+                del before[index]
+                said, journal = loop
+                results[index] = checked(services[index], dict(window_s=0.0, changes=[said], restarted=True, journal=journal))
+                results[index]["settled"] = dict(window_s=0.0, held=False, changes=[said])
         windows = [(index, _settle.window_of(services[index], _settle.DEFAULT_SETTLE_S)) for index in before]
     watched = [(index, window) for index, window in windows if window > 0]
-    started = time.monotonic()
-    results = list(results)
+    started, started_at = time.monotonic(), time.time()
     for index, window in sorted(watched, key=lambda item: item[1]):
         time.sleep(max(0.0, started + window - time.monotonic()))
         spec = services[index]
         said, restarted = _settle.changes(before[index], _settle.snapshot(spec, manager, read_pidfile), window)
+        said = said or _settle.failed_in_window(before[index], started_at, window, _timeout(spec))
         results[index] = checked(spec, dict(window_s=window, changes=said, restarted=restarted))
         results[index]["settled"] = dict(window_s=window, held=results[index]["healthy"], changes=said)
     return results
+
+
+def _timeout(spec):
+    return spec.get("timeout") or 5.0
 
 
 def check_one(spec, manager, log_lines, others=()):
@@ -322,6 +335,16 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
         return result
     evidence = _evidence(spec, init_service, process_name, status, manager, log_lines, timeout, redact_values, others)
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
+    if failure_class == "auto_restart" and not unsettled:
+        # down for a moment between two of systemd's restarts, again and again lately: a loop, nothing to wait for
+        loop = _settle.restart_loop(dict(units=[evidence["unit"]]), time.time(), timeout)
+        if loop is not None:
+            unsettled = dict(window_s=0.0, changes=[loop[0]], restarted=True, journal=loop[1])
+            changes = unsettled["changes"]
+    if evidence["unit"] and (unsettled or {}).get("journal"):
+        # a unit in a restart loop: its journal since its present start holds none of the failures before it
+        evidence["unit"]["journal"] = unsettled["journal"]
+        evidence["unit"]["cause"] = _systemd.journal_cause(unsettled["journal"])
     if unsettled and unsettled["restarted"] and failure_class != "masked":
         failure_class = "restart_loop"
     # nothing is read ahead for a unit a person masked or one systemd restarts by itself: the loop leaves both alone
@@ -500,9 +523,17 @@ def _evidence(spec, init_service, process_name, status, manager, log_lines, time
         installed=dict(unit=unit is not None, init_script=os.path.exists(_init_script(init_service)),
                        program=program),
         # what changed since its last known good configuration (None when it was never seen good, or keeps none)
-        changes=changes_since_good(spec["name"], spec, time.time(), redact_values) if spec.get("known_good", True) else None,
+        changes=_changes(spec, unit, timeout, redact_values),
         collected_at=time.time(),
     )
+
+
+def _changes(spec, unit, timeout, redact_values):
+    """What changed since the service was last seen good, and on a systemd host which services systemd started since."""
+    changes = changes_since_good(spec["name"], spec, time.time(), redact_values) if spec.get("known_good", True) else None
+    if changes is not None and unit is not None:
+        changes["units"] = _systemd.units_started(changes["good_at"], _systemd.units_of(unit), timeout)
+    return changes
 
 
 def _init_script(name):

@@ -14,6 +14,7 @@ the window's end decides alone.
 from __future__ import annotations
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils._text import clock_time
 
 # what of a unit changes when it is restarted, by systemd's Restart= or anyone
 UNIT_STATE = ("Id", "NRestarts", "MainPID", "ActiveEnterTimestampMonotonic", "Restart")
@@ -23,6 +24,10 @@ DEFAULT_SETTLE_S = 3.0
 # a plain check (a sweep) watches a unit across the default window only when systemd restarted it this recently: a unit
 # in a restart loop looks active in most snapshots, and is never older than this
 RECENT_RESTART_S = 60.0
+# a unit systemd's Restart= restarted this often within RECENT_RESTART_S is in a restart loop, whatever a snapshot says:
+# a run that lasts longer than the window looks healthy across it
+LOOP_RESTARTS = 3
+MAX_TIMES_SAID = 5
 
 
 def snapshot(spec, manager, read_pidfile):
@@ -69,6 +74,34 @@ def restarted_lately(before, now_monotonic):
         if _count(unit["NRestarts"]) > 0 and entered and now_monotonic - entered < RECENT_RESTART_S:
             return True
     return False
+
+
+def restart_loop(before, now, timeout):
+    """A unit of the snapshot that systemd's Restart= restarted LOOP_RESTARTS times or more in the RECENT_RESTART_S
+    before ``now`` (seconds since the epoch): (the sentence that says so, the unit's journal meanwhile), else None."""
+    for unit in before.get("units") or []:
+        restarts, _failures, journal = _systemd.run_ends(unit["Id"], now - RECENT_RESTART_S, timeout)
+        # the restarts systemd counts since the unit was last reset or started by hand (NRestarts): a loop a person
+        # ended with reset-failed and a start is over, whatever the journal still holds of it
+        counted = _count(unit["NRestarts"])
+        restarts = restarts[-counted:] if counted else []
+        if len(restarts) >= LOOP_RESTARTS:
+            said = ", ".join(clock_time(at) for at in restarts[-MAX_TIMES_SAID:])
+            return ("unit %s was restarted %d times by systemd's Restart=%s in the last %d s (the latest at %s): a restart loop, "
+                    "whichever state one look finds it in" % (unit["Id"], len(restarts), unit.get("Restart"), RECENT_RESTART_S, said)), journal
+    return None
+
+
+def failed_in_window(before, since, window, timeout):
+    """What systemd's journal says failed of a unit of the snapshot since ``since`` (the window's start, seconds since
+    the epoch): a run that failed or a restart its Restart= scheduled, in sentences ([] when nothing did)."""
+    said = []
+    for unit in before.get("units") or []:
+        restarts, failures, _journal = _systemd.run_ends(unit["Id"], since, timeout)
+        if restarts or failures:
+            said.append("the journal of unit %s says a run failed within its %g s settle window (at %s)" % (
+                unit["Id"], window, clock_time(min(restarts + failures))))
+    return said
 
 
 def window_of(spec, settle_seconds):

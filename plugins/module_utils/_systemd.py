@@ -12,9 +12,11 @@ journal's lines since its last start, with the line that most likely names the c
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
+from datetime import datetime
 
 from ansible_collections.sentinel.heal.plugins.module_utils._command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
@@ -73,7 +75,17 @@ _BOOKKEEPING = re.compile(
     r"|Stopping|Found left-over process|This usually indicates unclean termination)", re.IGNORECASE)
 _ERROR_WORDS = re.compile(
     r"\b(?:error|errors|failed|failure|fatal|emerg|crit|critical|panic|denied|no such|cannot|can't|could not|couldn't"
-    r"|invalid|refused|not found|unable|permission|missing|unknown|bad|unrecognized|unrecognised|illegal)\b", re.IGNORECASE)
+    r"|invalid|refused|not found|unable|permission|missing|unknown|bad|unrecognized|unrecognised|illegal|timed out|time limit)\b",
+    re.IGNORECASE)
+# systemd's own lines that a run of a unit failed or that its Restart= scheduled the next start (each release since 236
+# words them so: "Failed with result 'timeout'.", "Scheduled restart job, restart counter is at 3.")
+_RUN_FAILED = re.compile(r"^(?:\S+: )?Failed with result\b")
+_RESTART_SCHEDULED = re.compile(r"^(?:\S+: )?Scheduled restart job\b")
+MAX_RUN_ENDS = 200
+# systemd's journal entry of a start job done: a unit started (a oneshot's "Finished"), with UNIT=, JOB_TYPE= and JOB_RESULT=
+JOB_DONE_MESSAGE = "39f53479d3a045ac8e11786248231fbf"
+MAX_UNITS_STARTED = 10
+MAX_STARTS_EACH = 3
 _TIMESPAN = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|min|s|h)\b")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
 
@@ -369,3 +381,55 @@ def _journal(unit, timeout, lines):
             "+", "COREDUMP_UNIT=" + name, "_UID=0"]
     rc, output = run(argv, timeout, limit=JOURNAL_LIMIT)
     return "\n".join(reversed(output.splitlines())) if rc == 0 else ""
+
+
+def run_ends(name, since, timeout):
+    """How the runs of unit ``name`` ended since ``since`` (seconds since the epoch), in systemd's own lines: (the times
+    its Restart= scheduled a start, the times a run failed, the unit's journal meanwhile, oldest first). A unit in a
+    restart loop whose runs outlast a snapshot or a settle window still leaves these."""
+    argv = ["journalctl", "--no-pager", "--quiet", "--output=short-iso-precise", "--reverse", "--lines=%d" % MAX_RUN_ENDS, "--since=@%d" % int(since),
+            "_SYSTEMD_UNIT=" + name, "+", "UNIT=" + name, "_UID=0"]
+    rc, output = run(argv, timeout, limit=JOURNAL_LIMIT)
+    if rc != 0:
+        return [], [], ""
+    restarts, failures, lines = [], [], []
+    for line in reversed(output.splitlines()):
+        match = JOURNAL_LINE.match(line)
+        try:
+            at = datetime.strptime(line.split(" ", 1)[0], "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+        except ValueError:
+            continue
+        if at < since:  # --since takes whole seconds
+            continue
+        lines.append(line)
+        if match and match.group("ident") == "systemd":
+            if _RESTART_SCHEDULED.match(match.group("message")):
+                restarts.append(at)
+            elif _RUN_FAILED.match(match.group("message")):
+                failures.append(at)
+    return restarts, failures, "\n".join(lines)
+
+
+def units_started(since, exclude, timeout):
+    """The services systemd started since ``since`` (seconds since the epoch) besides ``exclude`` (the service's own
+    units): a timer's service, a configuration-management run, whatever else ran on the host after the service was
+    last seen as it should be. Each with its latest starts, the unit started last at the end."""
+    argv = ["journalctl", "--no-pager", "--quiet", "--output=json", "--output-fields=UNIT,JOB_TYPE,JOB_RESULT", "--reverse",
+            "--lines=%d" % MAX_RUN_ENDS, "--since=@%d" % int(since), "MESSAGE_ID=" + JOB_DONE_MESSAGE, "_PID=1"]
+    rc, output = run(argv, timeout, limit=200000)
+    if rc != 0:
+        return []
+    starts = {}
+    for line in reversed(output.splitlines()):
+        try:
+            entry = json.loads(line)
+            at = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        except (ValueError, KeyError, TypeError):
+            continue
+        unit = entry.get("UNIT")
+        if (not isinstance(unit, str) or not unit.endswith(".service") or unit in exclude or at < since
+                or entry.get("JOB_TYPE") != "start" or entry.get("JOB_RESULT") != "done"):
+            continue
+        starts.setdefault(unit, []).append(at)
+    ordered = sorted(starts.items(), key=lambda item: item[1][-1])[-MAX_UNITS_STARTED:]
+    return [dict(unit=unit, at=times[-MAX_STARTS_EACH:]) for unit, times in ordered]

@@ -544,7 +544,9 @@ failures:
               C(before_failure_s) and, for a modified text file kept in full, C(diff), a unified diff of the last known
               good version against the current one, redacted, at most 4000 characters) and C(packages) (installs,
               upgrades and removals of its packages in dpkg's log since, each C(action), C(package), C(before),
-              C(after) and C(at)).
+              C(after) and C(at)); on a systemd host also C(units), the other services systemd started since (a
+              timer's, a configuration-management run), each C(unit) and C(at) (its latest starts, at most 3), the
+              unit started last at the end, at most 10.
           type: dict
         collected_at:
           description: When the evidence was gathered (seconds since the epoch).

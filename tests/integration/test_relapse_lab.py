@@ -5,18 +5,22 @@ in a row, escalated with both heals named, and nothing runs. Neither heal is lef
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Faults, acted, episodes, one_line, run_playbook, sh
+from conftest import Faults, RollOut, acted, episodes, one_line, run_playbook, sh
 
 HEAL = "playbooks/heal.yml"
 # the window the test heals within: the lab's playbook runs take each fault as an incident of its own otherwise
 WINDOW = ("-e", "autoheal_relapse_window=900")
 # seconds after each start the killer kills nginx: past the verification and its settle window
 KILL_AFTER_S = "12"
+SITE = "/etc/nginx/sites-available/default"
+# the line a configuration-management timer keeps pushing into nginx's site: a directive nginx does not know
+PUSHED = "lab_pushed_directive on;"
 
 
 def _down(lab: Any, host: str, seconds: float = 40) -> bool:
@@ -53,3 +57,28 @@ def test_a_service_killed_after_every_start_relapses_once_and_is_escalated_with_
     rows = episodes(state)
     assert [(row["id"], row["outcome"], row["relapsed_from"]) for row in rows] == [(1, "healed", None), (2, "healed", 1), (3, "escalated", 2)]
     assert rows[0]["relapsed_at"] is not None and rows[1]["relapsed_at"] is not None and rows[2]["relapsed_at"] is None
+
+
+def test_a_configuration_a_timer_breaks_again_after_its_restore_is_escalated_naming_the_timers_service(
+        lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
+    """A timer pushes a broken line into nginx's site and restarts nginx, now and every 25 s (a configuration-management
+    run with a bad template). The first run restores the last known good unattended (nginx -t checks it) and the
+    repair holds across its settle window; the timer breaks it again; the next run is that heal's relapse with the same
+    cause back: escalated with both times of the file and the timer's service that ran since the repair; nothing runs."""
+    roll_out("-e", "autoheal_restore_known_good=auto", hosts="node2")
+    state = tmp_path / "state"
+    heal = (HEAL, "--limit", "node2", *WINDOW, "-e", "autoheal_restore_known_good=auto")
+    assert run_playbook(*heal, state_dir=state).rc == 0  # healthy: its configuration kept as its last known good
+    faults.inject("node2", "config-rebroken-by-timer", "nginx", "80", SITE, PUSHED, "25")
+    first = run_playbook(*heal, state_dir=state)
+    assert first.rc == 0 and f"node2: nginx healed in 1 attempt with: sentinel-heal-restore {SITE}" in one_line(first.output), first.output
+    assert _down(lab, "node2"), "the timer did not break nginx again"
+    ran_before = acted(state, "node2")
+
+    second = run_playbook(*heal, state_dir=state)
+    said = one_line(second.output)
+    assert second.rc == 2 and "node2 nginx: escalated" in said, second.output
+    assert "the same cause is back after the repair (" in said and f"file {SITE}: modified (mtime " in said, second.output
+    assert re.search(r"systemd started since the repair: lab-config-push\.service at \S+", said), second.output
+    assert acted(state, "node2") == ran_before  # nothing ran for the relapse
+    assert [(row["outcome"], row["relapsed_from"] is not None) for row in episodes(state)] == [("healed", False), ("escalated", True)]

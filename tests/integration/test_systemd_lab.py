@@ -133,6 +133,23 @@ def test_a_unit_stuck_in_its_own_restart_loop_is_escalated_with_the_cause_and_no
     assert unit(mixed, "node1", "redis-server", "NRestarts", "ActiveState") == before
 
 
+def test_a_unit_whose_every_run_ends_seconds_after_it_started_is_escalated_as_a_loop_whichever_state_the_check_finds(
+    mixed: Any, faults: Faults, tmp_path: Path,
+) -> None:
+    """RuntimeMaxSec=3 (a recycle meant as 3h) with Restart=always: systemd ends each run of nginx after 3 s and starts
+    the next, so nginx answers most of the time and each run outlasts the settle window. The journal of the last minute
+    says it is a loop: escalated with the times systemd restarted it and its words, nothing run, nothing remembered as a fix."""
+    faults.inject("node1", "service-runtime-limit-loop", "nginx", "80", "3")
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 2 and "node1 nginx: escalated" in output, run.output
+    assert re.search(r"unit nginx\.service was restarted \d+ times by systemd's Restart=always in the last 60 s \(the latest at ", output), output
+    assert "keeps failing under systemd's own Restart=" in output and "Service reached runtime time limit" in output, output
+    [episode] = episodes(tmp_path)
+    assert (episode["failure_class"], episode["outcome"]) == ("restart_loop", "escalated")
+    assert remediations(tmp_path, "node1") == []
+
+
 def test_a_unit_killed_at_each_restart_into_its_start_limit_is_reset_and_started_once_the_killer_is_gone(
     mixed: Any, faults: Faults, tmp_path: Path,
 ) -> None:

@@ -11,7 +11,7 @@ test failing again), and a second relapse in a row (a heal of a relapse that rel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clock_time, span
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import CONFIG_TEST_FACT, FILE_FACT, PORT_FACT, cause_of
@@ -57,13 +57,26 @@ class Relapse:
                      for change in (changes.get("packages") or () if isinstance(changes, Mapping) else ())
                      if float(change.get("at") or 0) >= self.heal.finished_at]
             packages = f"; the dpkg log since the repair: {', '.join(since)}" if since else "; no package changed since the repair"
-            return (f"the same cause is back after the repair ({both}{packages}): something on the host keeps undoing it, so it is "
-                    f"not healed again; find what changes it (a timer, a configuration-management run, a person) and stop it")
+            return (f"the same cause is back after the repair ({both}{packages}{self._units_since(changes)}): something on the host "
+                    f"keeps undoing it, so it is not healed again; find what changes it (a timer, a configuration-management run, a "
+                    f"person) and stop it")
         if self.earlier is not None:
             return (f"its second relapse in a row: before, {failure.service} "
                     f"{_story(self.earlier, self.earlier.relapsed_at or self.heal.finished_at, self.heal.failed_with)}; neither fix "
                     f"held, so neither is replayed: find what keeps breaking it")
         return None
+
+    def _units_since(self, changes: Any) -> str:
+        """The services systemd started between the repair and now, as the host's journal says (a systemd host's check
+        reads them: none on another)."""
+        if not isinstance(changes, Mapping) or not isinstance(changes.get("units"), list):
+            return ""
+        ran = []
+        for started in changes["units"]:
+            after = [float(at) for at in (started.get("at") or ()) if float(at) >= self.heal.finished_at] if isinstance(started, Mapping) else []
+            if after:
+                ran.append(f"{started.get('unit')} at {', '.join(clock_time(at) for at in after)}")
+        return f"; systemd started since the repair: {'; '.join(ran)}" if ran else "; systemd started no other service since the repair"
 
 
 def relapse_of(memory: Memory | None, failure: Failure, *, now: float, window: float) -> Relapse | None:

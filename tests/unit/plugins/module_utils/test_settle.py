@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
+from local_llm import free_port
 
+from ansible_collections.sentinel.heal.plugins.module_utils import _probe
 from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services
 from ansible_collections.sentinel.heal.plugins.module_utils._settle import changes
 
@@ -38,10 +40,30 @@ def _unit(**properties: str) -> dict[str, str]:
                  "ActiveEnterTimestampMonotonic": "5000000"}, **properties)
 
 
-def _later(seconds: float, change: Callable[[], None]) -> threading.Timer:
-    timer = threading.Timer(seconds, change)
-    timer.start()
-    return timer
+# what arranges a change on the host within the settle window
+Arrange = Callable[[Callable[[], None]], None]
+
+
+class _WaitOfTheWindow:
+    """The time module as the check's code sees it, whose sleep (the window's one wait) first makes ``change``."""
+
+    def __init__(self, change: Callable[[], None]) -> None:
+        self._pending = [change]
+
+    def sleep(self, seconds: float) -> None:
+        while self._pending:
+            self._pending.pop()()
+        time.sleep(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def within_window(monkeypatch: pytest.MonkeyPatch) -> Arrange:
+    """What makes a change on the host once the window's first look was taken, however loaded the machine: as the
+    window's wait begins, not at a time a slow run could reach before that look."""
+    return lambda change: monkeypatch.setattr(_probe, "time", _WaitOfTheWindow(change))
 
 
 @pytest.fixture
@@ -51,11 +73,10 @@ def systemd_host(empty_host: Path, scripted_systemd: Callable[[dict[str, dict[st
 
 
 def test_a_unit_systemd_restarted_within_the_window_is_a_restart_loop_whatever_its_state_at_the_end(
-        systemd_host: Callable[[dict[str, str]], None]) -> None:
+        systemd_host: Callable[[dict[str, str]], None], within_window: Arrange) -> None:
     systemd_host(_unit())
-    timer = _later(WINDOW / 3, lambda: systemd_host(_unit(NRestarts="3", MainPID="140", ActiveEnterTimestampMonotonic="5900000")))
+    within_window(lambda: systemd_host(_unit(NRestarts="3", MainPID="140", ActiveEnterTimestampMonotonic="5900000")))
     result = _check(_spec())
-    timer.join()
     [failure] = result["failures"]
     assert not result["healthy"] and failure["failure_class"] == "restart_loop"
     assert "unit memcached.service was restarted 3 times by systemd's Restart=always within its 1 s settle window (main PID 100 -> 140)" \
@@ -74,14 +95,14 @@ def test_a_unit_that_stayed_as_it_was_is_healthy_and_one_whose_own_window_is_0_i
     assert unwatched["healthy"] and "settled" not in unwatched["services"][0]
 
 
-def test_a_plain_check_watches_a_unit_systemd_restarted_lately_and_finds_it_cycling(systemd_host: Callable[[dict[str, str]], None]) -> None:
+def test_a_plain_check_watches_a_unit_systemd_restarted_lately_and_finds_it_cycling(
+        systemd_host: Callable[[dict[str, str]], None], within_window: Arrange) -> None:
     """A sweep (no settle window of its own) looks twice at a unit only when systemd restarted it under a minute ago: a
     Restart=always unit that keeps exiting looks active in most snapshots."""
     lately = str(int((time.monotonic() - 2) * 1e6))
     systemd_host(_unit(NRestarts="4", MainPID="180", ActiveEnterTimestampMonotonic=lately))
-    timer = _later(WINDOW / 3, lambda: systemd_host(_unit(NRestarts="5", MainPID="190", ActiveEnterTimestampMonotonic=lately + "1")))
+    within_window(lambda: systemd_host(_unit(NRestarts="5", MainPID="190", ActiveEnterTimestampMonotonic=lately + "1")))
     result = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
-    timer.join()
     [failure] = result["failures"]
     assert failure["failure_class"] == "restart_loop" and failure["settled"]["window_s"] == WINDOW
     assert "unit memcached.service was restarted 1 time by systemd's Restart=always within its 1 s settle window (main PID 180 -> 190)" \
@@ -94,11 +115,85 @@ def test_a_plain_check_watches_a_unit_systemd_restarted_lately_and_finds_it_cycl
         assert once["healthy"] and "settled" not in once["services"][0], once
 
 
-def test_a_unit_started_again_by_someone_within_the_window_is_failing(systemd_host: Callable[[dict[str, str]], None]) -> None:
+def _journal_line(at: float, ident: str, message: str) -> str:
+    return f"{datetime.fromtimestamp(at, UTC).strftime('%Y-%m-%dT%H:%M:%S.%f')}+0000 host1 {ident}: {message}"
+
+
+def _journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[tuple[float, str, str]]) -> None:
+    """journald's lines of memcached.service, as systemd (root, UNIT=) and the service (its cgroup) wrote them."""
+    held = [[["UNIT=memcached.service", "_UID=0"] if ident == "systemd[1]" else ["_SYSTEMD_UNIT=memcached.service"],
+             _journal_line(at, ident, message)] for at, ident, message in lines]
+    (tmp_path / "journal.json").write_text(json.dumps(held))
+    monkeypatch.setenv("SCRIPTED_JOURNAL", str(tmp_path / "journal.json"))
+
+
+def _cycle(at: float) -> list[tuple[float, str, str]]:
+    """One run of a Restart=always unit whose RuntimeMaxSec= ends it (a value meant as 3h written as 3)."""
+    return [(at, "systemd[1]", "memcached.service: Service reached runtime time limit. Stopping."),
+            (at + 0.01, "systemd[1]", "memcached.service: Failed with result 'timeout'."),
+            (at + 1.0, "systemd[1]", "memcached.service: Scheduled restart job, restart counter is at 7."),
+            (at + 1.01, "systemd[1]", "Started memcached.service - memcached daemon.")]
+
+
+def test_a_plain_check_finds_a_unit_restarted_again_and_again_lately_in_a_loop_at_once_with_the_journals_words(
+        systemd_host: Callable[[dict[str, str]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its runs outlast the window (3 s each, a window of 1 s): the window alone would find it healthy most times. The
+    journal of the last minute says what every snapshot misses, and why each run ended."""
+    now = time.time()
+    lately = str(int((time.monotonic() - 1) * 1e6))
+    systemd_host(_unit(NRestarts="7", MainPID="180", ActiveEnterTimestampMonotonic=lately))
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 300), *_cycle(now - 13), *_cycle(now - 9), *_cycle(now - 5)])
+    result = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
+    [failure] = result["failures"]
+    # found by the journal, no window waited out
+    assert failure["failure_class"] == "restart_loop" and failure["settled"]["window_s"] == 0.0 and failure["settled"]["held"] is False
+    assert re.search(r"unit memcached\.service was restarted 3 times by systemd's Restart=always in the last 60 s \(the latest at "
+                     r"\S+, \S+, \S+\): a restart loop, whichever state one look finds it in", failure["summary"]), failure["summary"]
+    assert failure["evidence"]["unit"]["cause"] == "memcached.service: Service reached runtime time limit. Stopping."
+    # restarted twice in the last minute (killed twice, say): watched across the window, as before
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 9), *_cycle(now - 5)])
+    once = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
+    assert once["healthy"] and once["services"][0]["settled"] == dict(window_s=WINDOW, held=True, changes=[])
+    # a loop a person ended (reset-failed, a start: systemd counts 1 restart since): its journal lines are history
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 13), *_cycle(now - 9), *_cycle(now - 5)])
+    systemd_host(_unit(NRestarts="1", MainPID="180", ActiveEnterTimestampMonotonic=lately))
+    ended = _check(_spec(settle_seconds=WINDOW), settle_seconds=0.0)
+    assert ended["healthy"] and ended["services"][0]["settled"]["window_s"] == WINDOW
+
+
+def test_a_unit_down_between_two_restarts_of_a_loop_is_in_the_loop_with_nothing_to_wait_for(
+        systemd_host: Callable[[dict[str, str]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Caught in the second between two runs, a unit systemd restarts by itself is waited for - unless its journal says
+    it was restarted again and again lately: then it is the loop it is."""
+    now, closed = time.time(), free_port()
+    systemd_host(_unit(ActiveState="activating", SubState="auto-restart", NRestarts="7", MainPID="0"))
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 13), *_cycle(now - 9), *_cycle(now - 5)])
+    [failure] = _check(_spec(ports=[closed]), settle_seconds=0.0)["failures"]
+    assert failure["failure_class"] == "restart_loop", failure["summary"]
+    assert "unit memcached.service was restarted 3 times by systemd's Restart=always in the last 60 s" in failure["summary"]
+    assert failure["evidence"]["unit"]["cause"] == "memcached.service: Service reached runtime time limit. Stopping."
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 9), *_cycle(now - 5)])
+    [once] = _check(_spec(ports=[closed]), settle_seconds=0.0)["failures"]
+    assert once["failure_class"] == "auto_restart", once["summary"]
+
+
+def test_a_run_that_failed_within_the_window_is_failing_though_systemd_counts_no_restart(
+        systemd_host: Callable[[dict[str, str]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, within_window: Arrange) -> None:
+    """What the journal says failed within the window fails the service; what it said before the window does not."""
     systemd_host(_unit())
-    timer = _later(WINDOW / 3, lambda: systemd_host(_unit(MainPID="150", ActiveEnterTimestampMonotonic="6000000")))
+    _journal(tmp_path, monkeypatch, _cycle(time.time() - 30))
+    assert _check(_spec())["healthy"]
+    within_window(lambda: _journal(tmp_path, monkeypatch, _cycle(time.time())))
     result = _check(_spec())
-    timer.join()
+    [failure] = result["failures"]
+    assert re.search(r"the journal of unit memcached\.service says a run failed within its 1 s settle window \(at \S+\)", failure["summary"])
+
+
+def test_a_unit_started_again_by_someone_within_the_window_is_failing(
+        systemd_host: Callable[[dict[str, str]], None], within_window: Arrange) -> None:
+    systemd_host(_unit())
+    within_window(lambda: systemd_host(_unit(MainPID="150", ActiveEnterTimestampMonotonic="6000000")))
+    result = _check(_spec())
     [failure] = result["failures"]
     assert "unit memcached.service started again within its 1 s settle window (main PID 100 -> 150)" in failure["summary"]
     assert failure["failure_class"] != "restart_loop"
@@ -126,31 +221,31 @@ def _alive_check(pidfile: Path) -> str:
     return f"sh -c 'kill -0 $(cat {pidfile})'"
 
 
-def test_on_a_host_without_systemd_a_process_replaced_within_the_window_is_failing(empty_host: Path, sleeper: dict[str, Any]) -> None:
+def test_on_a_host_without_systemd_a_process_replaced_within_the_window_is_failing(
+        empty_host: Path, sleeper: dict[str, Any], within_window: Arrange) -> None:
     first = sleeper["start"]()
 
     def replace() -> None:
         sleeper["start"]()
         sleeper["started"][0].kill()
 
-    timer = _later(WINDOW / 3, replace)
+    within_window(replace)
     result = _check(_spec(name="web", status_check=False, check_command=_alive_check(sleeper["pidfile"]), pidfile=str(sleeper["pidfile"])))
-    timer.join()
     [failure] = result["failures"]
     second = sleeper["started"][1].pid
     assert f"its pid file named another process within its 1 s settle window (pid {first} -> {second})" in failure["summary"], failure["summary"]
 
 
-def test_a_process_that_died_within_the_window_failed_its_checks_after_passing_them(empty_host: Path, sleeper: dict[str, Any]) -> None:
+def test_a_process_that_died_within_the_window_failed_its_checks_after_passing_them(
+        empty_host: Path, sleeper: dict[str, Any], within_window: Arrange) -> None:
     sleeper["start"]()
 
     def die() -> None:
         sleeper["started"][0].kill()
         sleeper["started"][0].wait()  # reaped: a zombie still answers kill -0
 
-    timer = _later(WINDOW / 3, die)
+    within_window(die)
     result = _check(_spec(name="web", status_check=False, check_command=_alive_check(sleeper["pidfile"]), pidfile=str(sleeper["pidfile"])))
-    timer.join()
     [failure] = result["failures"]
     assert failure["summary"].startswith("it passed its checks, then failed them within its 1 s settle window: "), failure["summary"]
     assert failure["settled"]["held"] is False

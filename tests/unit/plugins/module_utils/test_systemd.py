@@ -21,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
     read_unit,
     timespan_seconds,
     units_of,
+    units_started,
     went_down_at,
 )
 
@@ -253,3 +254,21 @@ def test_the_directories_of_the_units_that_run_a_service_are_read_behind_an_umbr
     [mariadb] = directory_units("mariadb", 5)
     assert (mariadb["Group"], mariadb["RuntimeDirectory"]) == ("mysql", "mysqld")
     assert directory_units("memcached", 5) == []  # no such unit
+
+
+def test_the_services_systemd_started_since_a_time_are_read_from_its_own_journal_entries_the_services_own_left_out(
+        scripted_systemd: Callable[[dict[str, dict[str, str]]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timer's service that pushed a file, as PID 1 logged its start job done; the service's own units, failed
+    starts, other users' managers and what started before are not among them."""
+    scripted_systemd({})
+
+    def started(unit: str, at: float, result: str = "done", pid: str = "_PID=1") -> list[object]:
+        entry = {"__REALTIME_TIMESTAMP": str(int(at * 1e6)), "UNIT": unit, "JOB_TYPE": "start", "JOB_RESULT": result}
+        return [["MESSAGE_ID=39f53479d3a045ac8e11786248231fbf", pid], json.dumps(entry)]
+    (tmp_path / "journal.json").write_text(json.dumps([
+        started("config-push.service", 990.0), started("config-push.service", 1010.0), started("nginx.service", 1011.0),
+        started("config-push.service", 1020.0), started("logrotate.timer", 1021.0), started("broken.service", 1022.0, "failed"),
+        started("user-thing.service", 1023.0, pid="_PID=999"), started("apt-daily.service", 1030.0)]))
+    monkeypatch.setenv("SCRIPTED_JOURNAL", str(tmp_path / "journal.json"))
+    assert units_started(1000.0, {"nginx.service"}, 5) == [
+        {"unit": "config-push.service", "at": [1010.0, 1020.0]}, {"unit": "apt-daily.service", "at": [1030.0]}]

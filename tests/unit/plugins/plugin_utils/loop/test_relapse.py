@@ -161,6 +161,15 @@ def test_the_same_cause_back_after_the_repair_escalates_at_once_with_the_evidenc
     upgrade = {"action": "upgrade", "package": "nginx-common", "before": "1.22.1-9", "after": "1.22.1-9+deb12u1", "at": clock.now - 60}
     again = heal_incident(_config_failure(1_799_999_990.0, (upgrade, {**upgrade, "package": "old", "at": clock.now - 400})), tools)
     assert "; the dpkg log since the repair: nginx-common upgrade to 1.22.1-9+deb12u1): something on the host" in again.state.reason
+    # on a systemd host, which services systemd started since the repair: a timer's push of the file among them
+    pushed = _config_failure(1_799_999_995.0)
+    pushed.evidence["changes"]["units"] = [{"unit": "apt-daily.service", "at": [clock.now - 400]},
+                                           {"unit": "config-push.service", "at": [clock.now - 350, clock.now - 30]}]
+    timed = heal_incident(pushed, tools)
+    assert re.search(rf"; no package changed since the repair; systemd started since the repair: config-push\.service at {ISO}\): something",
+                     timed.state.reason), timed.state.reason
+    pushed.evidence["changes"]["units"] = [{"unit": "apt-daily.service", "at": [clock.now - 400]}]
+    assert "; systemd started no other service since the repair): " in heal_incident(pushed, tools).state.reason
 
 
 def test_the_same_file_as_it_was_at_the_heal_is_no_returning_cause(tmp_path: Path) -> None:
