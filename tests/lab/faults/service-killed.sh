@@ -14,11 +14,18 @@ break)
     [ "$#" -gt 0 ] || usage
     wait_until service_answers
     pids=$(for process in "$@"; do pgrep -x "$process" || true; done | tr '\n' ' ')
-    # shellcheck disable=SC2086 # one word per pid
-    kill -9 $pids
+    # a process may end between pgrep and kill (a worker its master replaced): each is killed if it is still there
+    killed=""
+    for pid in $pids; do
+        if kill -9 "$pid" 2>/dev/null; then killed="$killed $pid"; fi
+    done
+    if [ -z "$killed" ]; then
+        echo "no process of $service_name ($*) to kill" >&2
+        exit 1
+    fi
     # shellcheck disable=SC2086
-    wait_until all_gone $pids
-    echo "killed $service_name's processes $pids"
+    wait_until all_gone $killed
+    echo "killed $service_name's processes$killed"
     ;;
 undo)
     restart_answering
