@@ -50,6 +50,8 @@ class LeaseRequest:
     owner: str
     steps_started: StepsStarted
     executed_plan_id: str | None = None
+    # the heal the incident relapsed from: its episode names it, interrupted or not
+    relapsed_from: int | None = None
 
 
 @dataclass(frozen=True)

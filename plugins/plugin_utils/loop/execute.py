@@ -67,7 +67,7 @@ class ExecuteNode(ToolNode):
                 radius=self.tools.blast_radius, incident_id=state.incident_id, failure=state.failure, attempt=state.attempt, at=now,
                 # past it, a crashed job's slot is free again
                 ttl=self.tools.executor.step_timeout * len(steps) + 60, owner=process_owner(), steps_started=self.tools.steps_started,
-                executed_plan_id=state.approved_plan_id,
+                executed_plan_id=state.approved_plan_id, relapsed_from=state.relapsed_from,
             )
         return Remediation(steps, lease, self._deadline(state) - now, alone=state.attempt.number in state.canaries)
 

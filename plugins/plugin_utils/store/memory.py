@@ -443,7 +443,7 @@ class Memory:
         Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
         is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
         radius, at, host = request.radius, request.at, request.failure.host
-        carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt, radius.run_id),
+        carried = _json({"episode": _episode_row(request.incident_id, request.failure, request.attempt, radius.run_id, request.relapsed_from),
                          "executed_plan_id": request.executed_plan_id})
         with self._transaction() as db:
             _reap(db, at=at, host=None, steps_started=request.steps_started)
@@ -713,6 +713,8 @@ def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStar
                        artifacts=[*results["artifacts"], *([lease["run_dir"]] if lease["run_dir"] else [])])
         row.update(outcome="interrupted", verified=0, finished_at=at, results_json=_json(results))
         episode_id = _insert_episode(db, row)
+        if row.get("relapsed_from") is not None:
+            db.execute("UPDATE episodes SET relapsed_at = ? WHERE id = ? AND relapsed_at IS NULL", (row["started_at"], row["relapsed_from"]))
         if carried.get("executed_plan_id"):
             # an approved plan that began to run never runs again by itself: a person approves it anew, or not
             db.execute("UPDATE plans SET status = 'executed', executed_episode_id = ? WHERE plan_id = ? AND status = 'running'",

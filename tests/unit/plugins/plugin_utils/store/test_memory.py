@@ -344,12 +344,12 @@ RUNNING = Attempt(number=1, diagnosis="d", started_at=99.0, policy_version="v1",
 
 
 def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at: float, ttl: float = 60, owner: str | None = None,
-           executed_plan_id: str | None = None, **caps: int) -> tuple[int | None, str]:
+           executed_plan_id: str | None = None, relapsed_from: int | None = None, **caps: int) -> tuple[int | None, str]:
     failure = dataclasses.replace(nginx_failure(host=host), service=service)
     granted = memory.acquire_lease(LeaseRequest(
         radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
         attempt=RUNNING, at=at, ttl=ttl,
-        owner=owner or process_owner(), steps_started=steps_started, executed_plan_id=executed_plan_id,
+        owner=owner or process_owner(), steps_started=steps_started, executed_plan_id=executed_plan_id, relapsed_from=relapsed_from,
     ))
     return (None, granted.why) if isinstance(granted, LeaseRefusal) else (granted, "")
 
@@ -402,8 +402,11 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         (events / f"{number}-x.json").write_text(json.dumps({"event": event, "event_data": data}))
     (events / "4-partial.json").write_text('{"event": "runner_on_ok", "event_da')
     with memory_place.open() as memory:
+        # the incident is a relapse of an earlier heal: its interrupted episode names that heal, as any of its episodes
+        healed, _plan = memory.record_attempt(incident_id="earlier", failure=nginx_failure(), attempt=Attempt(
+            number=1, plan=RUNNING.plan, outcome="healed", verified=True, started_at=40.0, finished_at=50.0))
         alive, _why = _lease(memory, "r1", "web2", at=100.0, ttl=3600)
-        dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner())
+        dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner(), relapsed_from=healed)
         assert dead is not None and alive is not None
         memory.lease_run(dead, str(run_dir))
         assert memory.reap_interrupted(at=101.0, host="web2", steps_started=steps_started) == []  # its owner (this process) runs
@@ -412,12 +415,13 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         episode = memory.episode(reaped[0]["episode"])
         assert episode is not None
         assert (episode["outcome"], episode["incident_id"], episode["started_at"]) == ("interrupted", "incident-web1-nginx", 99.0)
+        assert episode["relapsed_from"] == healed and (memory.episode(healed) or {})["relapsed_at"] == 99.0
         steps = json.loads(episode["results_json"])["steps"]
         assert [(step["status"], step["rc"]) for step in steps] == [("ok", 0), ("interrupted", None)]
         assert str(run_dir) in json.loads(episode["results_json"])["artifacts"]
         assert memory.reap_interrupted(at=102.0, steps_started=steps_started) == []  # once
         # it ran something: it counts against the flapping limit
-        assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=0)] == ["interrupted"]
+        assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=60.0)] == ["interrupted"]
         assert _intact(memory_place)
 
 
