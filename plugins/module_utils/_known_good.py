@@ -48,6 +48,8 @@ MAX_PACKAGE_CHANGES = 20
 MANIFEST = "manifest.json"
 # beside the manifest: the owner, group and mode of each of the service's directories while it was healthy (_owned_dirs.py)
 OWNED_DIRS = "owned-dirs.json"
+# beside it: how many times systemd had restarted each unit of the service when a check last found it healthy (_settle.py)
+RESTARTS = "restarts.json"
 # the configuration tests of services that have one and need no argument to find their configuration
 CONFIGURATION_TESTS = {"nginx": ["nginx", "-t"], "apache2": ["apache2ctl", "configtest"], "ssh": ["sshd", "-t"], "sshd": ["sshd", "-t"],
                        "haproxy": ["haproxy", "-c", "-f", "/etc/haproxy/haproxy.cfg"], "named": ["named-checkconf"],
@@ -187,20 +189,21 @@ def changes_since_good(name, spec, failed_at, redact_values=(), root=None, dpkg_
                 packages=package_changes(manifest.get("packages") or [], good_at, dpkg_log))
 
 
-def keep_owned_dirs(name, record, root=None):
-    """``record`` (a JSON object) beside the service's manifest, written completely or not at all, root-only."""
-    _write_json(os.path.join(_service_dir(root or KNOWN_GOOD_DIR, name), OWNED_DIRS), record)
+def keep_record(name, record_name, record, root=None):
+    """``record`` (a JSON object: what a check saw of the service while it was healthy) kept as ``record_name`` beside
+    the service's manifest, written completely or not at all, root-only."""
+    _write_json(os.path.join(_service_dir(root or KNOWN_GOOD_DIR, name), record_name), record)
 
 
-def kept_owned_dirs(name, root=None):
-    """What keep_owned_dirs kept for the service, or None: never kept, unreadable, or in a directory another account
-    owns or others may write (nothing there is taken on its word then)."""
+def kept_record(name, record_name, root=None):
+    """What keep_record kept for the service as ``record_name``, or None: never kept, unreadable, or in a directory
+    another account owns or others may write (nothing there is taken on its word then)."""
     root = root or KNOWN_GOOD_DIR
     directory = os.path.join(root, name)
     if not all(_private(path) for path in (root, directory)):
         return None
     try:
-        with open(os.path.join(directory, OWNED_DIRS)) as handle:
+        with open(os.path.join(directory, record_name)) as handle:
             record = json.load(handle)
     except (OSError, ValueError):
         return None

@@ -20,7 +20,7 @@ import re
 import stat
 import time
 
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import keep_owned_dirs, kept_owned_dirs
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import OWNED_DIRS, keep_record, kept_record
 
 # where systemd makes a unit's directories, and where a service's own directories named for it are: read where they are
 # called, so that a test gives the host a root of its own
@@ -126,7 +126,7 @@ def record_seen(name, directories, started, now, root=None):
     went too far under a running service is thus never good: the values seen good before stay until the service has
     started with the new ones and passed its checks. A directory gone while the service passes keeps its record (a
     runtime directory removed under a running server): that is what a heal gives back."""
-    before = (kept_owned_dirs(name, root) or {}).get("directories")
+    before = (kept_record(name, OWNED_DIRS, root) or {}).get("directories")
     before = before if isinstance(before, dict) else {}
     after = {}
     for path in directories:
@@ -143,13 +143,13 @@ def record_seen(name, directories, started, now, root=None):
             good = dict(values, at=now) if started is not None and started > min(since, state["changed_at"]) else good
         after[path] = dict(seen=dict(values, since=since), good=good)
     if after != before:
-        keep_owned_dirs(name, dict(directories=after), root)
+        keep_record(name, OWNED_DIRS, dict(directories=after), root)
 
 
 def seen_while_healthy(name, root=None):
     """The service's directories as it last started with them and passed its checks (record_seen), each {path, owner,
     group, mode, tree, source}."""
-    directories = (kept_owned_dirs(name, root) or {}).get("directories")
+    directories = (kept_record(name, OWNED_DIRS, root) or {}).get("directories")
     entries = []
     for path, recorded in sorted(directories.items()) if isinstance(directories, dict) else []:
         good = recorded.get("good") if isinstance(recorded, dict) else None

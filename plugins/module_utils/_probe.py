@@ -157,16 +157,22 @@ def check_services(params, keep_known_good=False):
     if marker is not None:
         reads = {}
 
+    # how many times systemd had restarted each unit when a check last found the service healthy: a loop whose runs
+    # outlast every look shows in what it counted since
+    seen = dict((spec["name"], _settle.restarts_seen(spec["name"])) for spec in services) if manager == "systemd" else {}
+
     def checked(spec, unsettled=None):
         return _check_one(spec, manager, params["log_lines"], params.get("redact_values") or (), reads.get(spec["name"], []),
                           (params.get("evidence_privilege") or "become", params.get("evidence_timeout", 120)),
-                          others=[other for other in services if other is not spec], unsettled=unsettled)
+                          others=[other for other in services if other is not spec], unsettled=unsettled,
+                          restarts_seen=seen.get(spec["name"]))
 
-    results = _settled(services, [checked(spec) for spec in services], manager, params.get("settle_seconds") or 0.0, checked)
+    snapshots = {}
+    results = _settled(services, [checked(spec) for spec in services], manager, params.get("settle_seconds") or 0.0, checked, seen, snapshots)
     if keep_known_good:
-        for spec, result in zip(services, results):
+        for index, (spec, result) in enumerate(zip(services, results)):
             if result["healthy"] and spec.get("known_good", True):
-                result["known_good"] = _keep_known_good(spec, manager)
+                result["known_good"] = _keep_known_good(spec, manager, snapshots.get(index))
     failures = [r for r in results if not r["healthy"]]
     return dict(
         services=results,
@@ -176,23 +182,28 @@ def check_services(params, keep_known_good=False):
     )
 
 
-def _settled(services, results, manager, settle_seconds, checked):
+def _settled(services, results, manager, settle_seconds, checked, seen, snapshots):
     """The results, each healthy service watched across its settle window (_settle.py) and checked again at its end:
     one that failed its checks or restarted meanwhile is failing, what changed in its summary. The windows run at once,
     the shortest first: the check takes as long as the longest. A plain check (``settle_seconds`` 0: a sweep) watches
-    only a unit systemd restarted lately, across the default window: a restart loop looks active in most snapshots."""
+    only a unit systemd restarted lately, across the default window: a restart loop looks active in most snapshots; one
+    restarted again and again lately, or since a check found it healthy (``seen``: by service), is in one at once.
+    ``snapshots`` is given what the service manager said of each healthy service's run first, by index."""
     healthy = [index for index, result in enumerate(results) if result["healthy"]]
     results = list(results)
     if settle_seconds > 0:
         windows = [(index, _settle.window_of(services[index], settle_seconds)) for index in healthy]
         before = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index, window in windows if window > 0)
+        snapshots.update(before)
     else:
-        seen = dict((index, _settle.snapshot(services[index], manager, read_pidfile)) for index in healthy) if manager == "systemd" else {}
-        now = time.monotonic()
-        before = dict((index, state) for index, state in seen.items() if _settle.restarted_lately(state, now))
+        if manager == "systemd":
+            snapshots.update((index, _settle.snapshot(services[index], manager, read_pidfile)) for index in healthy)
+        now, now_monotonic = time.time(), time.monotonic()
+        before = dict((index, state) for index, state in snapshots.items() if _settle.restarted_lately(state, now_monotonic)
+                      or _settle.restarted_since_seen(state, seen.get(services[index]["name"]) or {}, now))
         for index in list(before):
             # restarted again and again lately: a loop now, with no window to wait out (its runs may outlast one)
-            loop = _settle.restart_loop(before[index], time.time(), _timeout(services[index]))
+            loop = _settle.restart_loop(before[index], now, _timeout(services[index]), seen.get(services[index]["name"]))
             if loop is not None:
                 del before[index]
                 said, journal = loop
@@ -222,12 +233,15 @@ def check_one(spec, manager, log_lines, others=()):
     return _check_one(spec, manager, log_lines, (), others=others)
 
 
-def _keep_known_good(spec, manager):
+def _keep_known_good(spec, manager, snapshot):
     """What the controller is told of the copy kept (names, sizes, hashes), or why none could be kept: a check never
-    fails for it. What the service's directories are now is kept beside it (_owned_dirs.record_seen)."""
+    fails for it. What the service's directories are now is kept beside it (_owned_dirs.record_seen), and how many
+    times systemd had restarted its units (``snapshot``: _settle.snapshot's of its run, None when none was taken)."""
     units = _systemd.directory_units(spec.get("service") or spec["name"], spec.get("timeout") or 5.0) if manager == "systemd" else []
     try:
         record_seen(spec["name"], service_directories(spec, units), _started(units, spec), time.time())
+        if snapshot:
+            _settle.record_restarts(spec["name"], snapshot, time.time())
         return keep(spec["name"], spec, _packages_of)
     except (KnownGoodError, OSError) as exc:
         return dict(error="the last known good configuration was not kept: %s" % exc)
@@ -303,9 +317,10 @@ def detect_service_manager():
     return "unknown"
 
 
-def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120), others=(), unsettled=None):
+def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("become", 120), others=(), unsettled=None, restarts_seen=None):
     """One service's result. ``unsettled``: what its settle window saw (``_settled``), which fails it when anything
-    changed: a unit systemd restarted meanwhile is in a restart loop, whatever its state at this moment."""
+    changed: a unit systemd restarted meanwhile is in a restart loop, whatever its state at this moment.
+    ``restarts_seen``: what systemd had counted of its units' restarts when a check last found it healthy."""
     name = spec["name"]
     init_service = spec.get("service") or name
     process_name = spec.get("process") or init_service
@@ -337,7 +352,7 @@ def _check_one(spec, manager, log_lines, redact_values, reads=(), read_with=("be
     failure_class = _classify(checks, evidence, process_name, spec.get("status_check", True))
     if failure_class == "auto_restart" and not unsettled:
         # down for a moment between two of systemd's restarts, again and again lately: a loop, nothing to wait for
-        loop = _settle.restart_loop(dict(units=[evidence["unit"]]), time.time(), timeout)
+        loop = _settle.restart_loop(dict(units=[evidence["unit"]]), time.time(), timeout, restarts_seen)
         if loop is not None:
             unsettled = dict(window_s=0.0, changes=[loop[0]], restarted=True, journal=loop[1])
             changes = unsettled["changes"]

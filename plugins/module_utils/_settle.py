@@ -14,6 +14,7 @@ the window's end decides alone.
 from __future__ import annotations
 
 from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils._known_good import RESTARTS, keep_record, kept_record
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clock_time
 
 # what of a unit changes when it is restarted, by systemd's Restart= or anyone
@@ -27,6 +28,9 @@ RECENT_RESTART_S = 60.0
 # a unit systemd's Restart= restarted this often within RECENT_RESTART_S is in a restart loop, whatever a snapshot says:
 # a run that lasts longer than the window looks healthy across it
 LOOP_RESTARTS = 3
+# the restarts counted since a check found a unit healthy this recently are its recent past: a loop whose runs outlast
+# every look (a RuntimeMaxSec= of minutes) shows there; from an older check, a crash now and then over days is no loop
+SEEN_WITHIN_S = 3600.0
 MAX_TIMES_SAID = 5
 
 
@@ -76,20 +80,64 @@ def restarted_lately(before, now_monotonic):
     return False
 
 
-def restart_loop(before, now, timeout):
+def restart_loop(before, now, timeout, seen=None):
     """A unit of the snapshot that systemd's Restart= restarted LOOP_RESTARTS times or more in the RECENT_RESTART_S
-    before ``now`` (seconds since the epoch): (the sentence that says so, the unit's journal meanwhile), else None."""
+    before ``now`` (seconds since the epoch), or since a check found it healthy (``seen``: restarts_seen's, at most
+    SEEN_WITHIN_S ago): (the sentence that says so, the unit's journal meanwhile), else None."""
     for unit in before.get("units") or []:
-        restarts, _failures, journal = _systemd.run_ends(unit["Id"], now - RECENT_RESTART_S, timeout)
         # the restarts systemd counts since the unit was last reset or started by hand (NRestarts): a loop a person
         # ended with reset-failed and a start is over, whatever the journal still holds of it
-        counted = _count(unit["NRestarts"])
+        since, counted, said_since = now - RECENT_RESTART_S, _count(unit["NRestarts"]), "in the last %d s" % RECENT_RESTART_S
+        last = _since_seen(unit, seen or {}, now)
+        if last is not None and last[1] >= LOOP_RESTARTS and last[0] < since:
+            since, counted = last
+            said_since = "since a check found it healthy at %s" % clock_time(since)
+        restarts, _failures, journal = _systemd.run_ends(unit["Id"], since, timeout)
         restarts = restarts[-counted:] if counted else []
-        if len(restarts) >= LOOP_RESTARTS:
+        if len(restarts) >= LOOP_RESTARTS and not _holds_since(restarts, now):
             said = ", ".join(clock_time(at) for at in restarts[-MAX_TIMES_SAID:])
-            return ("unit %s was restarted %d times by systemd's Restart=%s in the last %d s (the latest at %s): a restart loop, "
-                    "whichever state one look finds it in" % (unit["Id"], len(restarts), unit.get("Restart"), RECENT_RESTART_S, said)), journal
+            return ("unit %s was restarted %d times by systemd's Restart=%s %s (the latest at %s): a restart loop, "
+                    "whichever state one look finds it in" % (unit["Id"], len(restarts), unit.get("Restart"), said_since, said)), journal
     return None
+
+
+def _holds_since(restarts, now):
+    """Whether the run after the last of ``restarts`` (oldest first) has lasted more than twice the longest run between
+    them: the cause was fixed meanwhile (a file put right that its next start read), and the loop is over."""
+    longest = max(later - earlier for earlier, later in zip(restarts, restarts[1:]))
+    return now - restarts[-1] > 2 * max(longest, RECENT_RESTART_S)
+
+
+def restarted_since_seen(before, seen, now):
+    """Whether systemd's Restart= restarted a unit of the snapshot LOOP_RESTARTS times or more since a check found it
+    healthy (``seen``: restarts_seen's) at most SEEN_WITHIN_S before ``now`` (seconds since the epoch)."""
+    return any((_since_seen(unit, seen, now) or (0, 0))[1] >= LOOP_RESTARTS for unit in before.get("units") or [])
+
+
+def record_restarts(name, before, now):
+    """Called when every check of the service passed: how many times systemd had restarted each unit of the snapshot
+    ``before`` at ``now``, kept beside the service's last known good configuration for the next check to count from."""
+    units = dict((unit["Id"], dict(restarts=_count(unit["NRestarts"]), at=now)) for unit in before.get("units") or [])
+    if units:
+        keep_record(name, RESTARTS, dict(units=units))
+
+
+def restarts_seen(name):
+    """What record_restarts kept for the service: {unit: {restarts, at}}, {} when nothing (or nothing whole) was."""
+    units = (kept_record(name, RESTARTS) or {}).get("units")
+    return dict((unit, seen) for unit, seen in units.items() if isinstance(seen, dict) and isinstance(seen.get("restarts"), int)
+                and isinstance(seen.get("at"), (int, float))) if isinstance(units, dict) else {}
+
+
+def _since_seen(unit, seen, now):
+    """(when a check found the unit healthy, how many restarts systemd counted since), or None without such a check
+    in the SEEN_WITHIN_S before ``now``."""
+    last = seen.get(unit["Id"])
+    if last is None or not 0 <= now - last["at"] <= SEEN_WITHIN_S:
+        return None
+    counted = _count(unit["NRestarts"])
+    # fewer than then: reset since (a person's start or reset-failed, a boot), and each it counts came after it
+    return last["at"], counted - last["restarts"] if counted >= last["restarts"] else counted
 
 
 def failed_in_window(before, since, window, timeout):

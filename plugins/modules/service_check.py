@@ -226,6 +226,11 @@ options:
       - The windows run at once; the check takes as long as the longest. V(0) checks once (a sweep), but for a unit
         that systemd's C(Restart=) restarted under a minute ago, which is watched for its own window or 3 s - a unit
         in a restart loop looks active in most snapshots.
+      - Whatever the window, a unit that systemd's C(Restart=) restarted three times or more in the last minute, or
+        since a check found the service healthy in the last hour, is C(restart_loop) at once - unless it has been up
+        more than twice its longest run since. Outside check mode each check that finds a service healthy keeps how
+        many times systemd had restarted its units beside its last known good configuration, for the next check to
+        count from.
     type: float
     default: 0.0
   redact_values:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -145,6 +146,30 @@ def test_a_unit_whose_every_run_ends_seconds_after_it_started_is_escalated_as_a_
     assert run.rc == 2 and "node1 nginx: escalated" in output, run.output
     assert re.search(r"unit nginx\.service was restarted \d+ times by systemd's Restart=always in the last 60 s \(the latest at ", output), output
     assert "keeps failing under systemd's own Restart=" in output and "Service reached runtime time limit" in output, output
+    [episode] = episodes(tmp_path)
+    assert (episode["failure_class"], episode["outcome"]) == ("restart_loop", "escalated")
+    assert remediations(tmp_path, "node1") == []
+
+
+def test_a_unit_whose_runs_outlast_every_look_is_a_loop_by_what_systemd_counted_since_the_check_that_found_it_healthy(
+    mixed: Any, faults: Faults, tmp_path: Path,
+) -> None:
+    """RuntimeMaxSec=30: each run of nginx ends after 30 s, so no minute holds three restarts and most looks find it
+    answering. The sweep that found it healthy kept systemd's count on the host; the next sweep, three restarts later,
+    counts from it: escalated as a loop with the journal's words, nothing run."""
+    faults.inject("node1", "service-runtime-limit-loop", "nginx", "80", "30")
+    first = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    assert first.rc == 0 and "every declared service is healthy" in first.output, first.output
+    for _ in range(100):
+        if int(unit(mixed, "node1", "nginx", "NRestarts")["NRestarts"]) >= 3:
+            break
+        time.sleep(2)
+    run = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
+    output = one_line(run.output)
+    assert run.rc == 2 and "node1 nginx: escalated" in output, run.output
+    assert re.search(r"unit nginx\.service was restarted \d+ times by systemd's Restart=always since a check found it healthy at \S+ "
+                     r"\(the latest at ", output), output
+    assert "Service reached runtime time limit" in output, output
     [episode] = episodes(tmp_path)
     assert (episode["failure_class"], episode["outcome"]) == ("restart_loop", "escalated")
     assert remediations(tmp_path, "node1") == []

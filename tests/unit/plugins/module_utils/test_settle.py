@@ -177,6 +177,72 @@ def test_a_unit_down_between_two_restarts_of_a_loop_is_in_the_loop_with_nothing_
     assert once["failure_class"] == "auto_restart", once["summary"]
 
 
+def _restarts_kept(empty_host: Path) -> dict[str, Any]:
+    return json.loads((empty_host / "var/lib/sentinel-heal/known-good/memcached/restarts.json").read_text())["units"]["memcached.service"]
+
+
+def _found_healthy(empty_host: Path, restarts: int, ago: float) -> None:
+    """What a check that found memcached healthy ``ago`` seconds back kept: systemd had restarted it ``restarts`` times."""
+    (empty_host / "var/lib/sentinel-heal/known-good/memcached/restarts.json").write_text(json.dumps(
+        dict(units={"memcached.service": dict(restarts=restarts, at=time.time() - ago)})))
+
+
+def test_a_unit_restarted_again_and_again_since_a_check_found_it_healthy_is_in_a_loop_though_each_look_finds_it_up(
+        systemd_host: Callable[[dict[str, str]], None], empty_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of minutes (a RuntimeMaxSec= of 300 meant as 300 min): every sweep finds it active, started minutes ago, and
+    no minute holds three restarts. What systemd counted since the check before says it; the journal says when and why."""
+    now, minutes_ago = time.time(), str(int((time.monotonic() - 240) * 1e6))
+    systemd_host(_unit(NRestarts="2", MainPID="180", ActiveEnterTimestampMonotonic=minutes_ago))
+    first = check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0), keep_known_good=True)
+    assert first["healthy"] and _restarts_kept(empty_host)["restarts"] == 2 and now - 1 <= _restarts_kept(empty_host)["at"] <= time.time()
+    _found_healthy(empty_host, 2, ago=1500)
+    systemd_host(_unit(NRestarts="6", MainPID="300", ActiveEnterTimestampMonotonic=minutes_ago))
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 1800), *_cycle(now - 1200), *_cycle(now - 900), *_cycle(now - 600), *_cycle(now - 300)])
+    result = check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0), keep_known_good=True)
+    [failure] = result["failures"]
+    assert failure["failure_class"] == "restart_loop" and failure["settled"] == dict(window_s=0.0, held=False, changes=failure["settled"]["changes"])
+    assert re.search(r"unit memcached\.service was restarted 4 times by systemd's Restart=always since a check found it healthy at "
+                     r"\S+ \(the latest at \S+, \S+, \S+, \S+\): a restart loop", failure["summary"]), failure["summary"]
+    assert failure["evidence"]["unit"]["cause"] == "memcached.service: Service reached runtime time limit. Stopping."
+    # a failing check keeps nothing: the next one counts from the check that found it healthy
+    assert _restarts_kept(empty_host)["restarts"] == 2
+    # caught down between two of its runs, it is the same loop
+    systemd_host(_unit(ActiveState="activating", SubState="auto-restart", NRestarts="6", MainPID="0"))
+    [down] = check_services(dict(services=[_spec(ports=[free_port()])], log_lines=5, settle_seconds=0.0))["failures"]
+    assert down["failure_class"] == "restart_loop" and "since a check found it healthy at" in down["summary"], down["summary"]
+    # counted fewer than that check saw: reset since (a start by hand, a boot), and each restart it counts came after
+    _found_healthy(empty_host, 9, ago=1500)
+    systemd_host(_unit(NRestarts="3", MainPID="300", ActiveEnterTimestampMonotonic=minutes_ago))
+    [reset] = check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0))["failures"]
+    assert "restarted 3 times by systemd's Restart=always since a check found it healthy at" in reset["summary"], reset["summary"]
+    # up far longer than any run of the loop was (a file put right that its next start read): the loop is over
+    _found_healthy(empty_host, 2, ago=3000)
+    systemd_host(_unit(NRestarts="6", MainPID="300", ActiveEnterTimestampMonotonic=str(int((time.monotonic() - 2600) * 1e6))))
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 2900), *_cycle(now - 2800), *_cycle(now - 2700), *_cycle(now - 2601)])
+    assert check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0))["healthy"]
+
+
+@pytest.mark.parametrize("restarts, now_counted, ago", [
+    pytest.param(4, "6", 1500, id="restarted-twice-since"),
+    pytest.param(2, "6", 4000, id="the-check-before-over-an-hour-ago"),
+    pytest.param(6, "2", 1500, id="reset-since-by-a-person-and-restarted-twice"),
+])
+def test_fewer_restarts_since_a_check_found_it_healthy_or_since_a_check_long_ago_are_no_loop(
+        systemd_host: Callable[[dict[str, str]], None], empty_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        restarts: int, now_counted: str, ago: float) -> None:
+    now = time.time()
+    systemd_host(_unit(NRestarts="0"))
+    check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0), keep_known_good=True)
+    _found_healthy(empty_host, restarts, ago)
+    systemd_host(_unit(NRestarts=now_counted, MainPID="300", ActiveEnterTimestampMonotonic=str(int((time.monotonic() - 240) * 1e6))))
+    _journal(tmp_path, monkeypatch, [*_cycle(now - 3000), *_cycle(now - 1200), *_cycle(now - 900), *_cycle(now - 600), *_cycle(now - 300)])
+    assert check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0))["healthy"]
+    # a check in check mode keeps nothing; one outside it counts from now on
+    assert _restarts_kept(empty_host)["restarts"] == restarts
+    check_services(dict(services=[_spec()], log_lines=5, settle_seconds=0.0), keep_known_good=True)
+    assert _restarts_kept(empty_host)["restarts"] == int(now_counted)
+
+
 def test_a_run_that_failed_within_the_window_is_failing_though_systemd_counts_no_restart(
         systemd_host: Callable[[dict[str, str]], None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, within_window: Arrange) -> None:
     """What the journal says failed within the window fails the service; what it said before the window does not."""
