@@ -16,9 +16,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunStep
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, Unhealed

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import stood_in
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status, puts_back_said
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
 

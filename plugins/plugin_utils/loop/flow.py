@@ -9,7 +9,6 @@ from typing import Sequence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import TokenBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import LLMUse
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import Flow
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.dependencies import AwaitDependenciesNode
@@ -29,6 +28,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.ends import (
     SuspendedNode,
     UnreachableNode,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import Flow
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.execute import ExecuteNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import EDGES, ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.guard import AskHumanNode, GuardNode

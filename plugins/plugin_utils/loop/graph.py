@@ -36,12 +36,34 @@ of it is built on.
     execute ─recovered─▶ recovered     (the host's executor refused the first step: the service answers again there)
     execute ─suspended─▶ record        (the kill switch: read before the run and polled during it)
     execute ─deferred─▶ record         (the blast radius or the run's attempt budget is spent: no lease) · record ─deferred─▶ deferred
-    execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now) · ─▶ in_progress_elsewhere
+    execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now)
+                                       · record ─in_progress_elsewhere─▶ in_progress_elsewhere
     execute ─deadline─▶ record         (the incident's deadline passed: the run does not start; a run's timeout is what is left)
     verify ─unreachable─▶ record       (the host stopped answering after the run: the attempt is recorded unreachable)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
     guard ─observe─▶ observed          (observe mode: what it would run, and why; nothing runs, waits or is written)
     guard ─approve─▶ ask_human         (also every plan in review mode, even one the policy allows)
+
+Every edge, as EDGES has it (tests/unit/plugins/plugin_utils/loop/test_graph.py draws this from EDGES and fails
+when the two differ; the picture above must use only these):
+
+    dependencies  ─recovered─▶ recovered · ─failing─▶ diagnose · ─escalate─▶ escalate · ─deferred─▶ deferred
+                  · ─unreachable─▶ unreachable
+    diagnose      ─▶ plan · ─left_alone─▶ left_alone · ─dependencies─▶ dependencies · ─systemd_restarts─▶ await_systemd
+                  · ─flapping─▶ record · ─deadline─▶ escalate · ─silenced─▶ record · ─relapsing─▶ record
+    await_systemd ─recovered─▶ recovered · ─failing─▶ diagnose · ─unreachable─▶ unreachable
+    plan          ─planned─▶ guard · ─escalate─▶ record · ─investigate─▶ observe
+    observe       ─▶ plan
+    guard         ─allow─▶ rollout · ─approve─▶ ask_human · ─block─▶ record · ─check_mode─▶ check_only
+                  · ─observe─▶ observed
+    ask_human     ─approved─▶ rollout · ─pending─▶ record · ─denied─▶ record
+    rollout       ─proceed─▶ execute · ─halted─▶ record · ─deferred─▶ record · ─suspended─▶ record · ─fleet─▶ record
+    execute       ─executed─▶ verify · ─recovered─▶ recovered · ─refused─▶ record · ─unreachable─▶ record
+                  · ─suspended─▶ record · ─deferred─▶ record · ─deadline─▶ record · ─in_progress_elsewhere─▶ record
+    verify        ─healthy─▶ record · ─failing─▶ record · ─unreachable─▶ record
+    record        ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
+                  · ─unreachable─▶ unreachable · ─suspended─▶ suspended · ─deferred─▶ deferred
+                  · ─in_progress_elsewhere─▶ in_progress_elsewhere · ─halted─▶ halted · ─silenced─▶ silenced
 
 Every attempt is recorded as one episode; a remediation holds a lease in memory while it runs, so one whose job
 died is recorded ``interrupted`` by the next run. Only a verified recovery ends ``healed``. A command
@@ -55,8 +77,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold, Plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
 
 

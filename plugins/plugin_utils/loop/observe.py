@@ -22,10 +22,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate_argv
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir, read_step
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
 

@@ -14,11 +14,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import R
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, Plan, Verdict
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S, Relapse
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, episode_record
 

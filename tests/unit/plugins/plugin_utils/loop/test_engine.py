@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.flow import DEFAULT_ACTION, Flow, Node
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION, Flow, Node
 
 
 class Counter(Node[dict]):
