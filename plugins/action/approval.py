@@ -1,11 +1,11 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of sentinel.heal.approval: denies a plan that waits for a person, so that it never runs
-(plugin_utils/memory_tasks.py)."""
+(plugin_utils/tasks/memory.py)."""
 
 from __future__ import annotations
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 
 ARGUMENT_SPEC = dict(
     **memory_tasks.MEMORY_SPEC,

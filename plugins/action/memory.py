@@ -1,7 +1,7 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of sentinel.heal.memory, deprecated: each operation is done by the module that replaces it
-(plugin_utils/memory_tasks.py), with a deprecation warning that names that module and its form."""
+(plugin_utils/tasks/memory.py), with a deprecation warning that names that module and its form."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 
 display = Display()
 

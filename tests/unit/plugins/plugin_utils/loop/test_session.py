@@ -24,7 +24,6 @@ from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
 from ansible_collections.sentinel.heal.plugins.action import heal as heal_action
-from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
@@ -35,6 +34,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 from helpers import NGINX_SPEC, nginx_failure
 
 

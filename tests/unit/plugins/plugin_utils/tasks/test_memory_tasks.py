@@ -1,4 +1,4 @@
-"""What the memory's modules do (plugin_utils/memory_tasks.py), where a playbook cannot look: each module's documented
+"""What the memory's modules do (plugin_utils/tasks/memory.py), where a playbook cannot look: each module's documented
 options are its argument spec, every operation of the deprecated sentinel.heal.memory becomes a valid task of the module
 that replaces it, and the checks that tell a person what would happen before it does. The modules themselves run
 through playbooks in tests/integration/test_memory_action.py."""
@@ -17,13 +17,13 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.sentinel.heal.plugins.action import memory as deprecated
 from ansible_collections.sentinel.heal.plugins.doc_fragments.controller import ModuleDocFragment
-from ansible_collections.sentinel.heal.plugins.plugin_utils import memory_tasks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 from helpers import nginx_failure
 
 MODULES = ("memory_info", "memory_export", "memory_prune", "silence", "suspension", "approval", "flapping_reset", "memory")
-PLUGINS = Path(__file__).resolve().parents[4] / "plugins"
+PLUGINS = Path(__file__).resolve().parents[5] / "plugins"
 
 
 def _documented_options(name: str) -> dict[str, Any]:
