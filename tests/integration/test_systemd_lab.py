@@ -160,7 +160,7 @@ def test_a_unit_whose_runs_outlast_every_look_is_a_loop_by_what_systemd_counted_
     faults.inject("node1", "service-runtime-limit-loop", "nginx", "80", "30")
     first = run_playbook(HEAL, "--limit", "node1", state_dir=tmp_path)
     assert first.rc == 0 and "every declared service is healthy" in first.output, first.output
-    for _ in range(100):
+    for _poll in range(100):
         if int(unit(mixed, "node1", "nginx", "NRestarts")["NRestarts"]) >= 3:
             break
         time.sleep(2)
