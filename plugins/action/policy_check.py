@@ -1,50 +1,11 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of sentinel.heal.policy_check: the guard's verdicts for commands, on the controller."""
+"""Action plugin of sentinel.heal.policy_check: the guard's verdicts for commands, on the controller (plugin_utils/tasks/policy_check.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
-
-ARGUMENT_SPEC = dict(
-    commands=dict(type="list", elements="str", required=True),
-    service=dict(type="str"),
-    failure=dict(type="dict"),
-    policy=dict(type="path"),
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.policy_check import PolicyCheckAction
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC, mutually_exclusive=[("service", "failure")])
-        host = (task_vars or {}).get("inventory_hostname", "localhost")
-        try:
-            policy = load_policy(args["policy"])
-            if args["failure"] is not None:
-                context = PolicyContext.from_failure(Failure.from_check(host, args["failure"]))
-            elif args["service"]:
-                context = PolicyContext(service=args["service"], init_service=args["service"])
-            else:
-                context = PolicyContext()
-        except SentinelError as exc:
-            raise AnsibleActionFail(str(exc)) from exc
-        verdicts, decision = evaluate_plan(args["commands"], context, policy)
-        result.update(
-            changed=False,
-            verdicts=[verdict.to_dict() for verdict in verdicts],
-            decision=decision.value,
-            policy_version=policy.version,
-            policy_file=policy.source,
-        )
-        return result
+class ActionModule(PolicyCheckAction):
+    """All of it in plugin_utils/tasks/policy_check.py."""

@@ -1,5 +1,6 @@
-"""The options of the tasks that run the heal loop (heal; plan and diagnose, which stop before anything runs), their
-ranges, and the LLM settings they name."""
+"""The options of the tasks that run the heal loop (heal; plan and diagnose, which stop before anything runs; execute,
+which runs the plans a person approved), their ranges, and the LLM settings they name. Each option is written once: a
+task's spec is made of the groups below."""
 
 from __future__ import annotations
 
@@ -18,21 +19,46 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
 
+# Where the memory is: every task that opens it (the memory's own modules too, plugin_utils/tasks/memory.py).
+STATE_DIR_OPTION: dict[str, Any] = dict(type="path", default="~/.local/state/sentinel-heal")
+MEMORY_PLACE_SPEC: dict[str, Any] = dict(state_dir=STATE_DIR_OPTION, **MEMORY_OPTIONS)
+
+# What the guard judges with, what is masked, and how the steps (and, with the executor, the reads) run as root.
+GUARD_SPEC: dict[str, Any] = dict(
+    policy=dict(type="path"),
+    redact_values=dict(type="list", elements="str", default=[], no_log=True),
+    # how the evidence is read as root, and the steps run (heal): the executor on the host, where there is one
+    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
+)
+
+# How steps run and a repair is verified, and the limits every path that runs steps honours: heal and execute.
+REMEDIATION_SPEC: dict[str, Any] = dict(
+    verify_retries=dict(type="int", default=3),
+    verify_delay=dict(type="float", default=2.0),
+    settle_seconds=dict(type="float", default=DEFAULT_SETTLE_S),
+    step_timeout=dict(type="int", default=120),
+    approval_key=dict(type="path", default=""),
+    flap_limit=dict(type="int", default=3),
+    flap_window=dict(type="int", default=3600),
+    max_running=dict(type="int", default=0),
+    max_hosts_per_run=dict(type="int", default=0),
+    max_attempts_per_run=dict(type="int", default=0),
+    max_fail_percentage=dict(type="int"),
+    incident_timeout=dict(type="int", default=600),
+    maintenance_windows=dict(type="list", elements="dict", default=[]),
+)
+
 # What planning needs: shared by heal, plan and diagnose.
 PLANNING_SPEC: dict[str, Any] = dict(
     services=dict(type="list", elements="dict", required=True, options=SERVICE_OPTIONS),
     failures=dict(type="list", elements="dict"),
     facts=dict(type="dict", default={}),
-    state_dir=dict(type="path", default="~/.local/state/sentinel-heal"),
-    **MEMORY_OPTIONS,
+    **MEMORY_PLACE_SPEC,
     runbooks=dict(type="list", elements="path", default=[]),
     builtin_runbooks=dict(type="bool", default=True),
-    policy=dict(type="path"),
     failed_ttl=dict(type="int", default=86400),
     log_lines=dict(type="int", default=20),
-    redact_values=dict(type="list", elements="str", default=[], no_log=True),
-    # how the evidence is read as root, and the steps run (heal): the executor on the host, where there is one
-    step_privilege=dict(type="str", default="become", choices=list(TASK_STEP_PRIVILEGES)),
+    **GUARD_SPEC,
     knowledge=dict(type="bool", default=True),
     embeddings=EMBEDDINGS_OPTION,
     llm=dict(
@@ -53,30 +79,27 @@ PLANNING_SPEC: dict[str, Any] = dict(
 
 HEAL_SPEC: dict[str, Any] = dict(
     PLANNING_SPEC,
+    **REMEDIATION_SPEC,
     max_attempts=dict(type="int", default=3),
-    verify_retries=dict(type="int", default=3),
-    verify_delay=dict(type="float", default=2.0),
-    settle_seconds=dict(type="float", default=DEFAULT_SETTLE_S),
-    step_timeout=dict(type="int", default=120),
     interactive_approval=dict(type="bool", default=True),
-    approval_key=dict(type="path", default=""),
     approval_ttl=dict(type="int", default=DEFAULT_TTL_S),
-    flap_limit=dict(type="int", default=3),
-    flap_window=dict(type="int", default=3600),
     relapse_window=dict(type="int", default=int(DEFAULT_RELAPSE_WINDOW_S)),
-    max_running=dict(type="int", default=0),
-    max_hosts_per_run=dict(type="int", default=0),
-    max_attempts_per_run=dict(type="int", default=0),
-    max_fail_percentage=dict(type="int"),
-    incident_timeout=dict(type="int", default=600),
     think_rounds=dict(type="int", default=MAX_ROUNDS),
-    maintenance_windows=dict(type="list", elements="dict", default=[]),
     mode=dict(type="str", default="autonomous", choices=list(MODES)),
     restore_known_good=dict(type="str", default="approve", choices=["approve", "auto", "off"]),
     target_services=dict(type="list", elements="str", default=[]),
     fleet_min_hosts=dict(type="int", default=5),
     fleet_min_percent=dict(type="int", default=50),
     fleet_window=dict(type="int", default=600),
+)
+
+# The plans a person approved, run on their own host (sentinel.heal.execute, approve.yml).
+EXECUTE_SPEC: dict[str, Any] = dict(
+    plan_ids=dict(type="list", elements="str", required=True),
+    approved_by=dict(type="str", required=True),
+    **MEMORY_PLACE_SPEC,
+    **GUARD_SPEC,
+    **REMEDIATION_SPEC,
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "settle_seconds": (0, int(MAX_SETTLE_S)), "step_timeout": (1, 3600),

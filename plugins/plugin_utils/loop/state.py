@@ -1,15 +1,23 @@
-"""What the heal loop's nodes share: the Toolkit they are built with, the state of one incident, the outcomes two
-nodes return, and what a finished incident comes to (IncidentOutcome)."""
+"""What the heal loop's nodes share: the Toolkit they are built with (from a task's options and the Ansible side of the
+task, TaskContext), the state of one incident, the outcomes two nodes return, and what a finished incident comes to
+(IncidentOutcome)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import AbstractSet, Any, Callable, Mapping, Protocol, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, Protocol, Sequence, cast
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS, Investigation, ReadBudget
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, LLMUse, Planner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
+    blast_radius,
+    executor_policy,
+    service_check,
+    step_executor,
+    target_for_task,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target, steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
@@ -43,6 +51,27 @@ class Executor(Protocol):
 Verifier = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 # Asks a human whether a plan may run: ("approved" | "denied", who), or None when nobody can be asked.
 ApprovalPrompt = Callable[[Failure, Plan, Sequence[Verdict]], tuple[str, str] | None]
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What the loop needs of the Ansible task that runs it."""
+
+    # the action plugin: exec/adapter.py runs modules on the host through it (service_check, evidence)
+    action: Any
+    connection: Any
+    templar: Any
+    task_vars: dict[str, Any]
+    check_mode: bool
+    diff: bool
+    # asks the person at the terminal whether a plan may run (None when nobody can be asked)
+    ask_operator: ApprovalPrompt
+    # a line for the person who follows the run (Ansible's display, through its queue from the worker)
+    show: Callable[[str], None]
+
+    @property
+    def host(self) -> str:
+        return str(self.task_vars.get("inventory_hostname", "localhost"))
 
 
 @dataclass
@@ -99,6 +128,41 @@ class Toolkit:
     progress: Callable[[IncidentState, str], None] = lambda state, node: None
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
+
+    @classmethod
+    def from_options(cls, args: Mapping[str, Any], task: TaskContext, *, planner: Planner, policy: Policy, memory: Memory | None,
+                     secrets: Sequence[str], approval_signer: ApprovalSigner | None, writes: bool = True, **path_specific: Any) -> Toolkit:
+        """The tools of every path that runs steps on the task's host (heal; execute, the plans a person approved), from
+        the task's options: the steps' executor and the blast radius it counts in, the host, the verification, the kill
+        switch and the limits. Without ``writes`` (check mode, plan, diagnose) nothing runs and the loop writes no
+        memory, though the planner and the kill switch still read it. ``path_specific``: what only one path has (heal's
+        evidence, prompts, silences, progress)."""
+        radius = blast_radius(args, task.task_vars)
+
+        def verify(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+            checked = service_check(task.action, [spec], task.task_vars, secrets, args.get("log_lines", 20), settle_seconds=args["settle_seconds"],
+                                    executor_policy=executor_policy(args, policy))
+            return cast(Mapping[str, Any], checked["services"][0])
+
+        return cls(
+            planner=planner,
+            policy=policy,
+            executor=step_executor(args, secrets, radius),
+            target=target_for_task(task.host, task.connection, task.task_vars, task.templar),
+            verify=verify,
+            memory=memory if writes else None,
+            check_mode=not writes,
+            suspension=memory.suspended_because if memory is not None else lambda: None,
+            approval_signer=approval_signer,
+            verify_retries=args.get("verify_retries", 1),
+            verify_wait=args.get("verify_delay", 0.0),
+            repairs_without_following_links=args.get("step_privilege", "become") == "executor",
+            flap_limit=args.get("flap_limit", 3),
+            flap_window=args.get("flap_window", 3600),
+            blast_radius=radius,
+            incident_timeout=args.get("incident_timeout", 600),
+            **path_specific,
+        )
 
     def policy_context(self, failure: Failure) -> PolicyContext:
         """What the guard judges the failure's steps and reads in, on this host."""

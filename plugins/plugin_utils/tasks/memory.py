@@ -20,17 +20,18 @@ from typing import Any, Callable, Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import remove_runs
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import MEMORY_PLACE_SPEC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records, write_audit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import (
-    MEMORY_OPTIONS,
     OUTCOMES,
     PLAN_STATUSES,
     Memory,
@@ -41,8 +42,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import 
 # (memory, args, *, check_mode, task_vars) -> the task's result
 Operation = Callable[..., dict[str, Any]]
 
+display = Display()
+
 # Where the memory is: the first options of every memory module (the sentinel.heal.controller and .memory fragments).
-MEMORY_SPEC: dict[str, Any] = dict(state_dir=dict(type="path", default="~/.local/state/sentinel-heal"), **MEMORY_OPTIONS)
+MEMORY_SPEC: dict[str, Any] = MEMORY_PLACE_SPEC
 # Which episodes: memory_info's kind episodes and memory_export's format episodes.
 EPISODE_FILTERS: dict[str, Any] = dict(
     host=dict(type="str"),
@@ -324,6 +327,60 @@ _LEGACY: dict[str, tuple[Operation, str, dict[str, Any], tuple[str, ...]]] = {
     "silence": (silence, "silence (state: present)", {"state": "present"}, ("host", "service", "duration", "decided_by", "note")),
     "unsilence": (silence, "silence (state: absent)", {"state": "absent"}, ("host", "service", "silence_id", "decided_by")),
 }
+
+
+LEGACY_OPERATIONS = ["episodes", "episode", "search", "export", "report", "prune", "forget", "plans", "plan", "deny",
+              "suspend", "resume", "suspension", "reset_flapping", "silence", "unsilence", "silences"]
+
+LEGACY_SPEC: dict[str, Any] = dict(
+    operation=dict(type="str", required=True, choices=LEGACY_OPERATIONS),
+    **MEMORY_SPEC,
+    episode_id=dict(type="int"),
+    **EPISODE_FILTERS,
+    text=dict(type="str"),
+    dest=dict(type="path"),
+    format=dict(type="str", default="episodes", choices=["episodes", "audit"]),
+    days=dict(type="float"),
+    older_than_days=dict(type="float"),
+    plan_id=dict(type="str"),
+    status=PLAN_STATUS_OPTION,
+    decided_by=dict(type="str"),
+    note=dict(type="str", default=""),
+    duration=dict(type="str"),
+    silence_id=dict(type="int"),
+)
+
+LEGACY_REQUIRED_IF = [
+    ("operation", "episode", ["episode_id"]),
+    ("operation", "search", ["text"]),
+    ("operation", "report", ["dest"]),
+    ("operation", "prune", ["older_than_days"]),
+    ("operation", "forget", ["fingerprint"]),
+    ("operation", "plan", ["plan_id"]),
+    ("operation", "deny", ["plan_id", "decided_by"]),
+    ("operation", "suspend", ["decided_by", "note"]),
+    ("operation", "resume", ["decided_by"]),
+    ("operation", "reset_flapping", ["host", "service", "decided_by"]),
+    ("operation", "silence", ["host", "duration", "decided_by", "note"]),
+    ("operation", "unsilence", ["decided_by", "host", "silence_id"], True),
+]
+
+
+class LegacyMemoryAction(ActionBase):
+    """The action of the deprecated sentinel.heal.memory: each operation done by the module that replaces it, with a
+    deprecation warning that names that module and its form."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    argument_spec: dict[str, Any] = LEGACY_SPEC
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=self.argument_spec, required_if=LEGACY_REQUIRED_IF)
+        # before the operation, so that a task that fails shows it too
+        display.deprecated(legacy_replacement(args), version="1.0.0", collection_name="sentinel.heal")
+        result.update(perform_legacy(args, check_mode=bool(self._task.check_mode), task_vars=task_vars or {}))
+        return result
 
 
 def legacy_replacement(args: Mapping[str, Any]) -> str:

@@ -94,6 +94,17 @@ def test_a_circle_is_found_however_long() -> None:
     assert circles({"a": {"b"}, "b": set(), "c": {"c"}}) == []
 
 
+def test_an_action_plugin_adapts_its_task_in_a_few_lines_and_imports_no_other_action() -> None:
+    """One way into the loop: what a task does lives in plugin_utils/tasks/, so an action is the Ansible name of it."""
+    graph = import_graph()
+    actions = sorted((PLUGINS / "action").glob("*.py"))
+    assert len(actions) > 10
+    too_long = {path.name: lines for path in actions if (lines := len(path.read_text().splitlines())) > 40}
+    assert too_long == {}
+    assert {name: sorted(dependency for dependency in graph[name] if dependency.startswith("action."))
+            for name in graph if name.startswith("action.")} == {f"action.{path.stem}": [] for path in actions}
+
+
 def test_the_store_imports_only_the_data_it_keeps_never_what_runs_or_decides() -> None:
     """Data goes one way, from the loop into the memory: the store never reads a runner's artifacts, a plan's policy or
     a model's answer itself (what a killed run had started reaches it as a function of the caller's, fleet/leases.py);

@@ -1,7 +1,7 @@
-"""What the memory's modules do (plugin_utils/tasks/memory.py), where a playbook cannot look: each module's documented
-options are its argument spec, every operation of the deprecated sentinel.heal.memory becomes a valid task of the module
-that replaces it, and the checks that tell a person what would happen before it does. The modules themselves run
-through playbooks in tests/integration/test_memory_action.py."""
+"""What the memory's modules do (plugin_utils/tasks/memory.py), where a playbook cannot look: every operation of the
+deprecated sentinel.heal.memory becomes a valid task of the module that replaces it, and the checks that tell a person
+what would happen before it does. The modules themselves run through playbooks in tests/integration/test_memory_action.py
+(each module's documented options are its action's argument spec: tests/unit/plugins/action/test_action_options.py)."""
 
 from __future__ import annotations
 
@@ -11,39 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.sentinel.heal.plugins.action import memory as deprecated
-from ansible_collections.sentinel.heal.plugins.doc_fragments.controller import ModuleDocFragment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 from helpers import nginx_failure
 
-MODULES = ("memory_info", "memory_export", "memory_prune", "silence", "suspension", "approval", "flapping_reset", "memory")
 PLUGINS = Path(__file__).resolve().parents[5] / "plugins"
-
-
-def _documented_options(name: str) -> dict[str, Any]:
-    """The options of a module as ansible-doc shows them: its own and those of the controller's fragments."""
-    options: dict[str, Any] = {}
-    for text in (importlib.import_module(f"ansible_collections.sentinel.heal.plugins.modules.{name}").DOCUMENTATION,
-                 ModuleDocFragment.DOCUMENTATION, ModuleDocFragment.MEMORY):
-        options.update(yaml.safe_load(text)["options"])
-    return options
-
-
-@pytest.mark.parametrize("name", MODULES)
-def test_each_memory_module_documents_exactly_the_options_its_action_takes(name: str) -> None:
-    spec = importlib.import_module(f"ansible_collections.sentinel.heal.plugins.action.{name}").ARGUMENT_SPEC
-    documented = _documented_options(name)
-    assert sorted(documented) == sorted(spec)
-    for option, rules in spec.items():
-        doc = documented[option]
-        assert (doc.get("type", "str"), bool(doc.get("required")), doc.get("default"), sorted(doc.get("choices") or [])) == (
-            rules.get("type", "str"), bool(rules.get("required")), rules.get("default"), sorted(rules.get("choices") or [])), option
 
 
 # A typical task of each deprecated form, with the options it needs.
@@ -67,8 +43,8 @@ def _validated(spec: dict[str, Any], args: dict[str, Any], **rules: Any) -> dict
 @pytest.mark.parametrize(("operation", "form"), [*((operation, "episodes") for operation in OLD_FORMS), ("export", "audit")])
 def test_every_deprecated_operation_becomes_a_valid_task_of_the_module_its_warning_names(
         operation: str, form: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    old = _validated(deprecated.ARGUMENT_SPEC, {"operation": operation, "format": form, **OLD_FORMS[operation]},
-                     required_if=deprecated.REQUIRED_IF)
+    old = _validated(memory_tasks.LEGACY_SPEC, {"operation": operation, "format": form, **OLD_FORMS[operation]},
+                     required_if=memory_tasks.LEGACY_REQUIRED_IF)
     warning = memory_tasks.legacy_replacement(old)
     module = warning.split("use sentinel.heal.")[1].split()[0]
     assert warning.startswith(f"operation={operation}: use sentinel.heal.{module}")
@@ -88,8 +64,8 @@ def test_every_deprecated_operation_becomes_a_valid_task_of_the_module_its_warni
 
 
 def test_the_deprecated_module_checks_every_range_whatever_the_operation_as_it_always_did() -> None:
-    old = _validated(deprecated.ARGUMENT_SPEC, {"operation": "suspend", "decided_by": "a", "note": "n", "limit": 0},
-                     required_if=deprecated.REQUIRED_IF)
+    old = _validated(memory_tasks.LEGACY_SPEC, {"operation": "suspend", "decided_by": "a", "note": "n", "limit": 0},
+                     required_if=memory_tasks.LEGACY_REQUIRED_IF)
     with pytest.raises(AnsibleActionFail, match=r"^limit: 0 is out of range \(1-100000\)$"):
         memory_tasks.perform_legacy(old, check_mode=True, task_vars={})
 

@@ -1,7 +1,7 @@
 """One heal task on one host, from its checked options to its result: the services checked (with the evidence the loop
 will want, read in the same module call), what an earlier job left interrupted on the host recorded first, each failure
 taken through the loop with the tools its options name, and the result shaped for the task. The action plugin gives
-it the Ansible side of the task (:class:`TaskContext`) and does nothing else."""
+it the Ansible side of the task (:class:`TaskContext`, through tasks/loop_action.py) and does nothing else."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import contextlib
 import functools
 import getpass
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,13 +22,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
     InventoryHosts,
-    blast_radius,
     check_ranges,
     executor_policy,
     privilege_for_host,
     service_check,
-    step_executor,
-    target_for_task,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, FleetView, counted, see
@@ -45,39 +41,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import hea
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import LIMITS, llm_settings_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import (
-    ApprovalPrompt,
-    DependencyOutcome,
-    IncidentOutcome,
-    IncidentState,
-    Toolkit,
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
 LONG_WORK_S = 5.0
-
-
-@dataclass(frozen=True)
-class TaskContext:
-    """What a session needs of the Ansible task that runs it."""
-
-    # the action plugin: adapter.py runs modules on the host through it (service_check, evidence)
-    action: Any
-    connection: Any
-    templar: Any
-    task_vars: dict[str, Any]
-    check_mode: bool
-    diff: bool
-    # asks the person at the terminal whether a plan may run (None when nobody can be asked)
-    ask_operator: ApprovalPrompt
-    # a line for the person who follows the run (Ansible's display, through its queue from the worker)
-    show: Callable[[str], None]
-
-    @property
-    def host(self) -> str:
-        return str(self.task_vars.get("inventory_hostname", "localhost"))
 
 
 class HealSession:
@@ -123,7 +92,7 @@ class HealSession:
             self._windows = maintenance_windows(args.get("maintenance_windows"), "maintenance_windows")
             failures = self._failures(secrets)
             if not failures:
-                return redact(self._healthy(), secrets)  # type: ignore[no-any-return]
+                return redact(self._healthy(), secrets)
             memory = Memory.from_options(args) if self.writes else Memory.for_check_mode(
                 args["state_dir"], url=args["memory_url"] or None, password=args["memory_password"])
             try:
@@ -132,7 +101,7 @@ class HealSession:
                     if self.writes and memory is not None else []
                 tools = self._toolkit(secrets, llm_settings, memory)
                 fleet = self._fleet_view(memory, failures, tools) if self.writes and memory is not None else FleetView()
-                return redact(_with_interrupted(self.handle(failures, tools, fleet), host, interrupted), secrets)  # type: ignore[no-any-return]
+                return redact(_with_interrupted(self.handle(failures, tools, fleet), host, interrupted), secrets)
             finally:
                 if memory is not None:
                     memory.close()
@@ -191,40 +160,25 @@ class HealSession:
         if llm_settings and args.get("knowledge") and (writes or store.exists()):
             knowledge = SharedKnowledge(store, embedder_from_options(args["embeddings"]), library, sync_runbooks=writes)
         planner = Planner(library, memory, llm=LLMClient(llm_settings) if llm_settings else None, knowledge=knowledge, secrets=secrets)
-        radius = blast_radius(args, task.task_vars)
         privilege = args.get("step_privilege", "become")
-        task_vars = task.task_vars
-        return Toolkit(
-            planner=planner,
-            policy=load_policy(args["policy"]),
-            executor=step_executor(args, secrets, radius),
+        signer = ApprovalSigner.from_options(args["approval_key"], getpass.getuser()) \
+            if args.get("interactive_approval") and args.get("approval_key") and privilege == "executor" else None
+        return Toolkit.from_options(
+            # the planner reads the memory either way: the plan shown is the real one
+            args, task, planner=planner, policy=load_policy(args["policy"]), memory=memory, secrets=secrets, approval_signer=signer,
+            writes=writes,
             # with the executor on the host, reads go to it one by one like steps: no module reads as root beside it
-            evidence_executor=None if privilege == "executor" else HostEvidence(task.action, task_vars, secrets, privilege,
+            evidence_executor=None if privilege == "executor" else HostEvidence(task.action, task.task_vars, secrets, privilege,
                                                                                 args.get("step_timeout", 120)),
-            target=target_for_task(task.host, task.connection, task.task_vars, task.templar),
-            verify=lambda spec: service_check(task.action, [spec], task_vars, secrets, args["log_lines"], settle_seconds=args["settle_seconds"],
-                                              executor_policy=executor_policy(args, load_policy(args["policy"])))["services"][0],
-            memory=memory if writes else None,  # the planner reads it either way: the plan shown is the real one
-            check_mode=not writes,
             run_evidence=not task.check_mode,
             ask_approval=task.ask_operator if args.get("interactive_approval") else None,
-            approval_signer=ApprovalSigner.from_options(args["approval_key"], getpass.getuser())
-            if args.get("interactive_approval") and args.get("approval_key") and privilege == "executor" else None,
             approval_ttl=args.get("approval_ttl", DEFAULT_TTL_S),
             max_attempts=args.get("max_attempts", 1),
-            verify_retries=args.get("verify_retries", 1),
-            verify_wait=args.get("verify_delay", 0.0),
             failed_plan_ttl=args["failed_ttl"],
             probe_hosts=InventoryHosts(task.task_vars, task.templar),
-            repairs_without_following_links=privilege == "executor",
-            flap_limit=args.get("flap_limit", 3),
-            flap_window=args.get("flap_window", 3600),
             relapse_window=args.get("relapse_window", DEFAULT_RELAPSE_WINDOW_S),
-            blast_radius=radius,
-            incident_timeout=args.get("incident_timeout", 600),
             think_rounds=args.get("think_rounds", MAX_ROUNDS),
             mode=args.get("mode", "autonomous"),
-            suspension=memory.suspended_because if memory is not None else lambda: None,
             silence=functools.partial(_silence_of, memory, tuple(task.task_vars.get("group_names") or ()), self._windows),
             progress=functools.partial(_show_progress, task.show, args.get("max_attempts", 1)),
         )
@@ -295,7 +249,7 @@ def parse_shipped_files() -> None:
 
 def error_message(args: Mapping[str, Any], exc: SentinelError) -> str:
     """What the task says of an error: never a password of the memory's."""
-    return redact(str(exc), memory_secrets(args))  # type: ignore[no-any-return]
+    return redact(str(exc), memory_secrets(args))
 
 
 # how a restore of the last known good configuration may run, the strictest first

@@ -23,25 +23,26 @@ from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
 
-from ansible_collections.sentinel.heal.plugins.action import heal as heal_action
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import HealSession, TaskContext, _stricter_restore
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import TaskContext
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import loop_action
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.heal import HealSession, _stricter_restore
 from helpers import NGINX_SPEC, nginx_failure
 
 
 def test_the_shipped_files_parsed_where_the_action_loads_are_not_parsed_again_in_a_forked_worker() -> None:
     _load_policy_cached.cache_clear()
     _parse_runbook_file.cache_clear()
-    importlib.reload(heal_action)  # as Ansible loads the action's class in the play's process, before it forks
+    importlib.reload(loop_action)  # as Ansible loads the action's class in the play's process, before it forks
     assert _load_policy_cached.cache_info().currsize == 1 and _parse_runbook_file.cache_info().currsize > 10
     read, write = os.pipe()
     pid = os.fork()

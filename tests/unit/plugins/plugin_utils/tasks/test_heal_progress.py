@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.session import LONG_WORK_S, progress_line
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.heal import LONG_WORK_S, progress_line
 from helpers import CONFIG_OK, HEALTHY, STILL_DOWN, ScriptedExecutor, _tools, nginx_failure
 
 
