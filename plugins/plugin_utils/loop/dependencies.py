@@ -101,7 +101,6 @@ class AwaitDependenciesNode(ToolNode):
     node_name = "dependencies"
 
     def prep(self, state: IncidentState) -> tuple[tuple[DependencyOutcome, ...], Mapping[str, Any]]:
-        state.awaited_dependencies = True
         return state.dependencies, state.failure.spec
 
     def exec(self, prep_res: tuple[tuple[DependencyOutcome, ...], Mapping[str, Any]]) -> Mapping[str, Any] | HostUnreachable | None:
@@ -115,6 +114,7 @@ class AwaitDependenciesNode(ToolNode):
 
     def post(self, state: IncidentState, prep_res: tuple[tuple[DependencyOutcome, ...], Mapping[str, Any]],
              exec_res: Mapping[str, Any] | HostUnreachable | None) -> str:
+        state.awaited_dependencies = True
         service, (dependencies, _spec) = state.failure.service, prep_res
         chain = ", ".join(f"{dependency.service} ({dependency.status})" for dependency in dependencies)
         if exec_res is None:

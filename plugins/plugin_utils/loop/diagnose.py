@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -45,6 +46,20 @@ class Diagnosing:
     unhealed: tuple[Unhealed, ...] = ()
     # the plan of the heal the failure relapsed from: no longer replayed as a verified fix
     relapsed: tuple[str, ...] | None = None
+    # the attempt this diagnosis opens (post appends it to the incident)
+    attempt: Attempt | None = None
+
+
+@dataclass(frozen=True)
+class NoAttempt:
+    """An incident that gets no attempt now: the route it takes, and what post writes of why (an attempt that records
+    a refusal or an escalation, the reason, a warning, a line of the timeline)."""
+
+    route: str
+    attempt: Attempt | None = None
+    reason: str | None = None
+    warning: str | None = None
+    logged: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,20 +76,20 @@ class Diagnosed:
 class DiagnoseNode(ToolNode):
     node_name = "diagnose"
 
-    def prep(self, state: IncidentState) -> Diagnosing | str:
-        """What to diagnose, or the route of an incident that gets no attempt (its reason set on the state)."""
+    def prep(self, state: IncidentState) -> Diagnosing | NoAttempt:
+        """What to diagnose and the attempt it opens, or the route of an incident that gets no attempt and why."""
         failure = state.failure
-        route = self._no_attempt(state)
-        if route is not None:
-            return route
+        held = self._no_attempt(state)
+        if held is not None:
+            return held
         earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
-        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         earlier = () if memory is None else tuple(memory.unhealed(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
         return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier,
-                          state.relapse.heal.templates if state.relapse else None)
+                          state.relapse.heal.templates if state.relapse else None,
+                          Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
 
-    def _no_attempt(self, state: IncidentState) -> str | None:
+    def _no_attempt(self, state: IncidentState) -> NoAttempt | None:
         """A person's decision (a silence, a masked unit), a relapse whose repair something keeps undoing, failing services
         it needs healed before it in this run and not yet waited for, systemd's own restart not yet waited for, the
         deadline, or too many remediations."""
@@ -82,25 +97,20 @@ class DiagnoseNode(ToolNode):
         silenced = self.tools.silence(failure)
         if silenced is not None:
             marker = failure.facts.get("maintenance")
-            if marker and marker.get("problem"):
-                state.warnings.append(f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}")
-            return self._refused(state, "silenced", silenced, "checked, nothing planned or run")
+            problem = f"{failure.host}: the maintenance marker {marker.get('path')} {marker['problem']}" if marker and marker.get("problem") else None
+            return dataclasses.replace(self._refused(state, "silenced", silenced, "checked, nothing planned or run"), warning=problem)
         if failure.masked_unit is not None:
-            state.reason = f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run"
-            return "left_alone"
+            return NoAttempt("left_alone", reason=f"{failure.service}: {failure.masked_unit} is masked by a person: not healed, nothing run")
         relapsing = state.relapse.escalation(failure) if state.relapse is not None and not state.attempts else None
         if relapsing is not None:
-            state.attempts.append(Attempt(number=1, started_at=self.tools.clock(), outcome="escalated", diagnosis=f"not diagnosed: {relapsing}"))
-            state.reason = f"{failure.service}: {relapsing}"
-            state.log(self.name, state.reason)
-            return "relapsing"
+            escalated = Attempt(number=1, started_at=self.tools.clock(), outcome="escalated", diagnosis=f"not diagnosed: {relapsing}")
+            return NoAttempt("relapsing", escalated, reason=f"{failure.service}: {relapsing}", logged=True)
         if state.dependencies and not state.awaited_dependencies:
-            return "dependencies"
+            return NoAttempt("dependencies")
         if failure.failure_class == "auto_restart" and not state.awaited_systemd:
-            return "systemd_restarts"
+            return NoAttempt("systemd_restarts")
         if state.attempts and self.tools.clock() >= self._deadline(state):
-            state.reason = past_deadline(state, self.tools.incident_timeout)
-            return "deadline"
+            return NoAttempt("deadline", reason=past_deadline(state, self.tools.incident_timeout))
         memory = self.tools.planner.memory
         flapping = None if memory is None else flapping_hold(
             memory, failure.host, failure.service, limit=self.tools.flap_limit, window=self.tools.flap_window, now=self.tools.clock(),
@@ -109,18 +119,16 @@ class DiagnoseNode(ToolNode):
             return self._refused(state, "flapping", flapping, "nothing runs")
         return None
 
-    def _refused(self, state: IncidentState, outcome: str, hold: Hold, what: str) -> str:
+    def _refused(self, state: IncidentState, outcome: str, hold: Hold, what: str) -> NoAttempt:
         """A limit refuses the incident an attempt: the refusal is recorded as an episode of its own (what held, until
         when, how to lift it), never counted as a remediation."""
         now = self.tools.clock()
-        state.attempts.append(Attempt(number=len(state.attempts) + 1, started_at=now, outcome=outcome, held_by=hold,
-                                      diagnosis=f"not diagnosed: {what}"))
-        state.reason = f"{state.failure.service}: {hold.describe(now, what)}"
-        state.log(self.name, state.reason)
-        return outcome
+        return NoAttempt(outcome, Attempt(number=len(state.attempts) + 1, started_at=now, outcome=outcome, held_by=hold,
+                                          diagnosis=f"not diagnosed: {what}"),
+                         reason=f"{state.failure.service}: {hold.describe(now, what)}", logged=True)
 
-    def exec(self, prep_res: Diagnosing | str) -> Diagnosed | str:
-        if isinstance(prep_res, str):
+    def exec(self, prep_res: Diagnosing | NoAttempt) -> Diagnosed | NoAttempt:
+        if isinstance(prep_res, NoAttempt):
             return prep_res
         failure = prep_res.failure
         context = self.tools.policy_context(failure)
@@ -197,9 +205,10 @@ class DiagnoseNode(ToolNode):
                              excluded, (cause_gone,) if cause_gone else ())
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | str) -> str:
-        if isinstance(exec_res, str):
-            return exec_res
+    def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | NoAttempt) -> str:
+        if isinstance(exec_res, NoAttempt):
+            return self._without_attempt(state, exec_res)
+        state.attempts.append(prep_res.attempt)
         diagnosis, evidence, excluded = exec_res.diagnosis, exec_res.evidence, exec_res.excluded
         for note in exec_res.notes:
             state.log(self.name, note)
@@ -218,6 +227,17 @@ class DiagnoseNode(ToolNode):
         state.log(self.name, f"attempt {attempt.number}: {diagnosis.text}")
         return DEFAULT_ACTION
 
+    def _without_attempt(self, state: IncidentState, held: NoAttempt) -> str:
+        if held.warning is not None:
+            state.warnings.append(held.warning)
+        if held.attempt is not None:
+            state.attempts.append(held.attempt)
+        if held.reason is not None:
+            state.reason = held.reason
+            if held.logged:
+                state.log(self.name, held.reason)
+        return held.route
+
 
 class AwaitSystemdNode(ToolNode):
     """The unit is down and systemd restarts it by itself (Restart=): wait its RestartSec plus a grace, checking
@@ -225,17 +245,14 @@ class AwaitSystemdNode(ToolNode):
 
     node_name = "await_systemd"
 
-    def prep(self, state: IncidentState) -> tuple[Mapping[str, Any], float]:
-        state.awaited_systemd = True
+    def prep(self, state: IncidentState) -> tuple[Mapping[str, Any], float, float]:
         unit = state.failure.evidence.get("unit") or {}
         remaining = unit.get("restart_in_s")
         delay = float(unit.get("restart_delay_s") or 0.0 if remaining is None else remaining)
-        state.log(self.name, f"systemd restarts {state.failure.unit} by itself in {delay:g} s (Restart={unit.get('Restart')}): "
-                             "waiting, running nothing")
-        return state.failure.spec, delay
+        return state.failure.spec, delay, time.time()
 
-    def exec(self, prep_res: tuple[Mapping[str, Any], float]) -> Mapping[str, Any] | HostUnreachable:
-        spec, delay = prep_res
+    def exec(self, prep_res: tuple[Mapping[str, Any], float, float]) -> Mapping[str, Any] | HostUnreachable:
+        spec, delay, _began = prep_res
         self.tools.sleep(delay)
         deadline = self.tools.clock() + self.tools.systemd_restart_grace
         while True:
@@ -247,7 +264,12 @@ class AwaitSystemdNode(ToolNode):
                 return check
             self.tools.sleep(self.tools.verify_wait)
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Mapping[str, Any] | HostUnreachable) -> str:
+    def post(self, state: IncidentState, prep_res: tuple[Mapping[str, Any], float, float], exec_res: Mapping[str, Any] | HostUnreachable) -> str:
+        _spec, delay, began = prep_res
+        state.awaited_systemd = True
+        unit = state.failure.evidence.get("unit") or {}
+        state.log(self.name, f"systemd restarts {state.failure.unit} by itself in {delay:g} s (Restart={unit.get('Restart')}): "
+                             "waiting, running nothing", at=began)
         if isinstance(exec_res, HostUnreachable):
             state.reason = f"{state.failure.service}: the host stopped answering while systemd restarted {state.failure.unit}: {exec_res}"
             return "unreachable"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import Investigation, Thinking
@@ -18,16 +20,17 @@ class PlanNode(ToolNode):
     def prep(self, state: IncidentState) -> tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]:
         if state.diagnosis is None:
             raise FlowError("plan ran before diagnose", field="diagnosis", value=None)
-        if state.llm_use is not None:
-            state.llm_use.fallback = None
+        # what the LLM cost so far, for the planner to add to; post keeps it (the planner writes no state of its own)
+        llm_use = None if state.llm_use is None else dataclasses.replace(copy.deepcopy(state.llm_use), fallback=None)
         rounds = tuple(state.attempt.rounds)
         thinking = Thinking(rounds, max(self.tools.think_rounds - len(rounds), 0))
-        return state.failure, state.diagnosis, state.excluded, state.llm_use, thinking, self._deadline(state) - self.tools.clock()
+        return state.failure, state.diagnosis, state.excluded, llm_use, thinking, self._deadline(state) - self.tools.clock()
 
     def exec(self, prep_res: tuple[Failure, Diagnosis, frozenset[tuple[str, ...]], LLMUse | None, Thinking, float]) -> Plan | Investigation:
         return self.tools.planner.plan(*prep_res)
 
     def post(self, state: IncidentState, prep_res: Any, exec_res: Plan | Investigation) -> str:
+        state.llm_use = prep_res[3]
         if state.llm_use is not None and state.llm_use.fallback:
             state.llm_failure = state.llm_use.fallback
             state.log(self.name, stood_in(state.llm_use.fallback))

@@ -226,8 +226,11 @@ class IncidentState:
     def attempt(self) -> Attempt:
         return self.attempts[-1]
 
-    def log(self, node: str, message: str) -> None:
-        self.timeline.append({"at": round(time.time(), 3), "service": self.failure.service, "node": node, "message": message})
+    def log(self, node: str, message: str, *, at: float | None = None) -> None:
+        """A line of the incident's timeline; ``at``: when it happened, if not now (a node says what it began when it
+        writes the state, after the work)."""
+        self.timeline.append({"at": round(time.time() if at is None else at, 3), "service": self.failure.service, "node": node,
+                              "message": message})
 
 
 @dataclass(frozen=True)

@@ -330,7 +330,7 @@ _LEGACY: dict[str, tuple[Operation, str, dict[str, Any], tuple[str, ...]]] = {
 
 
 LEGACY_OPERATIONS = ["episodes", "episode", "search", "export", "report", "prune", "forget", "plans", "plan", "deny",
-              "suspend", "resume", "suspension", "reset_flapping", "silence", "unsilence", "silences"]
+                     "suspend", "resume", "suspension", "reset_flapping", "silence", "unsilence", "silences"]
 
 LEGACY_SPEC: dict[str, Any] = dict(
     operation=dict(type="str", required=True, choices=LEGACY_OPERATIONS),
