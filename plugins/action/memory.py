@@ -1,11 +1,11 @@
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of sentinel.heal.memory, deprecated: each operation is done by the module that replaces it
-(plugin_utils/tasks/memory.py), with a deprecation warning that names that module and its form."""
+(plugin_utils/tasks/memory_legacy.py), with a deprecation warning that names that module and its form."""
 
 from __future__ import annotations
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.memory import LegacyMemoryAction
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.memory_legacy import LegacyMemoryAction
 
 
 class ActionModule(LegacyMemoryAction):

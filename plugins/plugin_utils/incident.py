@@ -1,4 +1,7 @@
-"""The types one incident is made of: failure, plan, verdict, step result, attempt."""
+"""The types one incident is made of: failure, plan, verdict, step result, attempt.
+
+One room over 400 lines: it is the vocabulary every other room speaks (loop, brain, guard, store, report), and what a
+failure says of itself (its restores, what changed, how both read to a person) belongs with the failure."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult

@@ -23,7 +23,8 @@ from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
 
 # A gatherer closes once this long passed without a new fork joining, or once its whole run joined, and never later

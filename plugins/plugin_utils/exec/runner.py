@@ -10,8 +10,8 @@ mid-run is unreachable within seconds, not after the step's timeout. Where the p
 the run shares the play's ssh masters; where they do not, it adds them on masters of its own.
 
 ansible-runner starts ansible-playbook in a session of its own, which outlives the process that started it: a
-leash (a small watcher in yet another session) kills that session when the process that started the run dies
-(a job killed with SIGKILL), so no step of a dead job runs on.
+leash (exec/leash.py) kills that session when the process that started the run dies (a job killed with SIGKILL), so
+no step of a dead job runs on. What a run is made of, and the task file its steps become, is exec/steps.py.
 """
 
 from __future__ import annotations
@@ -20,19 +20,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH, REFUSED
+from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
 from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import REFUSED_BY_THE_HOST, RESTORE_PROGRAM, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.leash import Leash
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import PLAYBOOK, RunReport, RunStep, Target, executor_answer, host_tasks
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import StepResult
 
 # Environment variables whose value is a secret never reach the run (ansible-runner writes the
 # whole environment of a run into its artifacts).
@@ -42,60 +42,9 @@ _ENV_ALLOWED_DESPITE_NAME = frozenset({"SSH_AUTH_SOCK", "ANSIBLE_PRIVATE_KEY_FIL
 _RUNNER_DISPLAY = "awx_display"
 
 
-@dataclass(frozen=True)
-class Target:
-    """An inventory host and the connection variables that reach it."""
-
-    name: str
-    host_vars: Mapping[str, Any]
-    secret_vars: Mapping[str, Any] = field(default_factory=dict)
-    config_file: str | None = None
-
-
-@dataclass(frozen=True)
-class HostRequest:
-    """What the executor on the host is told of a step besides its argv: the incident's service, the policy version
-    the controller judged under, the plan the step belongs to and its place there, and whether it only reads."""
-
-    service: str
-    policy_version: str
-    plan: tuple[tuple[str, ...], ...]
-    index: int
-    kind: str = "step"
-    # a person's signed approval, for a step the policy sends to a person (guard/host_approval.py)
-    approval: Mapping[str, Any] | None = None
-    # the run of the plan the step belongs to (one per attempt): the host runs a plan's steps in order, once each
-    run: str = ""
-    # the failure the plan was made for: the host's own check must find it before the plan's first step runs
-    failure_class: str = ""
-    fingerprint: str = ""
-
-
-@dataclass(frozen=True)
-class RunStep:
-    argv: tuple[str, ...]
-    become: bool
-    may_fail: bool = False
-    # with the executor on the host (privilege "executor"), what it is sent
-    on_host: HostRequest | None = None
-    # a restore of a last known good file without the executor (privilege "become"): the service's configuration test
-    restore_test: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RunReport:
-    results: tuple[StepResult, ...]
-    artifacts: str
-    duration_s: float
-    # the caller's stop() said so during the run: the steps not yet started did not start
-    stopped: bool = False
-
-
 STEP_PRIVILEGES = ("become", "sudo", "executor")
 # what a task may ask for: ``auto`` is made the host's own (the executor where it is installed) before anything runs
 TASK_STEP_PRIVILEGES = (*STEP_PRIVILEGES, "auto")
-# A step still running at its timeout gets SIGTERM on the host, and SIGKILL this many seconds later.
-TIMEOUT_KILL_AFTER_S = 5
 # coreutils' timeout exits with 124 when the step ran out of time and ended on SIGTERM
 TIMED_OUT_RC = 124
 # An ssh connection whose peer stops answering for this long (interval x count) fails the step as unreachable.
@@ -150,10 +99,10 @@ class RunnerExecutor:
         first = members[0][0]
         run_dir = self.artifacts_root / first.name / f"{time.strftime('%Y%m%dT%H%M%S')}-{purpose}-{uuid.uuid4().hex[:8]}"
         (run_dir / "project" / "hosts").mkdir(parents=True, mode=0o700)
-        (run_dir / "project" / "steps.yml").write_text(_PLAYBOOK, encoding="utf-8")
+        (run_dir / "project" / "steps.yml").write_text(PLAYBOOK, encoding="utf-8")
         inventory: dict[str, Any] = {}
         for number, (target, steps) in enumerate(members):
-            tasks = _tasks(target.name, steps, self.step_timeout, self.privilege)
+            tasks = host_tasks(target.name, steps, self.step_timeout, self.privilege)
             (run_dir / "project" / "hosts" / f"{number}.yml").write_text(tasks, encoding="utf-8")
             inventory[target.name] = dict(_with_keepalive(target.host_vars), sentinel_heal_member=number)
         # how often ansible-runner looks at the cancel callback (the kill switch, the time limit, the job): every second
@@ -244,7 +193,7 @@ class RunnerExecutor:
         res = event["res"]
         failed = event["failed"]
         if self.privilege == "executor":
-            res, failed, refused = _executor_answer(res)
+            res, failed, refused = executor_answer(res)
             if refused:
                 return StepResult(argv=step.argv, status="refused", rc=REFUSED, stderr=clip(redact(refused, self.secrets), self.output_limit),
                                   duration_s=_task_duration(event["res"]))
@@ -312,99 +261,6 @@ def remove_runs(artifacts_root: str | Path, *, before: float, keep: set[str], dr
     return removed
 
 
-class Leash:
-    """A watcher in a session of its own, told the pid of the run's ansible-playbook: told ``kill``, or when the pipe
-    from this process closes without a word (this process died), it kills that process and every process under it.
-    Ansible's workers start sessions of their own, so neither a process group nor a session holds them all: the
-    watcher walks the tree, stopping each process it finds so none forks away, then kills them."""
-
-    _WATCH = """
-import os, signal, sys
-def tree(root):
-    children = {}
-    for name in os.listdir('/proc'):
-        try:
-            children.setdefault(int(open('/proc/' + name + '/stat').read().rsplit(')', 1)[1].split()[1]), []).append(int(name))
-        except (OSError, ValueError, IndexError):
-            pass
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-def kill(root, spare=()):
-    seen = set(spare)
-    for _round in range(3):
-        for pid in set(tree(root)) - seen:
-            seen.add(pid)
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except OSError:
-                pass
-    for pid in seen - set(spare):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-root, starter = 0, os.getppid()
-for line in sys.stdin:
-    word = line.strip()
-    if word == 'done':
-        sys.exit(0)
-    if word == 'kill':
-        # before the first event the run's pid is not known yet: every process the starter started but this one
-        kill(root) if root else kill(starter, spare=(starter, os.getpid()))
-        root = 0
-        print('killed', flush=True)
-    else:
-        root = int(word)
-if root:
-    kill(root)
-"""
-
-    def __init__(self) -> None:
-        self._pid = 0
-        self._watcher = subprocess.Popen(  # pylint: disable=consider-using-with
-            [sys.executable, "-I", "-S", "-c", self._WATCH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, text=True,
-        )
-
-    def hold(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Learn the pid of the run's ansible-playbook from its first event; the event."""
-        if not self._pid and event.get("pid"):
-            self.watch(int(event["pid"]))
-        return event
-
-    def watch(self, pid: int) -> None:
-        """The process whose tree dies with this one from now on (0: none, once it ended: its pid may be reused)."""
-        self._pid = pid
-        self._say(f"{pid}\n")
-
-    def kill(self) -> None:
-        """Kill the run's tree now, and return once it is done (before ansible-runner kills ansible-playbook alone, which
-        would orphan its workers out of the tree's reach)."""
-        self._say("kill\n")
-        if self._watcher.stdout is not None:
-            self._watcher.stdout.readline()
-
-    def release(self) -> None:
-        self._say("done\n")
-        for stream in (self._watcher.stdin, self._watcher.stdout):
-            if stream is not None:
-                stream.close()
-        self._watcher.wait()
-
-    def _say(self, line: str) -> None:
-        if self._watcher.stdin is None:
-            return
-        try:
-            self._watcher.stdin.write(line)
-            self._watcher.stdin.flush()
-        except OSError:
-            pass
-
-
 def _with_keepalive(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     """The play's connection settings with ssh keepalives: the play's own masters when its ssh arguments set keepalives
     (a run then opens no connection of its own: at 100 hosts, 100 key exchanges fewer), else masters of the runs' own
@@ -452,104 +308,6 @@ def _collect(event: Mapping[str, Any], events: dict[tuple[str, int], dict[str, A
 
 
 # Each host runs its own task file, at its own pace (the free strategy: no host waits for another's step).
-_PLAYBOOK = """- name: sentinel.heal steps
-  hosts: all
-  gather_facts: false
-  strategy: free
-  tasks:
-    - name: the steps of this host
-      ansible.builtin.include_tasks: "hosts/{{ sentinel_heal_member }}.yml"
-"""
-
-
-def _tasks(host: str, steps: Sequence[RunStep], step_timeout: int, privilege: str) -> str:
-    """A host's task file, whose every command word is `!unsafe`, word for word: nothing a plan says is ever templated
-    or retyped."""
-    lines = []
-    for number, step in enumerate(steps, start=1):
-        if privilege == "become" and step.argv[0] == RESTORE_PROGRAM:
-            action, become = _restore_action(step), True
-        else:
-            action, become = _command_action(host, step, step_timeout, privilege)
-        lines += [
-            f"- name: step {number}",
-            *action,
-            f"  become: {str(become).lower()}",
-            f"  ignore_errors: {str(step.may_fail).lower()}",
-            f"  timeout: {int(step_timeout) + TIMEOUT_KILL_AFTER_S + 10}",  # a backstop, should the host's timeout not answer
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _command_action(host: str, step: RunStep, step_timeout: int, privilege: str) -> tuple[list[str], bool]:
-    """The step as ``ansible.builtin.command``, and whether the task becomes root."""
-    request, limit = None, int(step_timeout)
-    words: tuple[str, ...]
-    if privilege == "executor":
-        # the executor runs the step as root only where the host's policy says so, and stops it at the timeout itself
-        request, limit = _host_request(host, step, step_timeout), limit + TIMEOUT_KILL_AFTER_S
-        words, become = ("sudo", "-n", EXECUTOR_PATH), False
-    else:
-        through_sudo = step.become and privilege == "sudo"
-        words, become = ("sudo", "-n", "--", *step.argv) if through_sudo else step.argv, step.become and not through_sudo
-    # Ansible's task timeout stops waiting but leaves the command running on the host: coreutils' timeout kills it
-    # (and what it started) there; outside sudo, so a host's sudo rule still sees the plain command
-    words = ("timeout", "--kill-after", str(TIMEOUT_KILL_AFTER_S), str(limit), *words)
-    # one tag on the whole sequence: a tag per word makes YAML 1.1 read "no" as false and "0755" as 493
-    argv = ", ".join(json.dumps(arg) for arg in words)
-    return [
-        "  ansible.builtin.command:",
-        f"    argv: !unsafe [{argv}]",
-        "    expand_argument_vars: false",  # the guard judged "~" and "$HOME" as written: the host runs them so
-        *([f"    stdin: !unsafe {json.dumps(request)}"] if request is not None else []),
-    ], become
-
-
-def _restore_action(step: RunStep) -> list[str]:
-    """``sentinel-heal-restore PATH SHA256`` on a host without the executor: the module that does what the executor
-    would (as root), with the service's configuration test."""
-    if step.on_host is None or len(step.argv) != 3:
-        raise ExecutorError("a restore of a last known good file names its service, the file and the copy's hash", field="steps",
-                            value=list(step.argv), hint="the loop runs the restore-known-good runbook's step as the guard judged it")
-    return [
-        "  sentinel.heal.known_good_restore:",
-        f"    service: !unsafe {json.dumps(step.on_host.service)}",
-        f"    path: !unsafe {json.dumps(step.argv[1])}",
-        f"    sha256: !unsafe {json.dumps(step.argv[2])}",
-        f"    config_test: !unsafe [{', '.join(json.dumps(arg) for arg in step.restore_test)}]",
-    ]
-
-
-def _host_request(host: str, step: RunStep, step_timeout: int) -> str:
-    """The executor's request for a step (its plan, its place, the policy version), as JSON."""
-    if step.on_host is None:
-        raise ExecutorError("a step for the executor on the host carries no request", field="steps", value=list(step.argv),
-                            hint="the loop attaches the incident's service, plan and policy version to every step it runs")
-    on_host = step.on_host
-    request = {"host": host, "service": on_host.service, "policy_version": on_host.policy_version,
-               "plan": [list(argv) for argv in on_host.plan], "step": on_host.index, "kind": on_host.kind, "timeout": int(step_timeout)}
-    if on_host.approval is not None:
-        request["approval"] = dict(on_host.approval)
-    if on_host.kind == "step":
-        request.update(run=on_host.run, failure_class=on_host.failure_class, fingerprint=on_host.fingerprint)
-    return json.dumps(request, sort_keys=True)
-
-
-def _executor_answer(res: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool, str]:
-    """The step's own result inside the executor's answer (its JSON on stdout), whether it failed, and why the host
-    refused it ("" when it ran). An answer that is not the executor's (sudo refused to run it) is the step's failure."""
-    try:
-        answer = json.loads(str(res.get("stdout") or ""))
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        return res, True, f"the executor on the host did not answer: {res.get('stderr') or res.get('msg') or res.get('stdout')}"
-    if answer.get("refused"):
-        return res, True, REFUSED_BY_THE_HOST.format(rule=answer.get("rule"), reason=answer.get("reason"))
-    inner = {"rc": answer.get("rc"), "stdout": answer.get("stdout", ""), "stderr": answer.get("stderr", ""), "delta": res.get("delta")}
-    return inner, answer.get("rc") != 0, ""
-
-
 def _environment(target: Target) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if name in _ENV_ALLOWED_DESPITE_NAME or not _SECRET_ENV.search(name)}
     removed = set(os.environ) - set(env)

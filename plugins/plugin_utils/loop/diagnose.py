@@ -16,7 +16,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunStep
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION

@@ -11,7 +11,7 @@ from typing import Any
 from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunReport, RunStep
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, Decision, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of

@@ -21,7 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import evaluate_argv
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir, read_step

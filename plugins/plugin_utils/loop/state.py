@@ -18,7 +18,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     step_executor,
     target_for_task,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target, steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey

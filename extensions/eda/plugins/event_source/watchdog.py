@@ -103,7 +103,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import rea
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.options import WATCHDOG_OPTIONS, source_options  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.throttle import admit, fleet_settings  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.watch import Watch  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Leash  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.leash import Leash  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory  # noqa: E402
 
 logger = logging.getLogger("sentinel.heal.watchdog")

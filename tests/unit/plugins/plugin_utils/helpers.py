@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit

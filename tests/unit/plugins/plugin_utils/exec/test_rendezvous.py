@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import HostRequest, RunnerExecutor, RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep, Target
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
 

@@ -10,20 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible.parsing.yaml.loader import AnsibleLoader
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, JobGone
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import (
-    HostRequest,
-    Leash,
-    RunnerExecutor,
-    RunReport,
-    RunStep,
-    Target,
-    _tasks,
-    _with_keepalive,
-    steps_started,
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.leash import Leash
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunnerExecutor, _with_keepalive, steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 
 LOCAL = Target(name="localhost", host_vars={"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
 # an argv no other process on the machine has, to find the step's process by
@@ -246,14 +237,3 @@ def test_the_executors_answer_is_the_steps_result(tmp_path: Path, stdout: str, s
     result = RunnerExecutor(tmp_path, privilege="executor")._result(0, step, event, stopped=False)
     assert (result.status, result.rc) == (status, rc)
     assert said in result.output
-
-
-def test_without_the_executor_a_restore_runs_as_root_through_the_module_given_the_services_configuration_test() -> None:
-    """What ansible-playbook reads: known_good_restore as root, with the step's configuration test, which the module runs
-    once the good copy is back and which undoes the restore when it fails."""
-    restore = RunStep(argv=("sentinel-heal-restore", "/etc/nginx/sites-available/default", "a" * 64), become=True,
-                      on_host=HostRequest("nginx", "v1", (), 0), restore_test=("/usr/sbin/nginx", "-t", "-c", "/etc/nginx/prod.conf"))
-    [task] = AnsibleLoader(_tasks("web1", [restore], 120, "become")).get_single_data()
-    assert task["become"] is True and task["sentinel.heal.known_good_restore"] == {
-        "service": "nginx", "path": "/etc/nginx/sites-available/default", "sha256": "a" * 64,
-        "config_test": ["/usr/sbin/nginx", "-t", "-c", "/etc/nginx/prod.conf"]}

@@ -11,7 +11,7 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, see, signature_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey

@@ -22,7 +22,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._systemd import jour
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import RunReport, RunStep, Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off

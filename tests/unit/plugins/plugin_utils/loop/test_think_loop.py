@@ -19,7 +19,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLM
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import Target
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
