@@ -15,7 +15,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import c
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Decision, Failure, Hold, StepResult, Verdict
@@ -40,14 +40,14 @@ class Diagnosing:
     runs (a plan that failed is not tried again while the cause it failed on holds)."""
 
     failure: Failure
+    # the attempt this diagnosis opens (post appends it to the incident)
+    attempt: Attempt
     excluded: frozenset[tuple[str, ...]]
     deadline: float
     earlier_steps: tuple[StepResult, ...]
     unhealed: tuple[Unhealed, ...] = ()
     # the plan of the heal the failure relapsed from: no longer replayed as a verified fix
     relapsed: tuple[str, ...] | None = None
-    # the attempt this diagnosis opens (post appends it to the incident)
-    attempt: Attempt | None = None
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,8 @@ class DiagnoseNode(ToolNode):
         earlier_steps = tuple(result for attempt in state.attempts for result in attempt.results)
         memory = self.tools.planner.memory  # read even when nothing may be written (check mode, plan, diagnose)
         earlier = () if memory is None else tuple(memory.unhealed(failure.fingerprint, since=self.tools.clock() - self.tools.failed_plan_ttl))
-        return Diagnosing(failure, frozenset(state.tried), self._deadline(state), earlier_steps, earlier,
-                          state.relapse.heal.templates if state.relapse else None,
-                          Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()))
+        return Diagnosing(failure, Attempt(number=len(state.attempts) + 1, started_at=self.tools.clock()), frozenset(state.tried),
+                          self._deadline(state), earlier_steps, earlier, state.relapse.heal.templates if state.relapse else None)
 
     def _no_attempt(self, state: IncidentState) -> NoAttempt | None:
         """A person's decision (a silence, a masked unit), a relapse whose repair something keeps undoing, failing services
@@ -205,9 +204,11 @@ class DiagnoseNode(ToolNode):
                              excluded, (cause_gone,) if cause_gone else ())
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: Diagnosed | NoAttempt) -> str:
+    def post(self, state: IncidentState, prep_res: Diagnosing | NoAttempt, exec_res: Diagnosed | NoAttempt) -> str:
         if isinstance(exec_res, NoAttempt):
             return self._without_attempt(state, exec_res)
+        if not isinstance(prep_res, Diagnosing):
+            raise FlowError("diagnose concluded on an incident its prep gave no attempt", field="prep", value=type(prep_res).__name__)
         state.attempts.append(prep_res.attempt)
         diagnosis, evidence, excluded = exec_res.diagnosis, exec_res.evidence, exec_res.excluded
         for note in exec_res.notes:
