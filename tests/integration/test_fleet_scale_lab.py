@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import fleet
 import fleet_speed
+import lab_hosts
 
 HEAL = "playbooks/heal.yml"
 COUNT = 20
@@ -165,7 +166,7 @@ class SharedUpstream:
     """The upstream every storefront proxies to (tests/lab/faults/storefront-upstream-on-controller.sh), on the
     controller's side of the lab's bridge: up, it answers 200; down, the port refuses."""
 
-    ADDRESS = (fleet.GATEWAY, 8090)
+    ADDRESS = (lab_hosts.GATEWAY, 8090)
 
     def __init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -215,10 +216,10 @@ def test_ten_hosts_whose_shared_upstream_is_down_are_one_fleet_incident_naming_i
             members = {row["host"] for row in conn.execute("SELECT host FROM fleet_incident_hosts WHERE incident_id = ?", (incident["id"],))}
         assert members == set(ten) and incident["closed_at"] is None and incident["service"] == "storefront"
         common = json.loads(incident["common_json"])
-        assert common[0] == f"the same address http://{fleet.GATEWAY}:8090", common
+        assert common[0] == f"the same address http://{lab_hosts.GATEWAY}:8090", common
         output = one_line(down.output)
         assert f"fleet incident {incident['id']}: storefront fails the same way on 10 hosts" in output, down.output
-        assert f"in common: the same address http://{fleet.GATEWAY}:8090" in output
+        assert f"in common: the same address http://{lab_hosts.GATEWAY}:8090" in output
         # no host healed blindly: a plan verified before may run on the incident's canary, and on no other host once
         # it failed there; a new plan nowhere
         rows = episodes(state)
