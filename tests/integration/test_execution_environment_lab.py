@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+import lab_hosts  # tests/lab is not a package
 import psycopg
 import pytest
 from conftest import ROOT, Faults, episodes, one_line, sh
@@ -78,7 +79,7 @@ def bridged_postgres(lab: Any) -> Iterator[PostgresServer]:
     """PostgreSQL on the controller, reached from the containers over podman's network and the lab bridge's address."""
     subnet = subprocess.run(["podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"],
                             check=True, capture_output=True, text=True).stdout.strip()
-    server = new_server(addresses=(lab.GATEWAY,), clients=(subnet,))
+    server = new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet,))
     try:
         yield server.up()
     finally:
@@ -87,7 +88,7 @@ def bridged_postgres(lab: Any) -> Iterator[PostgresServer]:
 
 def test_a_plan_one_job_stored_in_postgresql_is_approved_and_run_by_a_job_in_another_container(
         lab: Any, faults: Faults, ee_image: str, bridged_postgres: PostgresServer, tmp_path: Path) -> None:
-    url = bridged_postgres.url.replace("@127.0.0.1:", f"@{lab.GATEWAY}:")
+    url = bridged_postgres.url.replace("@127.0.0.1:", f"@{lab_hosts.GATEWAY}:")
     memory = {"autoheal_memory_url": url}
     password = {"PGPASSWORD": bridged_postgres.password}
     faults.inject(NODE, "nginx-killed")

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import lab_hosts  # tests/lab is not a package
+import lab_machine
 import pytest
 from conftest import ROOT, Faults, acted, commands_run, episodes, evidence_read, one_line, run_playbook, sh
 
@@ -252,8 +254,8 @@ def test_a_timer_part_of_the_service_is_left_alone_and_the_service_itself_is_hea
 @pytest.mark.own_fleet  # it takes the fleet down: it runs after the tests on the session's fleet, on whichever fleet is up
 def test_down_leaves_no_cgroup_namespace_mount_or_process_of_a_systemd_host(lab: Any) -> None:
     init_pids = [status.pid for status in lab.status() if status.init_system == "systemd"]
-    assert lab._lab_cgroups(), "a systemd host lives in a cgroup of its own"
+    assert lab_hosts.lab_cgroups(), "a systemd host lives in a cgroup of its own"
     lab.down()
-    assert lab._lab_cgroups() == []
-    assert lab._lab_netns() == [] and lab._mounts_under(lab.STATE_DIR) == []
+    assert lab_hosts.lab_cgroups() == []
+    assert lab_hosts.lab_netns() == [] and lab_machine.mounts_under(lab.STATE_DIR) == []
     assert not any(Path(f"/proc/{pid}").exists() for pid in init_pids)
