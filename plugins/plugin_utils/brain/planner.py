@@ -29,16 +29,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation 
     Thinking,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, TokenBudget
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import NotApplicable, placeholder_values, render_step, render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import KnowledgeSource, build_messages, knowledge_query
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
-    NotApplicable,
-    Runbook,
-    RunbookLibrary,
-    placeholder_values,
-    render_step,
-    render_text,
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, RememberedFix
 
