@@ -2,8 +2,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: sentinel.heal contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# One file over 400 lines because Ansible keeps a module's documentation in it: the code is main() below; the check
-# itself is module_utils/_probe.py.
+# One file over 400 lines because an Ansible module is one file: its documentation (DOCUMENTATION, EXAMPLES, RETURN),
+# then main(), which checks the arguments against the spec and makes one call into module_utils, where the check lives.
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 import fleet  # noqa: E402  (tests/lab is not a package)
 
 from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH  # noqa: E402
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import STEP_PLACEHOLDERS  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import STEP_PLACEHOLDERS  # noqa: E402
 
 RECAP = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)", re.M,

@@ -14,6 +14,10 @@ gives the same vectors several times faster for the short texts a knowledge base
 
 The heavy packages (numpy, onnx, onnxruntime, tokenizers, openai) are imported where they are
 used: Ansible loads this module in every process that loads the knowledge action.
+
+One room of about 400 lines: the embedders behind one protocol, and the graph ``build_minilm_onnx`` writes beside the
+embedder that runs it, as two halves of one contract (the input and output names, MAX_TOKENS, the layout ChromaDB
+reads); the Makefile and the execution environment build the model through this module.
 """
 
 from __future__ import annotations

@@ -2,15 +2,14 @@
 
 OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server: anything that speaks chat completions.
 Retries with backoff on 429 and 5xx (honouring Retry-After), a timeout per request, and a token
-budget per incident. The answer is a JSON plan; a tolerant parser finds it in fenced or chatty
-answers (or in the text parts of a content sent as parts), and an unusable answer, a body that is not UTF-8 JSON
-included, is an :class:`LLMError` the planner turns into the offline plan.
+budget per incident. The answer's text is read from the completion (or from the text parts of a content sent as
+parts); what is asked of it is answer_schema.py's, how it is read answer_parsing.py's. A failure, a body that is not
+UTF-8 JSON included, is an :class:`LLMError` the planner turns into the offline plan.
 The API key never leaves this module: not in errors, not in reprs, not in results.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import email.utils
 import functools
 import json
@@ -23,100 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import split_pipeline
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_READS_PER_ROUND, WHY_LIMIT, ReadRequest
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.answer_schema import READ_FORMS, READ_TOOL, SCHEMA_FORMS, answer_format
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 
-MAX_STEPS = 3
 # bytes (or characters) quoted either side of where a body stops being UTF-8 JSON
 EXCERPT_SIDE = 24
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 # Azure OpenAI's classic URL: the deployment in the path, the API version in the query
 _AZURE_DEPLOYMENT = re.compile(r"^(?P<endpoint>https?://[^/]+)/openai/deployments/(?P<deployment>[^/?]+)/?\?(?:.*&)?api-version=(?P<version>[^&]+)")
-# A reasoning model's thoughts come first; a brace or a draft plan in them is not the answer (nor is a thinking or
-# reasoning part of a content sent as parts: only its text parts are read).
-_THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
-
-# A step in each shape parse_plan reads, each complete: a server that turns the schema into a grammar (llama.cpp, Ollama,
-# vLLM) then admits only steps the planner can use. With any object as args, SmolLM2-135M's steps had, every time, a
-# state no module takes ("started|stopped|restarted|reloaded", copied from the prompt) or no args at all.
-_STEP_SHAPES: list[dict[str, Any]] = [
-    {"type": "object", "required": ["argv"], "properties": {
-        "argv": {"type": "array", "minItems": 1, "items": {"type": "string"}, "description": "a command as an argument vector, run without a shell"},
-    }},
-    {"type": "object", "required": ["module", "args"], "properties": {
-        "module": {"type": "string", "enum": ["ansible.builtin.service"]},
-        "args": {"type": "object", "required": ["name", "state"], "properties": {
-            "name": {"type": "string"}, "state": {"type": "string", "enum": ["started", "stopped", "restarted", "reloaded"]},
-        }},
-    }},
-    {"type": "object", "required": ["module", "args"], "properties": {
-        "module": {"type": "string", "enum": ["ansible.builtin.file"]},
-        "args": {"type": "object", "required": ["path", "state"], "properties": {
-            "path": {"type": "string"}, "state": {"type": "string", "enum": ["absent", "directory"]},
-            "owner": {"type": "string"}, "group": {"type": "string"}, "mode": {"type": "string"},
-        }},
-    }},
-]
-
-PLAN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["steps"],
-    "properties": {
-        "diagnosis": {"type": "string", "description": "what is wrong, in one or two sentences"},
-        "steps": {"type": "array", "maxItems": MAX_STEPS, "items": {"anyOf": _STEP_SHAPES}},
-        "rationale": {"type": "string"},
-        "expected_signal": {"type": "string", "description": "what shows the service recovered"},
-        "escalate": {"type": ["string", "null"], "description": "why no safe fix exists, instead of steps"},
-    },
-}
-
-
-_READ_ARGUMENTS: dict[str, Any] = {
-    "type": "object",
-    "required": ["argv", "why"],
-    "properties": {
-        "argv": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1},
-                 "description": "a read-only command as an argument vector, run without a shell"},
-        "why": {"type": "string", "description": "what it should show, in one sentence"},
-    },
-}
-# The JSON form of the think loop: instead of a plan, the reads wanted first.
-INVESTIGATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["investigate"],
-    "properties": {"investigate": {"type": "array", "minItems": 1, "maxItems": MAX_READS_PER_ROUND, "items": _READ_ARGUMENTS}},
-}
-# The tool form of the think loop (OpenAI tool calling).
-READ_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "read",
-        "description": "Run one read-only command on the failed host before planning (status, journal, files, sockets, processes). "
-                       "It runs only when the policy allows it as a read; otherwise you are told why.",
-        "parameters": _READ_ARGUMENTS,
-    },
-}
-
-# How a server takes the plan's JSON schema (structured outputs: what makes small local models answer valid plans).
-SCHEMA_FORMS = ("none", "openai", "llamacpp", "ollama")
-# How the think loop's reads are asked for: OpenAI tool calling, or the JSON form; auto picks by the schema form.
-READ_FORMS = ("auto", "tools", "json")
-
-
-def answer_format(json_mode: bool, schema: str, *, may_investigate: bool = False) -> dict[str, Any]:
-    """The request's keywords that ask for the answer's shape: the plan's schema in the form the server takes (OpenAI's
-    ``json_schema``, llama.cpp's ``json_object`` with ``schema``, Ollama's ``format``), or only JSON, or nothing. When
-    the JSON form of the think loop may answer, the schema is a plan or the reads wanted first."""
-    shape: dict[str, Any] = {"anyOf": [PLAN_SCHEMA, INVESTIGATE_SCHEMA]} if may_investigate else PLAN_SCHEMA
-    if schema == "openai":
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": "plan", "schema": shape, "strict": False}}}
-    if schema == "llamacpp":
-        return {"response_format": {"type": "json_object", "schema": shape}}
-    if schema == "ollama":
-        return {"extra_body": {"format": shape}}
-    return {"response_format": {"type": "json_object"}} if json_mode else {}
 
 
 class LLMError(SentinelError):
@@ -200,17 +113,6 @@ class Completion:
     tool_calls: tuple[ToolCall, ...] = ()
 
 
-@dataclass(frozen=True)
-class ProposedPlan:
-    diagnosis: str
-    steps: tuple[tuple[str, ...], ...]
-    rationale: str
-    expected_signal: str
-    escalate: str | None
-    # per step, the output filters its pipe named (brain/filters.py), as written; () when it had none
-    filters: tuple[tuple[str, ...], ...]
-
-
 def estimate_tokens(text: str) -> int:
     """About four characters per token for English and logs; errs on the high side for short words."""
     return len(text) // 4 + 1
@@ -285,13 +187,13 @@ class LLMClient:
                     if isinstance(exc, self._openai.APITimeoutError):
                         raise _too_slow(self.settings, attempt) from None
                     raise LLMError("the LLM cannot be reached", field="llm.base_url", value=self.settings.base_url,
-                                   hint=f"nothing answered at {self.settings.endpoint} ({_brief(str(exc.__cause__ or exc))}; {attempt} "
+                                   hint=f"nothing answered at {self.settings.endpoint} ({brief(str(exc.__cause__ or exc))}; {attempt} "
                                         "attempts): start the server there, or correct llm.base_url") from None
                 self._wait(self._delay(attempt, None), deadline, attempt)
                 continue
             except self._openai.APIError as exc:  # a body the client cannot read as a response
                 raise LLMError("the LLM's answer is not a chat completion", field="llm.base_url", value=self.settings.base_url,
-                               hint=_brief(str(exc))) from None
+                               hint=brief(str(exc))) from None
             return _completion(raw, estimated, attempt, budget, server=self.settings.base_url)
         raise AssertionError("unreachable: the loop returns or raises")
 
@@ -344,7 +246,7 @@ class LLMClient:
         """What the server said of an HTTP error, short (its error's own message, without the client's "Error code: N -"),
         its key masked: a proxy may echo the key it refused."""
         body = exc.body
-        said = _brief(str(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str) else exc.message))
+        said = brief(str(body["message"] if isinstance(body, dict) and isinstance(body.get("message"), str) else exc.message))
         return said.replace(self.settings.api_key, "********") if self.settings.api_key else said
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
@@ -414,16 +316,16 @@ def _completion(raw: Any, estimated: int, attempt: int, budget: TokenBudget, *, 
         calls = tuple(ToolCall(id=str(call.id), name=str(call.function.name), arguments=str(call.function.arguments or ""))
                       for call in getattr(choice.message, "tool_calls", None) or ())
     except (AttributeError, IndexError, TypeError):
-        raise LLMError("the LLM's answer is not a chat completion", field="answer", value=_brief(str(response))) from None
+        raise LLMError("the LLM's answer is not a chat completion", field="answer", value=brief(str(response))) from None
     prompt_tokens = getattr(usage, "prompt_tokens", None) or estimated
     completion_tokens = getattr(usage, "completion_tokens", None) or 0
     budget.charge(prompt_tokens + completion_tokens)
     if finish_reason == "length":
-        raise LLMError("the LLM's answer was cut at its token limit (finish_reason length)", field="answer", value=_brief(str(text or "")))
+        raise LLMError("the LLM's answer was cut at its token limit (finish_reason length)", field="answer", value=brief(str(text or "")))
     if calls:
         text = text or ""
     elif text is None:
-        raise LLMError("the LLM's answer holds no message text", field="answer.choices[0].message", value=_brief(str(choice)))
+        raise LLMError("the LLM's answer holds no message text", field="answer.choices[0].message", value=brief(str(choice)))
     return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, attempts=attempt, tool_calls=calls)
 
 
@@ -453,149 +355,6 @@ def _message_text(content: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def parse_answer(completion: Completion, *, init_service: str) -> ProposedPlan | tuple[ReadRequest, ...]:
-    """The model's answer: the reads it wants first (as tool calls, or the JSON form's ``investigate``), or its plan."""
-    if completion.tool_calls:
-        return tuple(_read_call(index, call) for index, call in enumerate(completion.tool_calls))
-    data = _first_json_object(completion.text)
-    if isinstance(data, dict) and data.get("investigate") and not data.get("steps"):
-        wanted = data["investigate"]
-        if not isinstance(wanted, list):
-            raise LLMError("'investigate' is a list of reads", field="answer.investigate", value=_brief(json.dumps(wanted)))
-        return tuple(_read_request(f"answer.investigate[{index}]", read) for index, read in enumerate(wanted))
-    return parse_plan(completion.text, init_service=init_service)
-
-
-def _read_call(index: int, call: ToolCall) -> ReadRequest:
-    where = f"answer.tool_calls[{index}]"
-    if call.name != "read":
-        raise LLMError("the LLM called a tool that does not exist", field=f"{where}.function.name", value=_brief(call.name),
-                       hint="the one tool is read")
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        raise LLMError("a read's arguments are not JSON", field=f"{where}.function.arguments", value=_brief(call.arguments)) from None
-    return dataclasses.replace(_read_request(f"{where}.function.arguments", arguments), call_id=call.id)
-
-
-def _read_request(where: str, read: Any) -> ReadRequest:
-    """A read as the model wrote it: an argv of strings (empty ones included: the guard refuses what it cannot run, and
-    the model is told why, so one bad read does not cost the answer its other reads)."""
-    if isinstance(read, list):
-        read = {"argv": read}
-    if not isinstance(read, dict):
-        raise LLMError("a read is an object with argv and why", field=where, value=_brief(json.dumps(read)))
-    argv = read.get("argv")
-    if isinstance(argv, str):
-        raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_brief(argv))
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        raise LLMError("argv must be a list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
-    return ReadRequest(argv=tuple(argv), why=clip(str(read.get("why") or ""), WHY_LIMIT))
-
-
-def parse_plan(text: str, *, init_service: str) -> ProposedPlan:
-    """Read the model's JSON plan, tolerating code fences and prose around it."""
-    data = _first_json_object(text)
-    if not isinstance(data, dict):
-        raise LLMError("the LLM's answer holds no JSON plan", field="answer", value=_brief(text))
-    escalate = data.get("escalate")
-    raw_steps = data.get("steps") or []
-    if not isinstance(raw_steps, list):
-        raise LLMError("'steps' in the LLM's plan is not a list", field="answer.steps", value=_brief(json.dumps(raw_steps)))
-    normalised = [found for index, step in enumerate(raw_steps) for found in _normalised(_step_argv(index, step, init_service))]
-    steps = tuple(argv for argv, _filters in normalised)
-    if len(steps) > MAX_STEPS:
-        raise LLMError(f"the LLM proposed more than {MAX_STEPS} steps", field="answer.steps", value=len(steps))
-    if not steps and not escalate:
-        raise LLMError("the LLM's plan has neither steps nor a reason to escalate", field="answer", value=_brief(text))
-    return ProposedPlan(
-        diagnosis=str(data.get("diagnosis") or ""),
-        steps=steps,
-        rationale=str(data.get("rationale") or ""),
-        expected_signal=str(data.get("expected_signal") or ""),
-        escalate=str(escalate) if escalate else None,
-        filters=tuple(filters for _argv, filters in normalised),
-    )
-
-
-def _first_json_object(text: str) -> Any:
-    text = _THINKING.sub("", text, count=1)
-    candidates = [match.group(1) for match in _FENCED.finditer(text)] + [text.strip()]
-    start = text.find("{")
-    if start >= 0:
-        candidates.append(text[start:])
-    decoder = json.JSONDecoder()
-    for candidate in candidates:
-        try:
-            value, _end = decoder.raw_decode(candidate)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
-def _step_argv(index: int, step: Any, init_service: str) -> tuple[str, ...]:
-    """A step is an argv, or a call of an allow-listed module translated to the argv the guard judges."""
-    where = f"answer.steps[{index}]"
-    if isinstance(step, list):
-        step = {"argv": step}
-    if not isinstance(step, dict):
-        raise LLMError("a step is an object with argv, or with module and args", field=where, value=_brief(json.dumps(step)))
-    if "argv" in step:
-        argv = step["argv"]
-        if isinstance(argv, str):
-            raise LLMError("argv must be a list of arguments, not a command line", field=f"{where}.argv", value=_brief(argv))
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise LLMError("argv must be a non-empty list of strings", field=f"{where}.argv", value=_brief(json.dumps(argv)))
-        return tuple(argv)
-    return _module_argv(where, str(step.get("module", "")), step.get("args") or {}, init_service)
-
-
-def _normalised(argv: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """What a model commonly writes, as the steps the guard judges, each with its output filters: ``a && b`` is two
-    steps (a plan stops at a failed step, as ``&&`` does), ``a | tail -n 50`` runs ``a`` and keeps the last 50 lines of
-    its output on the controller (only filters that read nothing else; any other pipe stays for the guard to refuse),
-    and a bare leading ``sudo`` is dropped (the policy's rule decides who runs a step)."""
-    steps: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
-    current: list[str] = []
-    for word in (*argv, "&&"):
-        if word != "&&":
-            current.append(word)
-            continue
-        if current[:1] == ["sudo"] and len(current) > 1 and not current[1].startswith("-"):
-            current = current[1:]
-        if not current:
-            raise LLMError("a step joins an empty command with &&", field="answer.steps", value=_brief(" ".join(argv)))
-        pipeline = split_pipeline(current)
-        if pipeline is None:
-            steps.append((tuple(current), ()))
-        else:
-            command, filters = pipeline
-            steps.append((command, tuple(stage.written for stage in filters)))
-        current = []
-    return steps
-
-
-_SERVICE_VERBS = {"started": "start", "stopped": "stop", "restarted": "restart", "reloaded": "reload"}
-
-
-def _module_argv(where: str, module: str, args: Mapping[str, Any], init_service: str) -> tuple[str, ...]:
-    name = module.removeprefix("ansible.builtin.")
-    if name == "service" and args.get("state") in _SERVICE_VERBS:
-        return ("service", str(args.get("name") or init_service), _SERVICE_VERBS[str(args["state"])])
-    if name == "file" and args.get("state") == "absent" and args.get("path"):
-        return ("rm", "-f", str(args["path"]))
-    if name == "file" and args.get("state") == "directory" and args.get("path"):
-        argv = ["install", "-d"]
-        for option, key in (("-m", "mode"), ("-o", "owner"), ("-g", "group")):
-            if args.get(key):
-                argv += [option, str(args[key])]
-        return (*argv, str(args["path"]))
-    raise LLMError("the step calls a module outside the catalog", field=f"{where}.module", value=module,
-                   hint="ansible.builtin.service (state started/stopped/restarted/reloaded) or ansible.builtin.file (state absent/directory)")
-
-
-def _brief(text: str) -> str:
+def brief(text: str) -> str:
     """Enough of a value for an error message."""
     return clip(text, 200)

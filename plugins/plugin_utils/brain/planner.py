@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.answer_parsing import parse_answer
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.answer_schema import ProposedPlan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import cause_of, describe
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
     MAX_READS_PER_ROUND,
@@ -26,17 +28,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation 
     ReadRequest,
     Thinking,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, ProposedPlan, TokenBudget, parse_answer
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMClient, LLMError, TokenBudget
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import NotApplicable, placeholder_values, render_step, render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.prompts import KnowledgeSource, build_messages, knowledge_query
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
-    NotApplicable,
-    Runbook,
-    RunbookLibrary,
-    placeholder_values,
-    render_step,
-    render_text,
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, RememberedFix
 

@@ -55,6 +55,9 @@ reading in ``escalate``; any other reads "(not known)" there.
 A step ``service {init_service} VERB`` speaks the host's service manager: on a systemd host it runs
 as ``systemctl VERB UNIT``, UNIT being the unit service_check found running the service (Debian's
 ``postgresql`` is a wrapper; ``postgresql@15-main`` runs the cluster), elsewhere as written.
+
+This module is the format: a runbook, its parsing and the library of them; filling the placeholders is
+placeholders.py's.
 """
 
 from __future__ import annotations
@@ -68,9 +71,16 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import left_over_sockets
-from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import Query, compile_query, incident_document, scalar_text
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import (
+    PLACEHOLDER,
+    STEP_PLACEHOLDERS,
+    TEXT_PLACEHOLDERS,
+    NotApplicable,
+    Value,
+    render_step,
+    render_text,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import KINDS, NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource, Step
@@ -79,28 +89,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML
 DEFAULT_RUNBOOK_DIR = Path(__file__).resolve().parents[3] / "runbooks"
 MAX_STEPS = 3
 _FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", re.DOTALL)
-_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^{}]+))?\}")
 _KEYS = frozenset({"id", "title", "services", "match", "evidence", "investigate", "steps", "escalate", "priority", "vars"})
 _FOLLOW_UP_KEYS = frozenset({"when", "read", "why"})
 _MATCH_KEYS = frozenset({"failure_class", "evidence", "reading", "query"})
 _STEP_KEYS = frozenset({"run", "may_fail", "optional"})
-READING_STEP_PLACEHOLDERS = frozenset({"missing_path", "missing_dir", "missing_dir_owner", "missing_dir_group", "missing_dir_mode",
-                                       "package_dir", "package_dir_owner", "package_dir_group", "package_dir_mode"})
-STEP_PLACEHOLDERS = frozenset({"service", "init_service", "unit", "pidfile", "stale_pidfile", "stale_socket", "stale_lock", "port",
-                               "port_owner_pid", "port_owner_process", "known_good_file", "known_good_hash"}) | READING_STEP_PLACEHOLDERS
-# what `service NAME VERB` and `systemctl VERB UNIT` both do
-SERVICE_VERBS = frozenset({"start", "stop", "restart", "reload", "try-restart"})
-# A value filled into an argument must stay one plain argument.
-# values that are text for people, never an argument
-_TEXT_PLACEHOLDERS = frozenset({"reading", "config_error"})
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9@%+=:,./_-]+$")
-# a var's value: one argument, or one argument each (a list)
-Value = str | tuple[str, ...]
-OUTPUT_LIMIT = 600
-
-
-class NotApplicable(Exception):
-    """A runbook's placeholder has no value for this incident."""
 
 
 @dataclass(frozen=True)
@@ -220,60 +212,6 @@ def evidence_text(failure: Failure, name: str, outputs: Mapping[str, str]) -> st
     return outputs.get(name, "")
 
 
-def placeholder_values(failure: Failure, reading: Reading = NOTHING_READ) -> dict[str, str]:
-    """Values a runbook or a remembered plan may fill in, all taken from the structured evidence and its reading."""
-    values = {**reading.placeholder_values(), "service": failure.service, "init_service": failure.init_service}
-    if failure.unit is not None:
-        values["unit"] = failure.unit
-    pidfile = failure.evidence.get("pidfile") or {}
-    if failure.spec.get("pidfile"):
-        values["pidfile"] = str(failure.spec["pidfile"])
-    if pidfile.get("exists") and not pidfile.get("alive"):
-        values["stale_pidfile"] = str(pidfile["path"])
-    stale_sockets, stale_locks = left_over_sockets(failure.evidence)
-    if stale_sockets:
-        values["stale_socket"] = stale_sockets[0]
-    if stale_locks:
-        values["stale_lock"] = stale_locks[0]
-    ports = failure.spec.get("ports") or []
-    if ports:
-        values["port"] = str(ports[0])
-    invalid = reading.first("invalid_config")
-    # with restores off for the service (restore_known_good), no runbook can plan one
-    restorable = failure.known_good_copy(invalid.path) if invalid is not None and failure.spec.get("restore_known_good") != "off" else None
-    if restorable is not None:
-        values.update(known_good_file=str(restorable["path"]), known_good_hash=str(restorable["good_sha256"]))
-    owners = failure.evidence.get("port_owners") or []
-    if owners:
-        values["port_owner_pid"] = str(owners[0]["pid"])
-        values["port_owner_process"] = str(owners[0].get("process", ""))
-    return {name: value for name, value in values.items() if name in _TEXT_PLACEHOLDERS or _SAFE_VALUE.match(value)}
-
-
-def render_step(template: str, failure: Failure, may_fail: bool = False, reading: Reading = NOTHING_READ,
-                extra: Mapping[str, Value] | None = None) -> Step:
-    """Split the template, then fill each argument: a value can never become two arguments. ``extra``: a runbook's
-    ``vars``, filled only where each is one plain argument; a list var only an argument that is its placeholder alone,
-    as one argument per item."""
-    values: dict[str, Value] = {name: value for name, value in placeholder_values(failure, reading).items() if name not in _TEXT_PLACEHOLDERS}
-    values.update({name: value for name, value in (extra or {}).items() if all(map(_SAFE_VALUE.match, _items(value)))})
-
-    def fill(match: re.Match[str]) -> str:
-        name = match.group(1)
-        value = values.get(name)
-        if value is None or isinstance(value, tuple):
-            raise NotApplicable(f"{{{name}}} has no value for this incident" if value is None else f"{{{name}}} is a list: an argument of its own")
-        return value
-
-    def arguments(token: str) -> tuple[str, ...]:
-        whole = _PLACEHOLDER.fullmatch(token)
-        listed = values.get(whole.group(1)) if whole else None
-        return listed if isinstance(listed, tuple) else (_PLACEHOLDER.sub(fill, token),)
-
-    argv = tuple(argument for token in shlex.split(template) for argument in arguments(token))
-    return Step(template=template, argv=in_service_manager(argv, failure), may_fail=may_fail)
-
-
 def _value(found: Any, projects: bool) -> Value | None:
     """What a var's expression found as the value it fills: text, or the texts a projection found (None when empty or
     anything else)."""
@@ -281,38 +219,6 @@ def _value(found: Any, projects: bool) -> Value | None:
         items = tuple(scalar_text(item) for item in found)
         return None if not items or None in items else tuple(str(item) for item in items)
     return scalar_text(found)
-
-
-def _items(value: Value) -> tuple[str, ...]:
-    return value if isinstance(value, tuple) else (value,)
-
-
-def in_service_manager(argv: tuple[str, ...], failure: Failure) -> tuple[str, ...]:
-    """`service SERVICE VERB` as the host's service manager says it: `systemctl VERB UNIT` on a systemd host."""
-    if failure.unit is not None and len(argv) == 3 and argv[0] == "service" and argv[1] == failure.init_service and argv[2] in SERVICE_VERBS:
-        return ("systemctl", argv[2], failure.unit)
-    return argv
-
-
-def render_text(template: str, failure: Failure, outputs: Mapping[str, str], reading: Reading = NOTHING_READ, *,
-                strict: bool = False, extra: Mapping[str, Value] | None = None, required: frozenset[str] = frozenset()) -> str:
-    """Fill a text for people. ``strict``: a value of the reading the incident lacks (or one of the ``required`` names
-    of ``extra``, a runbook's vars) makes the text not applicable (an escalation about a missing path outside the
-    service's directories says nothing when the path is inside them); otherwise what is missing reads "(not known)",
-    never as a {placeholder}."""
-    values = {**placeholder_values(failure, reading), **{name: " ".join(_items(value)) for name, value in (extra or {}).items()}}
-
-    def fill(match: re.Match[str]) -> str:
-        name, argument = match.groups()
-        if name == "output" and argument:
-            return clip(outputs.get(argument, "(no output)").strip(), OUTPUT_LIMIT)
-        if name == "cause":
-            return f'"{failure.cause}"' if failure.cause else "(the journal names no cause)"
-        if strict and name in READING_STEP_PLACEHOLDERS | required and name not in values:
-            raise NotApplicable(f"{{{name}}} has no value for this incident")
-        return values.get(name, "(not known)")
-
-    return _PLACEHOLDER.sub(fill, template)
 
 
 class RunbookLibrary:
@@ -415,7 +321,7 @@ def _parse_variables(path: str, raw: Any) -> dict[str, Query]:
         raise RunbookError(f"{path}: 'vars' maps placeholder names to JMESPath expressions", field="vars", value=raw)
     variables = {}
     for name, text in raw.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[a-z_]+", name) or name in STEP_PLACEHOLDERS | _TEXT_PLACEHOLDERS | {"output", "cause"}:
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z_]+", name) or name in STEP_PLACEHOLDERS | TEXT_PLACEHOLDERS | {"output", "cause"}:
             raise RunbookError(f"{path}: a var's name is a new placeholder of lowercase letters and _", field=f"vars.{name}", value=name,
                                hint=f"not one of the incident's own: {sorted(STEP_PLACEHOLDERS)}")
         variables[name] = compile_query(text, field=f"vars.{name}", where=path, error=RunbookError)
@@ -451,7 +357,7 @@ def _parse_step(path: str, index: int, raw: Any, where: str = "", names: frozens
     if not isinstance(template, str) or not template.strip():
         raise RunbookError(f"{path}: a step is a command string or {{run: ..., may_fail: true, optional: true}}", field=where,
                            value=raw)
-    for name, _argument in _PLACEHOLDER.findall(template):
+    for name, _argument in PLACEHOLDER.findall(template):
         if name not in STEP_PLACEHOLDERS | names:
             raise RunbookError(f"{path}: unknown placeholder", field=where, value=template, hint=f"known: {sorted(STEP_PLACEHOLDERS | names)}")
     try:

@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.cause import cause_of, describe, gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import PackageDir, Reading, read_failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import render_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate

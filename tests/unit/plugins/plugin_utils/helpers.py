@@ -4,6 +4,7 @@ answers with scripted outputs (the real one runs in tests/integration); the heal
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -46,6 +47,11 @@ def nginx_failure(failure_class: str = "stale_pidfile", *, pid: int = 812, owner
         },
         spec=NGINX_SPEC,
     )
+
+
+def on_systemd(failure: Failure, unit_id: str, **unit: str) -> Failure:
+    evidence = dict(failure.evidence, unit={"Id": unit_id, **unit})
+    return dataclasses.replace(failure, evidence=evidence, facts={"service_manager": "systemd"})
 
 
 class ScriptedExecutor:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import NotApplicable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading, read_texts
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, Runbook, RunbookLibrary
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import Runbook, RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, evaluate, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir

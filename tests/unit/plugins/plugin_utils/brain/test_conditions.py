@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.conditions import compile_query, incident_document, jmespath_true
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import NotApplicable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import Reading, read_failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import NotApplicable, RunbookLibrary, parse_runbook
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, parse_runbook
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.answer_parsing import parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered, parse_filter, split_pipeline
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import parse_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_argv, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, StepResult
 from helpers import nginx_failure

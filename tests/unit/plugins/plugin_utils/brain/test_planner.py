@@ -8,32 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import render_step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, read_failure
-from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import (
-    NotApplicable,
-    RunbookLibrary,
-    parse_runbook,
-    render_step,
-    render_text,
-)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import read_failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, parse_runbook
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import RunbookError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.diagnose import package_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
-from helpers import nginx_failure
+from helpers import nginx_failure, on_systemd
 
 POLICY = load_policy()
 CONFIG_ERROR = (
     "nginx: [emerg] unexpected \"}\" in /etc/nginx/sites-enabled/default:25\n"
     "nginx: configuration file /etc/nginx/nginx.conf test failed"
 )
-
-
-@pytest.fixture(scope="module")
-def library() -> RunbookLibrary:
-    return RunbookLibrary.load()
 
 
 def _plan(planner: Planner, failure, outputs=None, excluded=frozenset()):  # type: ignore[no-untyped-def]
@@ -101,27 +91,6 @@ def test_a_service_that_is_not_installed_escalates_at_once(library: RunbookLibra
     assert plan.escalation is not None and "Unit nginx.service could not be found." in plan.escalation
 
 
-def test_no_escalation_of_a_shipped_runbook_leaves_a_placeholder_unrendered(library: RunbookLibrary) -> None:
-    """Whatever the incident lacks reads as words, never as {name}; an escalation about what the reading lacks is passed
-    over, as the planner passes over a runbook whose steps lack a value."""
-    bare = Failure(host="h", service="svc", failure_class="not_running", summary="", evidence={}, spec={"name": "svc"})
-    rendered = 0
-    for runbook in library.runbooks:
-        try:
-            text = runbook.render_escalation(bare, {}, NOTHING_READ)
-        except NotApplicable:
-            assert runbook.readings, runbook.id
-            continue
-        rendered += 1
-        assert not re.search(r"\{[a-z_]+(?::[^{}]*)?\}", text), (runbook.id, text)
-    assert rendered >= 20
-
-
-def test_the_shipped_runbooks_load_and_cover_the_lab_faults(library: RunbookLibrary) -> None:
-    ids = {rb.id for rb in library.runbooks}
-    assert {"nginx-config-error", "nginx-stale-pid", "port-conflict", "postgres-stale-postmaster", "redis-killed"} <= ids
-
-
 def test_stale_nginx_pid_plan_removes_exactly_that_file_and_starts(library: RunbookLibrary) -> None:
     plan = _plan(Planner(library, None), nginx_failure(), {"nginx -t": "nginx: configuration file /etc/nginx/nginx.conf test is successful"})
     assert plan.source is PlanSource.RUNBOOK and plan.reference == "nginx-stale-pid"
@@ -162,7 +131,7 @@ def test_a_config_error_the_changed_file_explains_is_restored_from_its_last_know
     assert plan.reference == "restore-known-good" and [step.argv for step in plan.steps] == [
         ("sentinel-heal-restore", SITE, GOOD), ("service", "nginx", "restart")]
     # on systemd, a unit its start limit stopped is reset first
-    plan = _plan(Planner(library, None), _on_systemd(_changed(nginx_failure("not_running"), (SITE, GOOD)), "nginx.service"),
+    plan = _plan(Planner(library, None), on_systemd(_changed(nginx_failure("not_running"), (SITE, GOOD)), "nginx.service"),
                  {"nginx -t": CONFIG_ERROR})
     assert [step.argv for step in plan.steps] == [("sentinel-heal-restore", SITE, GOOD), ("systemctl", "reset-failed", "nginx"),
                                                   ("systemctl", "restart", "nginx")]
@@ -229,7 +198,7 @@ def test_a_start_that_fails_after_a_package_change_whose_previous_version_apt_ke
     cached = "/var/cache/apt/archives/nginx-common_1.22.1-9_all.deb"
     changes = {"good_at": 1.0, "files": [], "packages": [
         {"action": "upgrade", "package": "nginx-common", "at": 2.0, "before": "1.22.1-9", "after": "1.22.1-9+lab1", "cached": cached}]}
-    failure = _on_systemd(nginx_failure("not_running"), "nginx.service", Result="exit-code")
+    failure = on_systemd(nginx_failure("not_running"), "nginx.service", Result="exit-code")
     failure = dataclasses.replace(failure, evidence={**failure.evidence, "changes": changes})
     planner = Planner(library, None)
     offer = _plan(planner, failure, CONFIG_OK_OUTPUTS)
@@ -291,32 +260,17 @@ def test_a_failure_no_runbook_knows_gets_one_blind_plan_then_an_escalation_with_
             in second.escalation)
 
 
-def _on_systemd(failure: Failure, unit_id: str, **unit: str) -> Failure:
-    evidence = dict(failure.evidence, unit={"Id": unit_id, **unit})
-    return dataclasses.replace(failure, evidence=evidence, facts={"service_manager": "systemd"})
-
-
 def test_service_steps_speak_systemctl_to_the_unit_that_runs_the_service_on_systemd_hosts(library: RunbookLibrary) -> None:
     planner = Planner(library, None)
     sysv = nginx_failure("not_running")
     assert _plan(planner, sysv).steps[0].argv == ("service", "nginx", "start")
-    assert _plan(planner, _on_systemd(sysv, "nginx.service")).steps[0].argv == ("systemctl", "start", "nginx")
+    assert _plan(planner, on_systemd(sysv, "nginx.service")).steps[0].argv == ("systemctl", "start", "nginx")
     # Debian's postgresql is a wrapper: the cluster's own unit is started
-    cluster = dataclasses.replace(_on_systemd(sysv, "postgresql@15-main.service"), service="postgresql", spec={"name": "postgresql"})
+    cluster = dataclasses.replace(on_systemd(sysv, "postgresql@15-main.service"), service="postgresql", spec={"name": "postgresql"})
     assert render_step("service {init_service} restart", cluster).argv == ("systemctl", "restart", "postgresql@15-main")
     # another service's name, or a verb systemctl does not share, stays as written
     assert render_step("service ssh start", cluster).argv == ("service", "ssh", "start")
     assert render_step("service {init_service} status", cluster).argv == ("service", "postgresql", "status")
-
-
-def test_unit_and_cause_fill_in_on_systemd_hosts_only(library: RunbookLibrary) -> None:
-    sysv = nginx_failure("not_running")
-    with pytest.raises(NotApplicable):
-        render_step("systemctl reset-failed {unit}", sysv)
-    systemd = _on_systemd(sysv, "nginx.service", cause='open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)')
-    assert render_step("systemctl reset-failed {unit}", systemd).argv == ("systemctl", "reset-failed", "nginx")
-    assert render_text("{unit}: {cause}", systemd, {}) == 'nginx: "open() "/etc/nginx/site-prod.conf" failed (2: No such file or directory)"'
-    assert render_text("{cause}", _on_systemd(sysv, "nginx.service"), {}) == "(the journal names no cause)"
 
 
 def test_a_runbook_whose_placeholder_has_no_value_does_not_apply(library: RunbookLibrary) -> None:
@@ -333,42 +287,6 @@ def test_a_user_runbook_replaces_a_shipped_one_with_the_same_id(tmp_path: Path) 
     library = RunbookLibrary.load([tmp_path])
     plan = _plan(Planner(library, None), nginx_failure())
     assert plan.rationale == "ours" and [s.argv for s in plan.steps] == [("service", "nginx", "restart")]
-
-
-def test_a_runbook_edited_between_two_loads_is_read_again(tmp_path: Path) -> None:
-    """Each file is parsed once while it is unchanged (every heal session loads the library); an edit is seen."""
-    runbook = tmp_path / "mine.md"
-    front = ("---\nid: mine\ntitle: {}\nservices: [nginx]\nmatch: {{failure_class: [stale_pidfile]}}\n"
-             "steps: ['service {{init_service}} restart']\n---\n")
-    runbook.write_text(front.format("first"))
-    assert [rb.title for rb in RunbookLibrary.load([tmp_path], builtin=False).runbooks] == ["first"]
-    runbook.write_text(front.format("the second"))
-    assert [rb.title for rb in RunbookLibrary.load([tmp_path], builtin=False).runbooks] == ["the second"]
-
-
-@pytest.mark.parametrize(
-    ("text", "field"),
-    [
-        ("no front matter", "front matter"),
-        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\nescalate: b\n---\n", "steps"),
-        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a, b, c, d]\n---\n", "steps"),
-        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: ['kill {pid}']\n---\n", "steps[0]"),
-        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\nmatch: {evidence: {status: '('}}\n---\n", "match.evidence.status"),
-        ("---\nid: a\ntitle: t\nservices: [x]\nsteps: [a]\ncolour: red\n---\n", "colour"),
-        ("---\ntitle: t\nservices: [x]\nsteps: [a]\n---\n", "id"),
-    ],
-)
-def test_invalid_runbooks_name_the_file_and_field(text: str, field: str) -> None:
-    with pytest.raises(RunbookError) as caught:
-        parse_runbook(text, "/runbooks/bad.md")
-    assert caught.value.field == field
-    assert "/runbooks/bad.md" in str(caught.value)
-
-
-def test_a_missing_runbook_directory_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(RunbookError) as caught:
-        RunbookLibrary.load([tmp_path / "nope"])
-    assert caught.value.field == "runbooks" and caught.value.value == str(tmp_path / "nope")
 
 
 OPTIONAL_STEP = """---
@@ -389,13 +307,13 @@ def test_an_optional_step_is_left_out_where_its_placeholder_has_no_value() -> No
     planner = Planner(library, None)
     sysv = nginx_failure("not_running")
     assert [step.argv for step in _plan(planner, sysv).steps] == [("service", "nginx", "start")]
-    assert [step.argv for step in _plan(planner, _on_systemd(sysv, "nginx.service")).steps] == [
+    assert [step.argv for step in _plan(planner, on_systemd(sysv, "nginx.service")).steps] == [
         ("systemctl", "reset-failed", "nginx"), ("systemctl", "start", "nginx")]
     # the plan without its optional step failed before: the runbook does not offer it again
     tried = _plan(planner, sysv).templates
     assert _plan(planner, sysv, excluded=frozenset({tried})).reference != "reset-then-start"
     # nor, when it failed with its optional step, without it
-    tried = _plan(planner, _on_systemd(sysv, "nginx.service")).templates
+    tried = _plan(planner, on_systemd(sysv, "nginx.service")).templates
     assert _plan(planner, sysv, excluded=frozenset({tried})).reference != "reset-then-start"
 
 
