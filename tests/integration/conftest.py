@@ -136,15 +136,28 @@ def commands_run(state_dir: Path, host: str) -> list[tuple[str, list[str]]]:
 # node1 and node2 boot systemd, as production hosts do; node3 stays sysv (tini and init scripts), as containers and
 # minimal images without systemd do, so that every run of the tests sees both service managers.
 SYSV_HOSTS = {"node3": "sysv"}
-# Every host boots Debian 12 (bookworm); test_releases_lab boots node2 and node3 on Debian 13 (trixie) for its module.
+# node1 and node2 boot Debian 12 (bookworm) and node3 Debian 13 (trixie), so that every run of the tests sees both
+# releases (PostgreSQL 15 and 17, redis 7 and 8); test_releases_lab boots node2 on trixie too for its module.
 # inventories/lab reads each host's release from the fleet's state, so any fleet's hosts are declared as they booted.
-SESSION_FLEET: dict[str, dict[str, str]] = {"inits": SYSV_HOSTS}
+SESSION_FLEET: dict[str, dict[str, str]] = {"inits": SYSV_HOSTS, "suites": {"node3": "trixie"}}
 
 
 def postgresql_version(lab: Any, host: str) -> str:
     """The PostgreSQL cluster's version on the host, as its release's package made it (15 on bookworm, 17 on trixie)."""
     [version] = sh(lab, host, "ls", "/etc/postgresql").split()
     return version
+
+
+# What redis says of a directive it does not know, in its own words, by its major version: redis 7 (bookworm) refuses
+# it when it reads the file, redis 8 (trixie) when it applies the configuration
+REDIS_REFUSES_DIRECTIVE = {"7": "Bad directive or wrong number of arguments", "8": "Unresolved Configuration(s) Detected"}
+
+
+def redis_refuses_directive(lab: Any, host: str) -> str:
+    """redis's words for an unknown directive, as the redis on the host says them."""
+    version = re.search(r"v=(\d+)\.", sh(lab, host, "redis-server", "--version"))
+    assert version, f"{host}: redis-server --version names no version"
+    return REDIS_REFUSES_DIRECTIVE[version.group(1)]
 
 
 @pytest.fixture(scope="session")
