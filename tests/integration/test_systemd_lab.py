@@ -44,7 +44,7 @@ def _ansible_facts(host_pattern: str, fact: str) -> dict[str, str]:
 
 def test_hosts_boot_the_init_they_were_given_and_ansible_sees_it(mixed: Any) -> None:
     assert {status.name: (status.init_system, status.suite) for status in mixed.status()} == {
-        "node1": ("systemd", "bookworm"), "node2": ("systemd", "bookworm"), "node3": ("sysv", "bookworm")}
+        "node1": ("systemd", "bookworm"), "node2": ("systemd", "bookworm"), "node3": ("sysv", "trixie")}
     assert _ansible_facts("all", "ansible_service_mgr") == {"node1": "systemd", "node2": "systemd", "node3": "tini"}
     for host in ("node1", "node2"):
         assert sh(mixed, host, "systemctl", "is-system-running").strip() == "running"
