@@ -3,7 +3,7 @@ the incident goes next."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
@@ -20,11 +20,8 @@ class RecordNode(ToolNode):
         super().__init__(tools, max_retries=3, wait=0.5)
 
     def prep(self, state: IncidentState) -> tuple[IncidentState, Attempt]:
-        state.attempt.finished_at = self.tools.clock()
-        # the failure as this attempt saw it: verification may replace it with what the service says next
-        state.attempt_records[state.attempt.number] = {
-            **episode_record(state.incident_id, state.failure, state.attempt, self.tools.blast_radius.run_id, state.relapsed_from), "id": None}
-        return state, state.attempt
+        """The attempt as it ends now, for exec to record: a copy, since post writes its end on the state."""
+        return state, dataclasses.replace(state.attempt, finished_at=self.tools.clock())
 
     def exec(self, prep_res: tuple[IncidentState, Attempt]) -> tuple[int, str | None] | None:
         state, attempt = prep_res
@@ -44,8 +41,12 @@ class RecordNode(ToolNode):
             return exc
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Any, exec_res: tuple[int, str | None] | MemoryStoreError | None) -> str:
+    def post(self, state: IncidentState, prep_res: tuple[IncidentState, Attempt], exec_res: tuple[int, str | None] | MemoryStoreError | None) -> str:
         attempt = state.attempt
+        attempt.finished_at = prep_res[1].finished_at
+        # the failure as this attempt saw it: verification may replace it with what the service says next
+        state.attempt_records[attempt.number] = {
+            **episode_record(state.incident_id, state.failure, attempt, self.tools.blast_radius.run_id, state.relapsed_from), "id": None}
         if isinstance(exec_res, MemoryStoreError):
             state.warnings.append(f"episode of attempt {attempt.number} not recorded: {exec_res}")
         elif exec_res is not None:
