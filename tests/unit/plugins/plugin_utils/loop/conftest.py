@@ -49,7 +49,7 @@ class NodeRuleWatch:
     running: list[tuple[Node[Any], IncidentState, dict[str, Any]]] = field(default_factory=list)
 
     def compare(self, node: Node[Any]) -> None:
-        _, state, before = self.running[-1]
+        state, before = self.running[-1][1:]
         after = fingerprint(state)
         for name, was in before.items():
             found = first_difference(was, after[name], name)
