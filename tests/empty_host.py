@@ -10,7 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _maintenance, _owned_dirs, _probe, _sudo_rules
+from ansible_collections.sentinel.heal.plugins.module_utils._host import known_good as _known_good
+from ansible_collections.sentinel.heal.plugins.module_utils._host import maintenance as _maintenance
+from ansible_collections.sentinel.heal.plugins.module_utils._host import owned_dirs as _owned_dirs
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host import sudo_rules as _sudo_rules
 
 # each setting the probe reads where it is called, and its place below the host's root
 PLACES: dict[tuple[ModuleType, str], str] = {

@@ -1,4 +1,4 @@
-"""A /proc of a test's own (module_utils/_processes.py reads it through ``PROC``): the processes a test says the host
+"""A /proc of a test's own (module_utils/_host/processes.py reads it through ``PROC``): the processes a test says the host
 runs, each with its name, parent, cgroup, user, program and listening sockets, and nothing of the machine the tests
 run on. Dead links stand for /proc's magic ones: the probe only reads what they say."""
 
@@ -11,7 +11,9 @@ from typing import Any, Iterable
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _probe, _processes, _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host import processes as _processes
+from ansible_collections.sentinel.heal.plugins.module_utils._host import systemd as _systemd
 
 
 @dataclass(frozen=True)

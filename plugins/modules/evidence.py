@@ -104,7 +104,7 @@ from ansible.module_utils import basic
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import checked_spec
-from ansible_collections.sentinel.heal.plugins.module_utils._evidence import PRIVILEGES, EvidenceConfigError, read_evidence
+from ansible_collections.sentinel.heal.plugins.module_utils._host.evidence import PRIVILEGES, EvidenceConfigError, read_evidence
 
 ARGUMENT_SPEC = dict(
     commands=dict(type="list", elements="dict", required=True,

@@ -114,9 +114,9 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
+from ansible_collections.sentinel.heal.plugins.module_utils._configuration_tests import configuration_test
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import (
     KnownGoodError,
-    configuration_test,
     good_copy,
     restore_step,
 )

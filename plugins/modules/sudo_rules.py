@@ -76,7 +76,7 @@ other_rules:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sentinel.heal.plugins.module_utils._sudo_rules import other_sudo_rules
+from ansible_collections.sentinel.heal.plugins.module_utils._host.sudo_rules import other_sudo_rules
 
 
 def main():

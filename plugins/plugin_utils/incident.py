@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import Decision, Verdict
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import running_unit
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import running_unit
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import Decision, Verdict
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 

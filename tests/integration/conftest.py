@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
 import fleet  # noqa: E402  (tests/lab is not a package)
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_PATH  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import STEP_PLACEHOLDERS  # noqa: E402
 
 RECAP = re.compile(
@@ -204,7 +204,7 @@ class Faults:
             self.lab.undo(host, fault, *arguments)
 
 
-# where each host keeps the last known good configuration of its services (plugins/module_utils/_known_good.py)
+# where each host keeps the last known good configuration of its services (plugins/module_utils/_host/known_good.py)
 KNOWN_GOOD_DIR = "/var/lib/sentinel-heal/known-good"
 
 

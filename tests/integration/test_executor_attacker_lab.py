@@ -19,7 +19,7 @@ import pytest
 from conftest import sh
 from test_host_executor_lab import EXEC, NODE, as_healing_account, ask, failing_now
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import (
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import (
     LOG_RATE,
     LOG_RATE_WINDOW_S,
     MAX_LOG_ENTRY_BYTES,

@@ -19,7 +19,7 @@ import fleet
 import pytest
 from conftest import one_line, run_playbook, sh
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import REFUSED
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 
 pytestmark = pytest.mark.lab

@@ -55,7 +55,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import unit_directories
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import unit_directories
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, PackageDir, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure

@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Mapping
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import left_over_sockets
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import left_over_sockets
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.reading import NOTHING_READ, Reading
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Step

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Protocol, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import redact
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import (
     MAX_READS_PER_ROUND,

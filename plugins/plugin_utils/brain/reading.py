@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import POLICY_TABLE
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import since_last_start
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import JOURNAL_LINE, error_blocks
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import POLICY_TABLE
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import since_last_start
+from ansible_collections.sentinel.heal.plugins.module_utils._host.systemd import JOURNAL_LINE, error_blocks
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult
 

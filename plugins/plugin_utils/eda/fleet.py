@@ -23,7 +23,7 @@ from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.vars.manager import VariableManager
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import entry_errors
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 # the role's variables an event source reads as the heal jobs will (the memory they share, the fleet thresholds)

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import EXECUTOR_PATH
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import Policy
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_PATH
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous

@@ -26,8 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import REFUSED
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.leash import Leash

@@ -14,7 +14,7 @@ import zoneinfo
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds
+from ansible_collections.sentinel.heal.plugins.module_utils._host.maintenance import marker_holds
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold

@@ -1,4 +1,4 @@
-"""Signing a person's approval for the executor on the host (module_utils/_host_approval.py checks it there).
+"""Signing a person's approval for the executor on the host (module_utils/_guard/approvals.py checks it there).
 
 With enforcement on the host the controller's record that someone approved a plan is not enough: the approver's SSH
 key signs the plan for the host it runs on, and the executor verifies the signature against the approvers the host
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import NAMESPACE, approval_message
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.approvals import NAMESPACE, approval_message
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 # long enough for the plan's steps and its verification, short enough that a signature is of no use later

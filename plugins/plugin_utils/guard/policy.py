@@ -1,8 +1,12 @@
 """The guard on the controller: the YAML policy and command strings, judged by the shared argv judge.
 
+The judge itself - the rule types, their placeholders, the policy language and the incident's context - lives in
+``plugins/module_utils/_guard/`` (``judge``, ``policy_language``, ``context``, ``paths``), because every host's executor
+runs it too, with the standard library only; this room adapts it to the controller.
+
 A command string is refused outright when it carries characters the executor would never hand to a shell anyway
 (control and non-ASCII characters, shell syntax), then split with :mod:`shlex` and judged as an argv by
-``module_utils._judge`` - the judge the executor on each host runs again - with bash's own grammar as a second reading
+``module_utils._guard.judge`` - the judge the executor on each host runs again - with bash's own grammar as a second reading
 that must agree (see :mod:`.bash`). The rule language is documented at the top of ``policies/default.yml``.
 
 Importable without Ansible's runtime for tests and benchmarks::
@@ -22,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import (
     QUOTABLE_CHARACTERS,
     SHELL_SYNTAX,
     TRUSTED_BIN_DIRS,
@@ -38,8 +43,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
     syntax_reason,
     verdict,
 )
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
-from ansible_collections.sentinel.heal.plugins.module_utils._policy_language import parse_policy, policy_document
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.policy_language import parse_policy, policy_document
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.bash import bash_words
 from ansible_collections.sentinel.heal.plugins.plugin_utils.yamlfile import YAML_LOADER, file_version

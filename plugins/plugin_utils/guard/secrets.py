@@ -3,7 +3,7 @@
 Host output (evidence, step output) passes through :func:`redact` on the controller before it
 reaches memory, reports or the job's output: the literal values gathered here (vault-encrypted
 variables, connection and privilege escalation passwords, variables named like secrets, the LLM
-API key, values the user lists) and the patterns of ``module_utils._redact``. The values never
+API key, values the user lists) and the patterns of ``module_utils._guard.redact``. The values never
 travel to the targets.
 """
 
@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any, Iterable, Iterator, Mapping
 
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact_tree
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import redact_tree
 
 # ..._pass: the inventory's short names for connection and privilege escalation passwords (ansible_ssh_pass, ansible_become_pass)
 SECRET_NAME = re.compile(r"(password|passwd|passphrase|secret|token|api_?key|private_?key|credential|(?:^|_)pass$)", re.IGNORECASE)

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import configuration_test
+from ansible_collections.sentinel.heal.plugins.module_utils._configuration_tests import configuration_test
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep

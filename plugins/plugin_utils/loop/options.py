@@ -8,8 +8,8 @@ import os
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import list_option_errors
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import SERVICE_OPTIONS
-from ansible_collections.sentinel.heal.plugins.module_utils._settle import DEFAULT_SETTLE_S, MAX_SETTLE_S
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.module_utils._host.settle import DEFAULT_SETTLE_S, MAX_SETTLE_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.answer_schema import READ_FORMS, SCHEMA_FORMS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.embeddings import EMBEDDINGS_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.investigation import MAX_ROUNDS

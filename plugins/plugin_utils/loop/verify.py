@@ -7,8 +7,8 @@ import dataclasses
 import shlex
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import Policy
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import Policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import starts_the_service
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, StepResult

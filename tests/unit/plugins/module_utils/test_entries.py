@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.sentinel.heal.plugins.module_utils._entries import checked_spec, entry_errors
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import ARGUMENT_SPEC, SERVICE_OPTIONS
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import ARGUMENT_SPEC, SERVICE_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC, list_option_errors_of_task
 
 TWELVE = [{"name": f"svc{index}", "ports": [8000 + index]} for index in range(12)]

@@ -19,9 +19,9 @@ from typing import Any, Iterator
 import pytest
 from fake_proc import FakeProcess, evidence_on
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _processes
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import judge_steps
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import check_services
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import judge_steps
+from ansible_collections.sentinel.heal.plugins.module_utils._host import processes as _processes
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import check_services
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
 

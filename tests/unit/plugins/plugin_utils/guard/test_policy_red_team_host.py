@@ -20,7 +20,7 @@ import yaml
 from test_policy_corpus import CONTEXTS, POLICY
 from test_policy_red_team import allowed_anywhere, as_plan
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import judge_steps
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import judge_steps
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _redact
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK
+from ansible_collections.sentinel.heal.plugins.module_utils._guard import redact as _redact
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import MASK
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 
 

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 import jsonschema
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PolicyContext
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import journal_cause
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import PolicyContext
+from ansible_collections.sentinel.heal.plugins.module_utils._host.systemd import journal_cause
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable

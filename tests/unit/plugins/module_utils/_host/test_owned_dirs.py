@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _owned_dirs, _probe
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import OWNED_DIRS
-from ansible_collections.sentinel.heal.plugins.module_utils._owned_dirs import (
+from ansible_collections.sentinel.heal.plugins.module_utils._host import known_good as _known_good
+from ansible_collections.sentinel.heal.plugins.module_utils._host import owned_dirs as _owned_dirs
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import OWNED_DIRS
+from ansible_collections.sentinel.heal.plugins.module_utils._host.owned_dirs import (
     owned_dirs,
     record_seen,
     seen_while_healthy,

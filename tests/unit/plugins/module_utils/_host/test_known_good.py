@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _known_good, _probe
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import MASK
+from ansible_collections.sentinel.heal.plugins.module_utils._host import known_good as _known_good
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import (
     MAX_FILE_BYTES,
     KnownGoodError,
     changes_since_good,
@@ -22,8 +24,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._known_good import (
     package_changes,
     restore,
 )
-from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import NoFollowRefused
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK
+from ansible_collections.sentinel.heal.plugins.module_utils._host.nofollow import NoFollowRefused
 
 SITE = "server {\n    listen 80 default_server;\n    root /var/www/html;\n}\n"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._evidence import EvidenceConfigError, _with_privilege, read_evidence
+from ansible_collections.sentinel.heal.plugins.module_utils._host.evidence import EvidenceConfigError, _with_privilege, read_evidence
 
 
 def test_each_command_runs_in_order_without_a_shell_and_reports_its_rc_and_output() -> None:

@@ -17,10 +17,11 @@ from typing import Any, Iterator
 import pytest
 from fake_proc import FakeProcess, evidence_on
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _probe, _processes
-from ansible_collections.sentinel.heal.plugins.module_utils._probe import ProbeConfigError, check_services, disk_usage, port_owners
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import MASK, redact
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import unit_masked
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import MASK, redact
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host import processes as _processes
+from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import ProbeConfigError, check_services, disk_usage, port_owners
+from ansible_collections.sentinel.heal.plugins.module_utils._host.systemd import unit_masked
 
 
 def _free_port() -> int:

@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._systemd import (
+from ansible_collections.sentinel.heal.plugins.module_utils._host.systemd import (
     DYING_WORDS_S,
     classify,
     describe,

@@ -12,7 +12,8 @@ import re
 from typing import Any, Callable
 
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import PolicyFileError
-from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import PackagePath
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import (
     _NAME,
     PLACEHOLDERS,
     PLACEHOLDERS_WITH_LETTERS,
@@ -25,8 +26,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._judge import (
     Rule,
     octal_mode,
 )
-from ansible_collections.sentinel.heal.plugins.module_utils._judge_context import PackagePath
-from ansible_collections.sentinel.heal.plugins.module_utils._paths import validate_symlinks
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.paths import validate_symlinks
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",

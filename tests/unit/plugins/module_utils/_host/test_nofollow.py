@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._nofollow import (
+from ansible_collections.sentinel.heal.plugins.module_utils._host.nofollow import (
     HARD_LINK_REFUSED,
     LINK_REFUSED,
     MAX_DEPTH,

@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 from empty_host import in_python
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _probe
-from ansible_collections.sentinel.heal.plugins.module_utils._executor import REFUSED, SAFE_PATH, _with_defaults
-from ansible_collections.sentinel.heal.plugins.module_utils._host_approval import MAX_VALIDITY_S
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import keep
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.approvals import MAX_VALIDITY_S
+from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import REFUSED, SAFE_PATH, _with_defaults
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import keep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import host_policy_document, load_policy
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 NGINX = {"name": "nginx", "ports": [80], "process": "nginx", "pidfile": "/run/nginx.pid", "logs": ["/var/log/nginx/error.log"]}
 
 
@@ -49,7 +49,7 @@ def host(tmp_path: Path, empty_host: Path) -> Path:
 def executor(config: Path) -> str:
     """The executor's program as sudo starts it on the host, with the host's configuration in ``config``, its log and
     its used approvals beside it, on the host this test reads."""
-    return (f"import sys; {in_python()}; from ansible_collections.sentinel.heal.plugins.module_utils._executor import main; "
+    return (f"import sys; {in_python()}; from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import main; "
             f"sys.exit(main({str(config)!r}, {str(config.parent / 'log' / 'exec.log')!r}, {str(config.parent / 'approvals')!r}))")
 
 
@@ -468,7 +468,7 @@ def test_a_request_that_would_flood_the_decision_log_leaves_one_bounded_escaped_
 
 
 def test_past_its_rate_a_callers_entries_are_counted_and_said_once(tmp_path: Path) -> None:
-    from ansible_collections.sentinel.heal.plugins.module_utils._executor import LOG_RATE, LOG_RATE_WINDOW_S, record_decision
+    from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import LOG_RATE, LOG_RATE_WINDOW_S, record_decision
     log_file, rates = tmp_path / "exec.log", tmp_path / "decisions"
     refused = dict(refused=True, rule="request", reason="the request is not JSON")
     for _request in range(LOG_RATE + 25):
@@ -519,7 +519,7 @@ def test_a_plans_steps_run_in_order_once_each_and_a_run_is_one_plan(host: Path) 
 
 
 def test_a_plan_left_halfway_is_reported_by_the_next_check(host: Path) -> None:
-    from ansible_collections.sentinel.heal.plugins.module_utils._executor import MAX_TIMEOUT, unfinished_runs
+    from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import MAX_TIMEOUT, unfinished_runs
     execute(host, request(["df", "-h", "/"], ["df", "-i", "/"], run="left"))
     execute(host, request(["df", "-h", "/"], run="done"))
     [left] = unfinished_runs(str(host.parent / "approvals"), ["nginx"], time.time() + MAX_TIMEOUT + 1)
@@ -533,7 +533,7 @@ def test_a_stop_sent_without_the_start_that_makes_it_safe_runs_with_that_start(
         host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Step 1 of [stop nginx, start nginx] alone would leave nginx stopped: the host runs the piece its plan's rules
     allow alone (both steps), in one request, and answers the start from what it did when it is sent."""
-    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    from ansible_collections.sentinel.heal.plugins.module_utils._host import executor as _executor
     ran: list[list[str]] = []
     monkeypatch.setattr(_executor, "_run", lambda argv, become, timeout: ran.append(list(argv)) or dict(rc=0, stdout="", stderr=""))
     plan = [["systemctl", "stop", "nginx"], ["systemctl", "start", "nginx"]]
@@ -550,7 +550,7 @@ def test_a_stop_sent_without_the_start_that_makes_it_safe_runs_with_that_start(
 def test_a_directory_made_then_given_its_packages_owner_and_mode_is_repaired_on_the_host_as_one_piece(host: Path, tmp_path: Path) -> None:
     """[mkdir -p D, chown OWNER:GROUP D, chmod MODE D] ends as the package makes D, and runs unattended; its mkdir alone
     would leave D root's with mode 0755, so the host does the three repairs itself, in the one request of step 1."""
-    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    from ansible_collections.sentinel.heal.plugins.module_utils._host import executor as _executor
     directory = tmp_path / "srv" / "nginx-cache"
     directory.parent.mkdir()
     own_policy = tmp_path / "policy.yml"
@@ -622,7 +622,8 @@ def test_a_link_the_account_put_in_place_of_its_data_directory_is_refused_by_the
 def test_a_directory_is_given_back_what_the_host_saw_it_while_the_service_was_healthy_where_no_table_names_it(host: Path, tmp_path: Path) -> None:
     """The executor judges in a context of its own reading: what the service's directory was while the service was
     healthy (kept on the host) is what a repair may give back, and nothing else, with no entry of the policy's table."""
-    from ansible_collections.sentinel.heal.plugins.module_utils import _executor, _owned_dirs
+    from ansible_collections.sentinel.heal.plugins.module_utils._host import executor as _executor
+    from ansible_collections.sentinel.heal.plugins.module_utils._host import owned_dirs as _owned_dirs
     cache = tmp_path / "srv" / "nginx-cache"
     cache.mkdir(parents=True)
     cache.chmod(0o750)
@@ -641,7 +642,7 @@ def test_a_directory_is_given_back_what_the_host_saw_it_while_the_service_was_he
 
 def test_an_entry_of_nothing_but_control_characters_is_cut_to_its_bound_too() -> None:
     """Every field at its cut length and each character six once escaped: the entry is cut further until it fits."""
-    from ansible_collections.sentinel.heal.plugins.module_utils._executor import MAX_LOG_ENTRY_BYTES, bounded_log_line
+    from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import MAX_LOG_ENTRY_BYTES, bounded_log_line
     fields = ("reason", "host", "service", "caller", "rule", "policy_version")
     line = bounded_log_line(dict({field: chr(number) * 512 for number, field in enumerate(fields, start=1)}, step=["\x00" * 500] * 16))
     assert len(line.encode()) <= MAX_LOG_ENTRY_BYTES
@@ -739,7 +740,7 @@ def test_a_signal_goes_through_a_pidfd_held_from_before_the_pid_is_judged_again_
     """A process of the test's own plays the service's: judged again with its pidfd open, a pid no longer the service's
     is not signalled; a process that ended in the window is not signalled either (nor whatever took its number); one
     still the service's gets the signal the step names."""
-    from ansible_collections.sentinel.heal.plugins.module_utils._executor import signal_processes
+    from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import signal_processes
     served = subprocess.Popen(["sleep", "30"])
     try:
         answer = signal_processes(["kill", "-TERM", str(served.pid)], lambda: "no longer the service's")
@@ -771,7 +772,7 @@ def test_a_kill_allowed_for_the_services_own_process_is_refused_when_that_pid_is
         host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Judged with the pid in the service's processes, read again once its pidfd is open and found outside them (its
     process ended, the number taken by another): refused, and the process lives."""
-    from ansible_collections.sentinel.heal.plugins.module_utils import _executor
+    from ansible_collections.sentinel.heal.plugins.module_utils._host import executor as _executor
     other = subprocess.Popen(["sleep", "30"])
     read_now = _executor._context_now
     contexts: list[Any] = []

@@ -20,7 +20,7 @@ import re
 import stat
 import time
 
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import OWNED_DIRS, keep_record, kept_record
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import OWNED_DIRS, keep_record, kept_record
 
 # where systemd makes a unit's directories, and where a service's own directories named for it are: read where they are
 # called, so that a test gives the host a root of its own

@@ -10,8 +10,8 @@ import os
 import pwd
 import time
 
-from ansible_collections.sentinel.heal.plugins.module_utils._command import run
-from ansible_collections.sentinel.heal.plugins.module_utils._redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.redact import redact
+from ansible_collections.sentinel.heal.plugins.module_utils._host.command import run
 
 OUTPUT_LIMIT = 4000
 PRIVILEGES = ("become", "sudo")

@@ -18,7 +18,7 @@ import signal
 import time
 from datetime import datetime
 
-from ansible_collections.sentinel.heal.plugins.module_utils._command import run
+from ansible_collections.sentinel.heal.plugins.module_utils._host.command import run
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 
 UNIT_PROPERTIES = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._maintenance import marker_holds, read_marker
+from ansible_collections.sentinel.heal.plugins.module_utils._host.maintenance import marker_holds, read_marker
 
 
 def _marker(tmp_path: Path, text: str, owner: int = 0) -> str:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.sentinel.heal.plugins.module_utils._paths import PathResolver, compile_patterns, validate_symlinks
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.paths import PathResolver, compile_patterns, validate_symlinks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import Policy, PolicyContext, Rule, evaluate, load_policy, parse_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision
 

@@ -13,8 +13,8 @@ the window's end decides alone.
 
 from __future__ import annotations
 
-from ansible_collections.sentinel.heal.plugins.module_utils import _systemd
-from ansible_collections.sentinel.heal.plugins.module_utils._known_good import RESTARTS, keep_record, kept_record
+from ansible_collections.sentinel.heal.plugins.module_utils._host import systemd as _systemd
+from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import RESTARTS, keep_record, kept_record
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clock_time
 
 # what of a unit changes when it is restarted, by systemd's Restart= or anyone
