@@ -67,21 +67,28 @@ def lab_inventory(directory: Path, mounted_at: str = "/runner") -> Path:
     return fleet.copy_inventory(directory / "inventory", checkout=mounted_at)
 
 
-def run_job(private_data_dir: Path, playbook: str, image: str | None, *, extravars: dict[str, Any], volumes: tuple[str, ...] = (),
-            envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
-    """Run the collection's playbook (a FQCN such as sentinel.heal.heal) in the image, against the inventory of the
-    private data directory (lab_inventory); the job's view of the host's files is that directory (at /runner) and the
-    volumes ("HOST:CONTAINER:OPTIONS"). Without an image,
-    the same job runs on this machine (the collection from ANSIBLE_COLLECTIONS_PATH or ansible.cfg), for comparison."""
+def prepare_job(private_data_dir: Path, playbook: str, *, extravars: dict[str, Any]) -> tuple[str, str]:
+    """The project (a playbook importing the collection's ``playbook``, a FQCN such as sentinel.heal.heal) and the extra
+    variables in the private data directory, and the job's artifact directory made: the project's playbook and the
+    job's ident. Written here, not handed to ansible-runner, which would write them as root's alone."""
     project = private_data_dir / "project"
     project.mkdir(parents=True, exist_ok=True)
     job_playbook = f"{playbook.rsplit('.', 1)[-1]}.yml"
     (project / job_playbook).write_text(f"---\n- name: The collection's playbook\n  ansible.builtin.import_playbook: {playbook}\n", encoding="utf-8")
-    # written here, not handed to ansible-runner, which would write them as root's alone
     (private_data_dir / "env").mkdir(exist_ok=True)
     (private_data_dir / "env" / "extravars").write_text(yaml.safe_dump(extravars), encoding="utf-8")
     ident = uuid.uuid4().hex
     (private_data_dir / "artifacts" / ident / "job_events").mkdir(parents=True)
+    return job_playbook, ident
+
+
+def run_job(private_data_dir: Path, playbook: str, image: str | None, *, extravars: dict[str, Any], volumes: tuple[str, ...] = (),
+            envvars: dict[str, str] | None = None, timeout: int = 600) -> Job:
+    """Run the collection's playbook in the image, against the inventory of the private data directory (lab_inventory);
+    the job's view of the host's files is that directory (at /runner) and the volumes ("HOST:CONTAINER:OPTIONS").
+    Without an image, the same job runs on this machine (the collection from ANSIBLE_COLLECTIONS_PATH or ansible.cfg),
+    for comparison."""
+    job_playbook, ident = prepare_job(private_data_dir, playbook, extravars=extravars)
     isolation: dict[str, Any] = {}
     if image is not None:
         give_to_image_user(private_data_dir)

@@ -15,16 +15,14 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import lab_hosts  # tests/lab is not a package
 import psycopg
 import pytest
-from conftest import ROOT, Faults, episodes, one_line, sh
-from postgres_server import PostgresServer, new_server
+from conftest import ROOT, Faults, bridged_url, episodes, one_line, sh
+from postgres_server import PostgresServer
 from rulebook import Rulebook, alertmanager_payload, eda_inventory, post_json
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
@@ -74,21 +72,9 @@ def test_the_heal_job_in_the_image_heals_a_lab_host_into_the_mounted_memory_and_
     assert len(stats) == 1 and stats[0]["event_data"]["changed"] == {NODE: 1}, stats
 
 
-@pytest.fixture
-def bridged_postgres(lab: Any) -> Iterator[PostgresServer]:
-    """PostgreSQL on the controller, reached from the containers over podman's network and the lab bridge's address."""
-    subnet = subprocess.run(["podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"],
-                            check=True, capture_output=True, text=True).stdout.strip()
-    server = new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet,))
-    try:
-        yield server.up()
-    finally:
-        server.down()
-
-
 def test_a_plan_one_job_stored_in_postgresql_is_approved_and_run_by_a_job_in_another_container(
         lab: Any, faults: Faults, ee_image: str, bridged_postgres: PostgresServer, tmp_path: Path) -> None:
-    url = bridged_postgres.url.replace("@127.0.0.1:", f"@{lab_hosts.GATEWAY}:")
+    url = bridged_url(bridged_postgres)
     memory = {"autoheal_memory_url": url}
     password = {"PGPASSWORD": bridged_postgres.password}
     faults.inject(NODE, "nginx-killed")
