@@ -58,7 +58,7 @@ class Rendezvous:
             gathering = _listen(name)
             if gathering is not None:
                 return self._gather(gathering, target, steps, purpose=purpose, stop=stop, started=started, timeout=timeout)
-            joined = self._join(name, target, steps, purpose=purpose, started=started, timeout=timeout)
+            joined = self._join(name, target, steps, purpose=purpose, stop=stop, started=started, timeout=timeout)
             if joined is not None:
                 return joined
         return self.runner.run(target, steps, purpose=purpose, stop=stop, started=started, timeout=timeout)
@@ -112,9 +112,11 @@ class Rendezvous:
             raise mine
         return mine
 
-    def _join(self, name: str, target: Target, steps: Sequence[RunStep], *, purpose: str, started: Callable[[str], None] | None,
-              timeout: float | None) -> RunReport | None:
-        """Hand the gatherer this fork's host and steps and wait for their results; None when nobody gathers now."""
+    def _join(self, name: str, target: Target, steps: Sequence[RunStep], *, purpose: str, stop: Callable[[], bool] | None,
+              started: Callable[[str], None] | None, timeout: float | None) -> RunReport | None:
+        """Hand the gatherer this fork's host and steps and wait for their results; None when nobody gathers now. ``stop``
+        is polled while it waits, as the run would (its lease's heartbeat beats with it); the gatherer's run answers to
+        the kill switch for everyone."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(name)
@@ -130,6 +132,8 @@ class Rendezvous:
                 try:
                     said = _read(conn, timeout=_POLL_S)
                 except TimeoutError:
+                    if stop is not None:
+                        stop()
                     if os.getppid() != self._job:
                         raise JobGone("the job that started this remediation was killed", field="artifacts", value=run_dir,
                                       hint="the next run records the remediation as interrupted and takes the host up") from None
@@ -143,7 +147,7 @@ class Rendezvous:
                     raise JobGone("the process that ran this remediation with others' ended before it answered", field="artifacts",
                                   value=run_dir, hint="the next run records the remediation as interrupted and takes the host up")
                 if said.get("alone"):
-                    return self.runner.run(target, steps, purpose=purpose, started=started, timeout=timeout)
+                    return self.runner.run(target, steps, purpose=purpose, stop=stop, started=started, timeout=timeout)
                 if "run_dir" in said:
                     run_dir = said["run_dir"]
                     if started is not None:

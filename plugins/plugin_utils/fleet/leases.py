@@ -2,7 +2,9 @@
 
 A lease says who runs what where: the caps of the blast radius count them, and a lease whose owner is gone (a job
 killed mid-remediation) tells the next run what was interrupted. An owner is a process named by the controller it
-runs on, its pid and its start time (pids are reused); on another controller only the lease's expiry can tell.
+runs on, its pid and its start time (pids are reused); on another controller (an execution node, a container of its
+own) its heartbeat tells: the owner renews its lease while the remediation runs, and a lease not renewed for
+``LEASE_GRACE_S`` has lost its job, as a Kubernetes lease has lost its holder.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 # ansible-runner's events): the run's directory as the lease kept it, the plan's steps and the host. The store keeps
 # the directory and never reads what is in it.
 StepsStarted = Callable[[str, Sequence[Sequence[str]], str], list[StepResult]]
+
+# A run looks at its kill switch every second; the lease is written at most every LEASE_RENEW_S of those, and is lost
+# after LEASE_GRACE_S without one: three renewals missed, far more than a busy memory's write delay.
+LEASE_RENEW_S = 15.0
+LEASE_GRACE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,34 @@ class LeaseRefusal:
         setting = getattr(radius, self.cap)
         return Hold(self.cap, self.why, f"ansible-playbook sentinel.heal.heal -i INVENTORY -e autoheal_{self.cap}={setting + 1} (a higher cap; "
                     "0 is none)", until=self.until, ends="until this run ends")
+
+
+class Heartbeat:
+    """Renews a lease while its remediation runs: called as often as the run polls (every second), it writes the
+    renewal (``renew``, given the time) at most every ``LEASE_RENEW_S``."""
+
+    def __init__(self, renew: Callable[[float], None], clock: Callable[[], float], *, since: float) -> None:
+        self._renew = renew
+        self._clock = clock
+        self._renewed = since
+
+    def __call__(self) -> None:
+        now = self._clock()
+        if now - self._renewed >= LEASE_RENEW_S:
+            self._renew(now)
+            self._renewed = now
+
+
+def lease_ended(*, expires_at: float, renewed_at: float | None, owner: str, at: float) -> str | None:
+    """Why a lease no one released has ended by ``at``, or None while its remediation may still run. A lease without a
+    renewal (written before leases were renewed, or by hand) ends by its owner or its expiry only."""
+    if owner_is_gone(owner):
+        return "its job ended"
+    if renewed_at is not None and renewed_at + LEASE_GRACE_S < at:
+        return f"its job stopped renewing its lease ({at - renewed_at:.0f} s ago)"
+    if expires_at < at:
+        return "its lease expired"
+    return None
 
 
 def process_owner(pid: int | None = None) -> str:

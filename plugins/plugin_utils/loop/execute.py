@@ -12,7 +12,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._configuration_tests
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import Heartbeat, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, Decision, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
@@ -78,15 +78,24 @@ class ExecuteNode(ToolNode):
         if prep_res.time_left < 1:
             return Late()
         memory, lease = self.tools.memory, None
+        heartbeat: Heartbeat | None = None
         if memory is not None and prep_res.lease is not None:
             granted = memory.acquire_lease(prep_res.lease)
             if isinstance(granted, LeaseRefusal):
                 return Deferred(granted.why, elsewhere=granted.elsewhere, hold=granted.hold(prep_res.lease.radius) if granted.cap else None)
             lease = granted
+            heartbeat = Heartbeat(functools.partial(memory.renew_lease, granted), self.tools.clock, since=prep_res.lease.at)
         keep_lease = False
+
+        def stop() -> bool:
+            # polled every second while the run goes on, on every node: the lease's heartbeat beats with it
+            if heartbeat is not None:
+                heartbeat()
+            return self.tools.suspension() is not None
+
         try:
             return self.tools.executor.run(
-                self.tools.target, prep_res.steps, purpose="remediation", stop=lambda: self.tools.suspension() is not None,
+                self.tools.target, prep_res.steps, purpose="remediation", stop=stop,
                 started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
                 alone=prep_res.alone,
             )

@@ -24,7 +24,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import alerts 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import incidents
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.alerts import AlertVerdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, Sighting
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, owner_is_gone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, lease_ended
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, held_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -468,9 +468,9 @@ class Memory:
             db.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
                           ON CONFLICT (run_id, host) DO UPDATE SET attempts = run_hosts.attempts + 1""", (radius.run_id, host, at))
             lease = db.execute(
-                """INSERT INTO leases (run_id, host, service, acquired_at, expires_at, incident_id, owner, episode_json)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
-                (radius.run_id, host, request.failure.service, at, at + request.ttl, request.incident_id, request.owner, carried),
+                """INSERT INTO leases (run_id, host, service, acquired_at, expires_at, renewed_at, incident_id, owner, episode_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                (radius.run_id, host, request.failure.service, at, at + request.ttl, at, request.incident_id, request.owner, carried),
             ).fetchone()[0]
         return int(lease)
 
@@ -478,6 +478,15 @@ class Memory:
         """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""
         with self._transaction() as db:
             db.execute("UPDATE leases SET run_dir = ? WHERE id = ?", (run_dir, lease_id))
+
+    def renew_lease(self, lease_id: int, at: float) -> None:
+        """The lease's heartbeat: its remediation still runs at ``at``. A renewal the memory cannot take now (another
+        writer holds it past the busy timeout) is left to the next beat; the remediation goes on."""
+        try:
+            with self._transaction() as db:
+                db.execute("UPDATE leases SET renewed_at = ? WHERE id = ?", (at, lease_id))
+        except MemoryStoreError:
+            return
 
     def release_lease(self, lease_id: int) -> None:
         with self._transaction() as db:
@@ -536,9 +545,9 @@ class Memory:
         """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
         what each had started (``steps_started`` tells, from the run's directory); of one host, or of all. Each lease
         becomes its episode in the same transaction."""
-        query = "SELECT owner, expires_at FROM leases" + (" WHERE host = ?" if host is not None else "")
+        query = "SELECT owner, expires_at, renewed_at FROM leases" + (" WHERE host = ?" if host is not None else "")
         rows = self._db.execute(query, (host,) if host is not None else ()).fetchall()
-        if not any(_ended(row, at) for row in rows):
+        if all(_ended(row, at) is None for row in rows):
             return []
         with self._transaction() as db:
             return _reap(db, at=at, host=host, steps_started=steps_started)
@@ -686,8 +695,8 @@ def _heal(row: Any) -> Heal | None:
                 relapsed_at=None if row["relapsed_at"] is None else float(row["relapsed_at"]))
 
 
-def _ended(lease: Any, at: float) -> bool:
-    return bool(lease["expires_at"] < at or owner_is_gone(lease["owner"]))
+def _ended(lease: Any, at: float) -> str | None:
+    return lease_ended(expires_at=lease["expires_at"], renewed_at=lease["renewed_at"], owner=lease["owner"], at=at)
 
 
 def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStarted) -> list[dict[str, Any]]:
@@ -695,7 +704,8 @@ def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStar
     query = "SELECT * FROM leases" + (" WHERE host = ?" if host is not None else "")
     reaped = []
     for lease in db.execute(query, (host,) if host is not None else ()).fetchall():
-        if not _ended(lease, at):
+        why = _ended(lease, at)
+        if why is None:
             continue
         db.execute("DELETE FROM leases WHERE id = ?", (lease["id"],))
         carried = json.loads(lease["episode_json"])
@@ -706,7 +716,6 @@ def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStar
         steps = steps_started(lease["run_dir"], argvs, lease["host"]) if lease["run_dir"] else [
             StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed") for argv in argvs]
         started = [" ".join(step.argv) for step in steps if step.status != "skipped"]
-        why = "its job ended" if lease["expires_at"] >= at else "its lease expired"
         summary = f"interrupted: {why} during the remediation; " + (f"it had started {'; '.join(started)}" if started else "no step had started")
         results = json.loads(row["results_json"])
         results.update(steps=[step.to_dict() for step in steps], verification={"healthy": False, "summary": summary},

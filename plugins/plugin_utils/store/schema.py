@@ -224,6 +224,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE episodes ADD COLUMN relapsed_from INTEGER REFERENCES episodes (id);
     ALTER TABLE episodes ADD COLUMN relapsed_at REAL;
     """,
+    # 11: the leases' heartbeat: when the owner last said its remediation still runs (NULL: a lease never renewed).
+    """
+    ALTER TABLE leases ADD COLUMN renewed_at REAL;
+    """,
 )
 
 
@@ -379,6 +383,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """,
     postgres_dialect(MIGRATIONS[8]),
     postgres_dialect(MIGRATIONS[9]),
+    postgres_dialect(MIGRATIONS[10]),
 )
 
 

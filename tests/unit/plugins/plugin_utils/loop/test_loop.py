@@ -12,7 +12,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jsonschema
 import pytest
@@ -23,7 +23,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, LeaseRequest, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LEASE_RENEW_S, BlastRadius, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy, starts_the_service
@@ -639,6 +639,27 @@ def test_every_remediation_holds_a_lease_while_it_runs_and_releases_it(tmp_path:
     assert heal_incident(nginx_failure(), dataclasses.replace(tools, executor=watching)).state.status == "healed"
     assert seen and seen[0][1].startswith("/nonexistent/remediation-")  # leased with its run directory, no cap set
     assert tools.memory is not None and tools.memory._conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
+
+
+def test_a_remediation_renews_its_lease_as_its_run_polls_so_another_node_knows_it_still_runs(tmp_path: Path) -> None:
+    now = [1000.0]
+    renewed: list[float] = []
+
+    class Polling(ScriptedExecutor):
+        def run(self, target: Target, steps: Sequence[RunStep], *, stop: Callable[[], bool] | None = None, **kwargs: Any) -> RunReport:
+            if kwargs["purpose"] != "remediation":
+                return super().run(target, steps, stop=stop, **kwargs)
+            assert stop is not None
+            for _second in range(int(LEASE_RENEW_S) * 2 + 1):  # the run polls every second for half a minute
+                now[0] += 1.0
+                stop()
+            assert tools.memory is not None
+            renewed.extend(row[0] for row in tools.memory._conn.execute("SELECT renewed_at FROM leases"))
+            return super().run(target, steps, stop=stop, **kwargs)
+
+    tools = _tools(tmp_path, Polling(CONFIG_OK), [HEALTHY], clock=lambda: now[0])
+    assert heal_incident(nginx_failure(), tools).state.status == "healed"
+    assert renewed == [1000.0 + 2 * LEASE_RENEW_S]  # leased at 1000, written at its second beat, read a second later
 
 
 def test_the_runs_attempt_budget_defers_what_is_past_it(tmp_path: Path) -> None:

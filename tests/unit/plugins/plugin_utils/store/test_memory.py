@@ -16,6 +16,7 @@ from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
+    LEASE_GRACE_S,
     BlastRadius,
     LeaseRefusal,
     LeaseRequest,
@@ -423,6 +424,35 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         # it ran something: it counts against the flapping limit
         assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=60.0)] == ["interrupted"]
         assert _intact(memory_place)
+
+
+def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_once_its_renewals_stop(memory_place: MemoryPlace) -> None:
+    # the owner is a worker in a container of its own: no process of this machine, so only its heartbeat tells
+    elsewhere = "exec-b/17/4242"
+    with memory_place.open() as memory, memory_place.open() as next_job:
+        held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=elsewhere)
+        assert held is not None
+        memory.renew_lease(held, 150.0)
+        assert next_job.reap_interrupted(at=200.0, steps_started=steps_started) == []  # renewed 50 s ago
+        busy, why = _lease(next_job, "r2", "web1", at=200.0, owner=elsewhere)
+        assert busy is None and "by another run (r1) is running" in why
+        [reaped] = next_job.reap_interrupted(at=150.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
+        assert reaped["host"] == "web1" and reaped["summary"] == (
+            "interrupted: its job stopped renewing its lease (61 s ago) during the remediation; no step had started")
+        assert (next_job.episode(reaped["episode"]) or {})["outcome"] == "interrupted"
+        assert _lease(next_job, "r2", "web1", at=212.0, owner=elsewhere)[0] is not None
+        memory.renew_lease(held, 213.0)  # the lost job's late beat renews nothing it no longer holds
+        assert next_job.reap_interrupted(at=214.0, steps_started=steps_started) == []
+
+
+def test_a_lease_never_renewed_ends_by_its_expiry_alone(memory_place: MemoryPlace) -> None:
+    with memory_place.open() as memory:
+        held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
+        assert held is not None
+        memory_place.sql("UPDATE leases SET renewed_at = NULL WHERE id = ?", (held,))  # as a lease of an older version
+        assert memory.reap_interrupted(at=100.0 + LEASE_GRACE_S * 10, steps_started=steps_started) == []
+        [reaped] = memory.reap_interrupted(at=3701.0, steps_started=steps_started)
+        assert reaped["summary"].startswith("interrupted: its lease expired during the remediation")
 
 
 def _intact(memory_place: MemoryPlace) -> bool:
