@@ -4,7 +4,9 @@ A lease says who runs what where: the caps of the blast radius count them, and a
 killed mid-remediation) tells the next run what was interrupted. An owner is a process named by the controller it
 runs on, its pid and its start time (pids are reused); on another controller (an execution node, a container of its
 own) its heartbeat tells: the owner renews its lease while the remediation runs, and a lease not renewed for
-``LEASE_GRACE_S`` has lost its job, as a Kubernetes lease has lost its holder.
+``LEASE_GRACE_S`` has lost its job, as a Kubernetes lease has lost its holder. As a Kubernetes leader does, the holder
+stops first: a job that cannot renew for ``LEASE_RENEW_DEADLINE_S``, or finds its lease taken back, stops its run before
+another job may take the host up, so two jobs never remediate one service at once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,9 +26,22 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Atte
 StepsStarted = Callable[[str, Sequence[Sequence[str]], str], list[StepResult]]
 
 # A run looks at its kill switch every second; the lease is written at most every LEASE_RENEW_S of those, and is lost
-# after LEASE_GRACE_S without one: three renewals missed, far more than a busy memory's write delay.
+# after LEASE_GRACE_S without one: three renewals missed, far more than a busy memory's write delay. A renewal the
+# memory did not take is tried again after LEASE_RETRY_S; its holder gives up one period before anyone else may.
 LEASE_RENEW_S = 15.0
 LEASE_GRACE_S = 60.0
+LEASE_RETRY_S = 5.0
+LEASE_RENEW_DEADLINE_S = LEASE_GRACE_S - LEASE_RENEW_S
+
+
+class Renewal(Enum):
+    """What became of one renewal of a lease."""
+
+    RENEWED = "renewed"
+    # no row to renew: another job found the lease ended and recorded its remediation interrupted
+    LOST = "lost"
+    # the memory did not take the write now (busy past its timeout, or out of reach)
+    NOT_WRITTEN = "not written"
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,16 @@ class LeaseRequest:
 
 
 @dataclass(frozen=True)
+class HeldLease:
+    """A lease granted: its row and its owner. A row id may be given again once the row is gone (SQLite reuses the
+    highest), so whatever the holder does to its lease names both: a job that lost its lease never renews or releases
+    the lease another job took since."""
+
+    id: int
+    owner: str
+
+
+@dataclass(frozen=True)
 class LeaseRefusal:
     """Why a remediation gets no lease now: a cap or the run's budget is spent (``cap``: its option; ``until``: when a
     slot frees at the latest, None when only the next run has one), or (``elsewhere``) another run is remediating the
@@ -82,18 +108,32 @@ class LeaseRefusal:
 
 class Heartbeat:
     """Renews a lease while its remediation runs: called as often as the run polls (every second), it writes the
-    renewal (``renew``, given the time) at most every ``LEASE_RENEW_S``."""
+    renewal (``renew``, given the time) at most every ``LEASE_RENEW_S``, and says when the lease is lost: taken back by
+    another job, or not renewed for ``LEASE_RENEW_DEADLINE_S``. Its run must stop then."""
 
-    def __init__(self, renew: Callable[[float], None], clock: Callable[[], float], *, since: float) -> None:
+    def __init__(self, renew: Callable[[float], Renewal], clock: Callable[[], float], *, since: float) -> None:
         self._renew = renew
         self._clock = clock
         self._renewed = since
+        self._tried = since
+        self._last = Renewal.RENEWED
+        self.lost: str | None = None
 
-    def __call__(self) -> None:
+    def __call__(self) -> str | None:
+        """Beat: why the lease is lost, or None while it holds."""
+        if self.lost is not None:
+            return self.lost
         now = self._clock()
-        if now - self._renewed >= LEASE_RENEW_S:
-            self._renew(now)
-            self._renewed = now
+        if now - self._tried >= (LEASE_RENEW_S if self._last is Renewal.RENEWED else LEASE_RETRY_S):
+            self._tried, self._last = now, self._renew(now)
+            if self._last is Renewal.RENEWED:
+                self._renewed = now
+            elif self._last is Renewal.LOST:
+                self.lost = "another job found its lease ended and recorded this remediation as interrupted"
+        if self.lost is None and now - self._renewed > LEASE_RENEW_DEADLINE_S:
+            self.lost = (f"the memory took no renewal of its lease for {now - self._renewed:.0f} s, and another job may take "
+                         f"the lease up {LEASE_GRACE_S:.0f} s after the last one")
+        return self.lost
 
 
 def lease_ended(*, expires_at: float, renewed_at: float | None, owner: str, at: float) -> str | None:

@@ -58,7 +58,8 @@ def _did_not_hold(state: IncidentState) -> str:
     said = [f"attempt {attempt.number} ran {'; '.join(' '.join(step.argv) for step in attempt.plan.steps)} and it failed again: "
             f"{attempt.verification.get('summary') or 'not verified'}"
             for attempt in state.attempts if attempt.plan and attempt.plan.steps and attempt.results and not attempt.verified
-            and f"after attempt {attempt.number}" not in state.reason]
+            # a run stopped when its lease was lost was not checked: the reason says what it ran
+            and attempt.outcome != "interrupted" and f"after attempt {attempt.number}" not in state.reason]
     return "; ".join(said)
 
 

@@ -1,5 +1,5 @@
 """The only node that runs a remediation on the host: under a lease, the kill switch read before and polled during
-the run, never past the incident's deadline."""
+the run, never past the incident's deadline, and stopped when its lease is lost."""
 
 from __future__ import annotations
 
@@ -10,17 +10,25 @@ from typing import Any
 
 from ansible_collections.sentinel.heal.plugins.module_utils._configuration_tests import configuration_test
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
-from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import Heartbeat, LeaseRefusal, LeaseRequest, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, Decision, StepResult
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of, steps_ran
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
 
 
 @dataclass(frozen=True)
 class Late:
     """The incident's deadline passed before the remediation could start."""
+
+
+@dataclass(frozen=True)
+class LeaseLost:
+    """The run was stopped because its lease was lost (``why``): another job may take the host up now."""
+
+    why: str
+    report: RunReport
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ class ExecuteNode(ToolNode):
             )
         return Remediation(steps, lease, self._deadline(state) - now, alone=state.attempt.number in state.canaries)
 
-    def exec(self, prep_res: Remediation) -> RunReport | HostUnreachable | Suspended | Deferred | Late:
+    def exec(self, prep_res: Remediation) -> RunReport | LeaseLost | HostUnreachable | Suspended | Deferred | Late:
         thrown = self.tools.suspension()
         if thrown is not None:
             return Suspended(thrown)
@@ -88,13 +96,14 @@ class ExecuteNode(ToolNode):
         keep_lease = False
 
         def stop() -> bool:
-            # polled every second while the run goes on, on every node: the lease's heartbeat beats with it
-            if heartbeat is not None:
-                heartbeat()
+            # polled every second while the run goes on, on every node: the lease's heartbeat beats with it, and a
+            # lease lost stops the run before another job may start one
+            if heartbeat is not None and heartbeat() is not None:
+                return True
             return self.tools.suspension() is not None
 
         try:
-            return self.tools.executor.run(
+            report = self.tools.executor.run(
                 self.tools.target, prep_res.steps, purpose="remediation", stop=stop,
                 started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
                 alone=prep_res.alone,
@@ -106,14 +115,23 @@ class ExecuteNode(ToolNode):
             raise
         finally:
             if memory is not None and lease is not None and not keep_lease:
-                memory.release_lease(lease)
+                try:
+                    memory.release_lease(lease)
+                except MemoryStoreError:
+                    if heartbeat is None or heartbeat.lost is None:
+                        raise
+                    # out of reach, as the lost lease said: the next run that reaches the memory reaps the lease
+        if heartbeat is not None and heartbeat.lost is not None and report.stopped:
+            return LeaseLost(heartbeat.lost, report)
+        return report
 
     def exec_fallback(self, prep_res: Remediation, exc: Exception) -> Any:
         if isinstance(exc, ExecutorError):
             return exc
         raise exc
 
-    def post(self, state: IncidentState, prep_res: Remediation, exec_res: RunReport | ExecutorError | Suspended | Deferred | Late) -> str:
+    def post(self, state: IncidentState, prep_res: Remediation,
+             exec_res: RunReport | LeaseLost | ExecutorError | Suspended | Deferred | Late) -> str:
         attempt = state.attempt
         if isinstance(exec_res, Suspended):
             return self._suspended(state, exec_res.describe)
@@ -137,6 +155,9 @@ class ExecuteNode(ToolNode):
             attempt.results = [StepResult(argv=step.argv, status="skipped", stderr=str(exec_res)) for step in prep_res.steps]
             state.log(self.name, f"the run failed: {exec_res}")
             return "executed"
+        lost = exec_res.why if isinstance(exec_res, LeaseLost) else None
+        if isinstance(exec_res, LeaseLost):
+            exec_res = exec_res.report
         plan = plan_of(state)
         filters = [step.output_filters for step in plan.steps]
         attempt.results = [filtered(result, filters[index]) if index < len(filters) else result for index, result in enumerate(exec_res.results)]
@@ -156,6 +177,14 @@ class ExecuteNode(ToolNode):
             attempt.outcome = "blocked"
             state.reason = "the host refused the plan: " + "; ".join(f"{shlex.join(result.argv)!r}: {result.stderr}" for result in refused)
             return "refused"
+        if lost is not None:
+            attempt.outcome = "interrupted"
+            ran = steps_ran(attempt)
+            state.reason = (f"{state.failure.service}: the remediation was stopped "
+                            f"{'after ' + '; '.join(ran) if ran else 'before any step ran'}: this job lost its lease ({lost}); "
+                            "it is not healed here, and the next run takes it up")
+            state.log(self.name, state.reason)
+            return "lease_lost"
         if exec_res.stopped:
             return self._suspended(state, self.tools.suspension() or "the kill switch was thrown during the run")
         return "executed"

@@ -39,6 +39,8 @@ of it is built on.
     execute ─in_progress_elsewhere─▶ record   (another run remediates this service on this host now)
                                        · record ─in_progress_elsewhere─▶ in_progress_elsewhere
     execute ─deadline─▶ record         (the incident's deadline passed: the run does not start; a run's timeout is what is left)
+    execute ─lease_lost─▶ record ─escalate─▶ escalate   (this job's lease was taken back or not renewed in time: its run is
+                                       stopped, before another job may remediate the service too; fleet/leases.py)
     verify ─unreachable─▶ record       (the host stopped answering after the run: the attempt is recorded unreachable)
     guard ─check_mode─▶ check_only     (--check: stop before anything runs or is written)
     guard ─observe─▶ observed          (observe mode: what it would run, and why; nothing runs, waits or is written)
@@ -60,6 +62,7 @@ when the two differ; the picture above must use only these):
     rollout       ─proceed─▶ execute · ─halted─▶ record · ─deferred─▶ record · ─suspended─▶ record · ─fleet─▶ record
     execute       ─executed─▶ verify · ─recovered─▶ recovered · ─refused─▶ record · ─unreachable─▶ record
                   · ─suspended─▶ record · ─deferred─▶ record · ─deadline─▶ record · ─in_progress_elsewhere─▶ record
+                  · ─lease_lost─▶ record
     verify        ─healthy─▶ record · ─failing─▶ record · ─unreachable─▶ record
     record        ─healed─▶ healed · ─retry─▶ diagnose · ─escalate─▶ escalate · ─await─▶ await_approval
                   · ─unreachable─▶ unreachable · ─suspended─▶ suspended · ─deferred─▶ deferred
@@ -77,7 +80,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import FlowError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold, Plan
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Hold, Plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import DEFAULT_ACTION, Node
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentState, Toolkit
 
@@ -114,11 +117,16 @@ class ToolNode(Node[IncidentState]):
         state.attempt.outcome = "suspended"
         state.attempt.held_by = Hold("suspension", thrown, "sentinel.heal.suspension state=absent decided_by=YOU (the playbook: ansible-playbook "
                                      "sentinel.heal.suspend -e resume=true)", ends="until a person resumes healing")
-        ran = [" ".join(result.argv) for result in state.attempt.results if result.status != "skipped"]
+        ran = steps_ran(state.attempt)
         state.reason = (f"{state.failure.service}: autonomous remediation is "
                         + state.attempt.held_by.describe(self.tools.clock(), f"stopped after {'; '.join(ran)}" if ran else "nothing ran"))
         state.log(self.name, state.reason)
         return "suspended"
+
+
+def steps_ran(attempt: Attempt) -> list[str]:
+    """The attempt's steps that started, as commands."""
+    return [" ".join(result.argv) for result in attempt.results if result.status != "skipped"]
 
 
 def past_deadline(state: IncidentState, timeout: float) -> str:
@@ -138,7 +146,7 @@ EDGES: Mapping[str, Mapping[str, str]] = {
     "ask_human": {"approved": "rollout", "pending": "record", "denied": "record"},
     "rollout": {"proceed": "execute", "halted": "record", "deferred": "record", "suspended": "record", "fleet": "record"},
     "execute": {"executed": "verify", "recovered": "recovered", "refused": "record", "unreachable": "record", "suspended": "record",
-                "deferred": "record", "deadline": "record", "in_progress_elsewhere": "record"},
+                "deferred": "record", "deadline": "record", "in_progress_elsewhere": "record", "lease_lost": "record"},
     "verify": {"healthy": "record", "failing": "record", "unreachable": "record"},
     "record": {"healed": "healed", "retry": "diagnose", "escalate": "escalate", "await": "await_approval", "unreachable": "unreachable",
                "suspended": "suspended", "deferred": "deferred", "in_progress_elsewhere": "in_progress_elsewhere", "halted": "halted",

@@ -24,7 +24,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import alerts 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet import incidents
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.alerts import AlertVerdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, Sighting
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LeaseRefusal, LeaseRequest, StepsStarted, lease_ended
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
+    HeldLease,
+    LeaseRefusal,
+    LeaseRequest,
+    Renewal,
+    StepsStarted,
+    lease_ended,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey, claim_canary, held_canary, settle_canary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
@@ -437,8 +444,8 @@ class Memory:
         with self._transaction() as db:
             db.execute("INSERT INTO flapping_resets (host, service, reset_at, reset_by) VALUES (?, ?, ?, ?)", (host, service, at, by))
 
-    def acquire_lease(self, request: LeaseRequest) -> int | LeaseRefusal:
-        """A lease for one remediation, within the caps of the blast radius (0: no cap): its id, or why it must wait.
+    def acquire_lease(self, request: LeaseRequest) -> HeldLease | LeaseRefusal:
+        """A lease for one remediation, within the caps of the blast radius (0: no cap): the lease, or why it must wait.
 
         Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
         is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
@@ -472,25 +479,27 @@ class Memory:
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
                 (radius.run_id, host, request.failure.service, at, at + request.ttl, at, request.incident_id, request.owner, carried),
             ).fetchone()[0]
-        return int(lease)
+        return HeldLease(int(lease), request.owner)
 
-    def lease_run(self, lease_id: int, run_dir: str) -> None:
+    def lease_run(self, lease: HeldLease, run_dir: str) -> None:
         """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""
         with self._transaction() as db:
-            db.execute("UPDATE leases SET run_dir = ? WHERE id = ?", (run_dir, lease_id))
+            db.execute("UPDATE leases SET run_dir = ? WHERE id = ? AND owner = ?", (run_dir, lease.id, lease.owner))
 
-    def renew_lease(self, lease_id: int, at: float) -> None:
+    def renew_lease(self, lease: HeldLease, at: float) -> Renewal:
         """The lease's heartbeat: its remediation still runs at ``at``. A renewal the memory cannot take now (another
-        writer holds it past the busy timeout) is left to the next beat; the remediation goes on."""
+        writer holds it past the busy timeout, or it is out of reach) is NOT_WRITTEN, for the heartbeat to try again; a
+        lease no longer there (another job reaped it) is LOST."""
         try:
             with self._transaction() as db:
-                db.execute("UPDATE leases SET renewed_at = ? WHERE id = ?", (at, lease_id))
+                renewed = db.execute("UPDATE leases SET renewed_at = ? WHERE id = ? AND owner = ?", (at, lease.id, lease.owner)).rowcount
         except MemoryStoreError:
-            return
+            return Renewal.NOT_WRITTEN
+        return Renewal.RENEWED if renewed else Renewal.LOST
 
-    def release_lease(self, lease_id: int) -> None:
+    def release_lease(self, lease: HeldLease) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM leases WHERE id = ?", (lease_id,))
+            db.execute("DELETE FROM leases WHERE id = ? AND owner = ?", (lease.id, lease.owner))
 
     def claim_canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
         """The host that tries a new plan first in its run: this one, unless another host of the run has it."""

@@ -23,7 +23,14 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LEASE_RENEW_S, BlastRadius, LeaseRequest, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
+    LEASE_GRACE_S,
+    LEASE_RENEW_S,
+    BlastRadius,
+    HeldLease,
+    LeaseRequest,
+    process_owner,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silence, hands_off
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy, starts_the_service
@@ -607,7 +614,7 @@ def test_a_remediation_over_max_running_is_deferred_until_the_running_one_ends_a
     running = tools.memory.acquire_lease(LeaseRequest(radius=tools.blast_radius, incident_id="web2-incident", failure=other,
                                                       attempt=Attempt(number=1, started_at=now), at=now, ttl=600, owner=process_owner(),
                                                       steps_started=tools.steps_started))
-    assert isinstance(running, int)
+    assert isinstance(running, HeldLease)
     incident = heal_incident(nginx_failure(), tools).to_dict()
     assert incident["status"] == "deferred" and executor.remediations == []
     assert "1 remediations are running (the cap on remediations at the same time is 1); the next run takes it up; " in incident["reason"]
@@ -660,6 +667,36 @@ def test_a_remediation_renews_its_lease_as_its_run_polls_so_another_node_knows_i
     tools = _tools(tmp_path, Polling(CONFIG_OK), [HEALTHY], clock=lambda: now[0])
     assert heal_incident(nginx_failure(), tools).state.status == "healed"
     assert renewed == [1000.0 + 2 * LEASE_RENEW_S]  # leased at 1000, written at its second beat, read a second later
+
+
+def test_a_remediation_whose_lease_another_job_took_back_is_stopped_and_says_so(tmp_path: Path) -> None:
+    now = [1000.0]
+
+    class CutOff(ScriptedExecutor):
+        """A run whose job was cut off from the memory for a while: another job found its lease ended meanwhile."""
+
+        def run(self, target: Target, steps: Sequence[RunStep], *, stop: Callable[[], bool] | None = None, **kwargs: Any) -> RunReport:
+            if kwargs["purpose"] != "remediation":
+                return super().run(target, steps, stop=stop, **kwargs)
+            assert stop is not None and tools.memory is not None
+            with Memory(tmp_path) as next_job:
+                assert next_job.reap_interrupted(at=now[0] + LEASE_GRACE_S + 1, steps_started=tools.steps_started) != []
+            for _second in range(int(LEASE_RENEW_S)):  # its next beat finds the lease gone
+                now[0] += 1.0
+                stopped = stop()
+            assert stopped
+            return super().run(target, steps, stop=stop, **kwargs)
+
+    executor = CutOff(CONFIG_OK)
+    tools = _tools(tmp_path, executor, [HEALTHY], clock=lambda: now[0])
+    outcome = heal_incident(nginx_failure(), tools)
+    assert outcome.trace.path[-4:] == ["rollout", "execute", "record", "escalate"]
+    assert outcome.state.status == "escalated" and outcome.state.attempts[-1].outcome == "interrupted"
+    assert outcome.state.reason == (
+        "nginx: the remediation was stopped before any step ran: this job lost its lease (another job found its lease ended and "
+        "recorded this remediation as interrupted); it is not healed here, and the next run takes it up")
+    assert all(result.status == "skipped" for result in outcome.state.attempts[-1].results)
+    assert tools.memory is not None and tools.memory._conn.execute("SELECT count(*) FROM leases").fetchone()[0] == 0
 
 
 def test_the_runs_attempt_budget_defers_what_is_past_it(tmp_path: Path) -> None:

@@ -18,8 +18,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import s
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
     LEASE_GRACE_S,
     BlastRadius,
+    HeldLease,
     LeaseRefusal,
     LeaseRequest,
+    Renewal,
     owner_is_gone,
     process_owner,
 )
@@ -345,7 +347,7 @@ RUNNING = Attempt(number=1, diagnosis="d", started_at=99.0, policy_version="v1",
 
 
 def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at: float, ttl: float = 60, owner: str | None = None,
-           executed_plan_id: str | None = None, relapsed_from: int | None = None, **caps: int) -> tuple[int | None, str]:
+           executed_plan_id: str | None = None, relapsed_from: int | None = None, **caps: int) -> tuple[HeldLease | None, str]:
     failure = dataclasses.replace(nginx_failure(host=host), service=service)
     granted = memory.acquire_lease(LeaseRequest(
         radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
@@ -432,7 +434,7 @@ def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_onc
     with memory_place.open() as memory, memory_place.open() as next_job:
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=elsewhere)
         assert held is not None
-        memory.renew_lease(held, 150.0)
+        assert memory.renew_lease(held, 150.0) is Renewal.RENEWED
         assert next_job.reap_interrupted(at=200.0, steps_started=steps_started) == []  # renewed 50 s ago
         busy, why = _lease(next_job, "r2", "web1", at=200.0, owner=elsewhere)
         assert busy is None and "by another run (r1) is running" in why
@@ -440,16 +442,31 @@ def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_onc
         assert reaped["host"] == "web1" and reaped["summary"] == (
             "interrupted: its job stopped renewing its lease (61 s ago) during the remediation; no step had started")
         assert (next_job.episode(reaped["episode"]) or {})["outcome"] == "interrupted"
-        assert _lease(next_job, "r2", "web1", at=212.0, owner=elsewhere)[0] is not None
-        memory.renew_lease(held, 213.0)  # the lost job's late beat renews nothing it no longer holds
-        assert next_job.reap_interrupted(at=214.0, steps_started=steps_started) == []
+        taken, _why = _lease(next_job, "r2", "web1", at=212.0, owner="exec-c/23/777")
+        assert taken is not None
+        # the lost job's late beat renews nothing it no longer holds, not even a lease given its row's id again, and
+        # tells it so: its run stops; its release frees nothing either
+        assert memory.renew_lease(held, 213.0) is Renewal.LOST
+        memory.release_lease(held)
+        assert memory_place.sql("SELECT owner, renewed_at FROM leases") == [("exec-c/23/777", 212.0)]
+
+
+def test_a_renewal_the_memory_cannot_take_now_is_not_written_and_the_lease_is_still_held(memory_place: MemoryPlace) -> None:
+    with memory_place.open(busy_timeout_s=0.2) as memory, memory_place.open() as writer:
+        held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
+        assert held is not None
+        with writer._transaction() as db:  # another writer holds the lease's row past the busy timeout
+            db.execute("UPDATE leases SET renewed_at = ? WHERE id = ?", (110.0, held.id))
+            assert memory.renew_lease(held, 115.0) is Renewal.NOT_WRITTEN
+        assert memory.renew_lease(held, 130.0) is Renewal.RENEWED
+        assert memory_place.sql("SELECT renewed_at FROM leases WHERE id = ?", (held.id,)) == [(130.0,)]
 
 
 def test_a_lease_never_renewed_ends_by_its_expiry_alone(memory_place: MemoryPlace) -> None:
     with memory_place.open() as memory:
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
         assert held is not None
-        memory_place.sql("UPDATE leases SET renewed_at = NULL WHERE id = ?", (held,))  # as a lease of an older version
+        memory_place.sql("UPDATE leases SET renewed_at = NULL WHERE id = ?", (held.id,))  # as a lease of an older version
         assert memory.reap_interrupted(at=100.0 + LEASE_GRACE_S * 10, steps_started=steps_started) == []
         [reaped] = memory.reap_interrupted(at=3701.0, steps_started=steps_started)
         assert reaped["summary"].startswith("interrupted: its lease expired during the remediation")
