@@ -352,7 +352,7 @@ class StepResult:
     """What happened when a step ran on the host."""
 
     argv: tuple[str, ...]
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | refused | interrupted | unknown (a killed job's step, its run on another node)
     rc: int | None = None
     stdout: str = ""
     stderr: str = ""

@@ -12,6 +12,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -272,6 +273,37 @@ def roll_out(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rol
         yield rolled
     finally:
         rolled.undo()
+
+
+# A plan that takes its time: a first step that waits, then the real fix; the policy allows exactly these.
+SLOW_RUNBOOK = ("---\nid: slow-start\ntitle: start nginx after a pause\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
+                "steps:\n  - sleep SECONDS\n  - service {init_service} start\npriority: 1000\n---\n")
+SLOW_POLICY = """version: 1
+rules:
+  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}
+  - {id: pause, executable: sleep, argv: ["SECONDS"], decision: allow}
+  - {id: start-nginx, executable: systemctl, argv: [start, nginx], decision: allow, become: true}
+"""
+
+
+def slow_plan(tmp_path: Path, seconds: int) -> list[str]:
+    """The options of heal.yml that make nginx's plan pause ``seconds`` before it starts nginx (roll them out to the
+    lab's executors first: they carry a policy of their own)."""
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir(exist_ok=True)
+    (runbooks / "slow.md").write_text(SLOW_RUNBOOK.replace("SECONDS", str(seconds)))
+    policy = tmp_path / "slow-policy.yml"
+    policy.write_text(SLOW_POLICY.replace("SECONDS", str(seconds)))
+    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False})]
+
+
+def wait_for(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return False
 
 
 def sh(lab: Any, host: str, *argv: str) -> str:

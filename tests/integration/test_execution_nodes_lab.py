@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,17 @@ import jinja2
 import psycopg
 import pytest
 import yaml
-from conftest import ROOT, Faults, bridged_url, episodes, one_line, sh
+from conftest import ROOT, Faults, RollOut, bridged_url, episodes, one_line, sh, slow_plan, wait_for
 from guides import code_block
 from postgres_server import PostgresServer
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LEASE_GRACE_S
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import image  # tests/ee is not a package, as tests/lab
 from job import STATE_IN_CONTAINER, Job, give_to_image_user, lab_inventory
-from stream import ExecutionNode, StreamedJob, stream_job
+from stream import WORKER_DIR, ExecutionNode, StreamedJob, stream_job
 
 NODE = "node1"
 # the timeline callback, its report and audit trail written into the job's artifact directory (ansible-runner names it
@@ -135,3 +138,46 @@ def test_the_job_an_alert_launches_through_the_eda_activation_heals_on_an_execut
     assert done.rc == 0 and f"{NODE}: nginx healed in 1 attempt" in one_line(done.stdout), done.stdout
     assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
     assert [(episode["host"], episode["service"], episode["outcome"]) for episode in episodes(state)] == [(NODE, "nginx", "healed")]
+
+
+def test_a_node_lost_mid_remediation_leaves_an_interrupted_record_the_next_job_on_another_node_heals_from(
+        lab: Any, faults: Faults, roll_out: RollOut, ee_image: str, bridged_postgres: PostgresServer, tmp_path: Path) -> None:
+    """The execution node dies (its container killed, the job's worker with it) while its remediation runs: no process
+    of it is left to be seen gone, so its lease ends when its renewals stop, and the instance group's next job, on
+    another node, records the remediation interrupted and heals."""
+    memory = {"autoheal_memory_url": bridged_url(bridged_postgres)}
+    password = {"PGPASSWORD": bridged_postgres.password}
+    killed_dir, next_dir = tmp_path / "killed", tmp_path / "next"
+    lab_inventory(killed_dir)
+    (killed_dir / "slow").mkdir()
+    # the slow plan's runbook and policy travel in the job's private data directory, read at its place on the node
+    plan = slow_plan(killed_dir / "slow", 40)
+    roll_out(*plan)
+    on_node = json.loads(plan[1].replace(str(killed_dir), WORKER_DIR))
+    faults.inject(NODE, "nginx-killed")
+    job = StreamedJob(killed_dir, "sentinel.heal.heal", ExecutionNode("exec-a", ee_image), limit=NODE, extravars={**memory, **on_node},
+                      envvars=password).start()
+    try:
+        assert wait_for(lambda: "sleep 40" in sh(lab, NODE, "ps", "-eo", "args"), 240), ("the remediation never started", job.worker_said())
+    finally:
+        job.node.kill()
+    job.wait(timeout=60)
+    with psycopg.connect(bridged_postgres.url_with_password) as conn:
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (0,)  # nothing half-written
+        [(owner, renewed_at)] = conn.execute("SELECT owner, renewed_at FROM leases").fetchall()
+    assert owner.startswith("exec-a/"), owner
+
+    roll_out.undo()  # the next job heals with the lab's own policy
+    # before its grace is over, the lost node's lease still holds the service: nothing runs twice
+    time.sleep(max(0.0, renewed_at + LEASE_GRACE_S + 1 - time.time()))
+    lab_inventory(next_dir)
+    healed = stream_job(next_dir, "sentinel.heal.heal", ExecutionNode("exec-b", ee_image), limit=NODE, extravars=memory, envvars=password)
+    said = one_line(healed.stdout)
+    assert healed.rc == 0, healed.stdout
+    assert re.search(rf"{NODE}: nginx remediation of an earlier job interrupted \(episode \d+\): interrupted: its job stopped renewing its "
+                     r"lease \(\d+ s ago\) during the remediation; what it had started is not known on this controller", said), said
+    assert f"{NODE}: nginx healed in 1 attempt" in said, said
+    assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
+    with psycopg.connect(bridged_postgres.url_with_password) as conn:
+        assert conn.execute("SELECT host, outcome FROM episodes ORDER BY id").fetchall() == [(NODE, "interrupted"), (NODE, "healed")]
+        assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)

@@ -4,7 +4,6 @@ each, memory is whole (every episode complete or absent, PRAGMA integrity_check 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -16,29 +15,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import ROOT, Faults, RollOut, episodes, one_line, run_playbook, sh
+from conftest import ROOT, Faults, RollOut, episodes, one_line, run_playbook, sh, slow_plan, wait_for
 
 HEAL = "playbooks/heal.yml"
-# A plan that takes its time: a first step that waits, then the real fix; the policy allows exactly these.
-SLOW_RUNBOOK = ("---\nid: slow-start\ntitle: start nginx after a pause\nservices: [nginx]\nmatch: {failure_class: [not_running]}\n"
-                "steps:\n  - sleep SECONDS\n  - service {init_service} start\npriority: 1000\n---\n")
-SLOW_POLICY = """version: 1
-rules:
-  - {id: nginx-config-test, executable: nginx, argv: [-t], decision: allow, become: true}
-  - {id: pause, executable: sleep, argv: ["SECONDS"], decision: allow}
-  - {id: start-nginx, executable: systemctl, argv: [start, nginx], decision: allow, become: true}
-"""
-
-
-def slow_plan(tmp_path: Path, seconds: int) -> list[str]:
-    """The options of heal.yml that make nginx's plan pause ``seconds`` before it starts nginx (roll them out to the
-    lab's executors first: they carry a policy of their own)."""
-    runbooks = tmp_path / "runbooks"
-    runbooks.mkdir(exist_ok=True)
-    (runbooks / "slow.md").write_text(SLOW_RUNBOOK.replace("SECONDS", str(seconds)))
-    policy = tmp_path / "slow-policy.yml"
-    policy.write_text(SLOW_POLICY.replace("SECONDS", str(seconds)))
-    return ["-e", json.dumps({"autoheal_runbooks": [str(runbooks)], "autoheal_policy_file": str(policy), "autoheal_builtin_runbooks": False})]
 
 
 def controller_processes(word: str) -> list[int]:
@@ -52,15 +31,6 @@ def controller_processes(word: str) -> list[int]:
             except OSError:
                 continue
     return found
-
-
-def wait_for(condition: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def integrity(state: Path) -> str:
@@ -215,14 +185,15 @@ def test_a_full_or_read_only_or_locked_state_dir_stops_the_run_with_what_to_do_a
 
 def test_two_runs_at_once_against_one_broken_service_remediate_it_once(lab: Any, faults: Faults, roll_out: RollOut, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    plan = slow_plan(tmp_path, 10)
+    # long enough for the second run to start and check while it runs, on a busy controller too
+    plan = slow_plan(tmp_path, 20)
     roll_out(*plan)
     faults.inject("node1", "nginx-killed")
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     first = subprocess.Popen(["ansible-playbook", HEAL, "-i", "inventories/lab", "--limit", "node1", "-e", f"autoheal_state_dir={state}",
                               *plan], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert wait_for(lambda: "sleep 10" in sh(lab, "node1", "ps", "-eo", "args"), 90), "the first run's remediation never started"
+        assert wait_for(lambda: "sleep 20" in sh(lab, "node1", "ps", "-eo", "args"), 90), "the first run's remediation never started"
         second = run_playbook(HEAL, "--limit", "node1", *plan, state_dir=state)  # a second sweep, an EDA event, ...
         output = one_line(second.output)
         assert second.rc == 0, second.output

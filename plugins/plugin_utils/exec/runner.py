@@ -212,7 +212,11 @@ class RunnerExecutor:
 
 def steps_started(run_dir: str | Path, steps: Sequence[Sequence[str]], host: str) -> list[StepResult]:
     """What a run cut off with its job had done on the host, from the events ansible-runner wrote as it went: each
-    step's result, ``interrupted`` for one that started and never reported, ``skipped`` for one that never started."""
+    step's result, ``interrupted`` for one that started and never reported, ``skipped`` for one that never started;
+    ``unknown`` for every step when the run's directory is not on this controller (the job ran on another node)."""
+    if not Path(run_dir).is_dir():
+        return [StepResult(argv=tuple(argv), status="unknown", stderr=f"not known here: the run's directory {run_dir} is on the controller "
+                           "the job ran on") for argv in steps]
     seen: dict[int, dict[str, Any]] = {}
     for path in sorted((Path(run_dir) / "artifacts" / "run" / "job_events").glob("*.json")):
         try:

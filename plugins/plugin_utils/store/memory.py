@@ -724,8 +724,10 @@ def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStar
         argvs = [step["argv"] for step in json.loads(row["plan_json"] or '{"steps": []}')["steps"]]
         steps = steps_started(lease["run_dir"], argvs, lease["host"]) if lease["run_dir"] else [
             StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed") for argv in argvs]
-        started = [" ".join(step.argv) for step in steps if step.status != "skipped"]
-        summary = f"interrupted: {why} during the remediation; " + (f"it had started {'; '.join(started)}" if started else "no step had started")
+        started = [" ".join(step.argv) for step in steps if step.status not in ("skipped", "unknown")]
+        summary = f"interrupted: {why} during the remediation; " + (
+            "what it had started is not known on this controller (its run's directory is on the one it ran on)"
+            if any(step.status == "unknown" for step in steps) else f"it had started {'; '.join(started)}" if started else "no step had started")
         results = json.loads(row["results_json"])
         results.update(steps=[step.to_dict() for step in steps], verification={"healthy": False, "summary": summary},
                        artifacts=[*results["artifacts"], *([lease["run_dir"]] if lease["run_dir"] else [])])

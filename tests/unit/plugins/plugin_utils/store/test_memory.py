@@ -451,6 +451,19 @@ def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_onc
         assert memory_place.sql("SELECT owner, renewed_at FROM leases") == [("exec-c/23/777", 212.0)]
 
 
+def test_a_lease_of_a_job_on_another_node_says_what_it_had_started_is_not_known_here(memory_place: MemoryPlace, tmp_path: Path) -> None:
+    with memory_place.open() as memory:
+        held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
+        assert held is not None
+        memory.lease_run(held, str(tmp_path / "on-exec-b" / "runs" / "web1"))  # the node's own disk, not this controller's
+        [reaped] = memory.reap_interrupted(at=100.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
+        assert reaped["started"] == [] and reaped["summary"] == (
+            "interrupted: its job stopped renewing its lease (61 s ago) during the remediation; what it had started is not known on this "
+            "controller (its run's directory is on the one it ran on)")
+        steps = json.loads((memory.episode(reaped["episode"]) or {})["results_json"])["steps"]
+        assert steps and {step["status"] for step in steps} == {"unknown"}
+
+
 def test_a_renewal_the_memory_cannot_take_now_is_not_written_and_the_lease_is_still_held(memory_place: MemoryPlace) -> None:
     with memory_place.open(busy_timeout_s=0.2) as memory, memory_place.open() as writer:
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
