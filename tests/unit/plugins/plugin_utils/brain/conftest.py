@@ -1,12 +1,9 @@
-"""What the brain's tests share: the shipped runbooks, loaded once per module, and the scripted OpenAI-compatible server
-(tests/llm_server.py) the LLM tests ask, one per test."""
+"""What the brain's tests share: the shipped runbooks, loaded once per module (the scripted LLM server is the ``llm``
+fixture of plugin_utils/conftest.py)."""
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import pytest
-from llm_server import ScriptedLLM
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 
@@ -14,9 +11,3 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks impor
 @pytest.fixture(scope="module")
 def library() -> RunbookLibrary:
     return RunbookLibrary.load()
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as server:
-        yield server

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -118,29 +118,23 @@ def test_the_model_directory_follows_the_environment(tmp_path: Path, monkeypatch
 # -- OpenAI-compatible endpoints ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def endpoint() -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as server:
-        yield server
-
-
-def test_openai_embedder_batches_keeps_order_and_sends_the_key(endpoint: ScriptedLLM) -> None:
-    embedder = OpenAIEmbedder(model="nomic-embed-text", base_url=endpoint.base_url, api_key="sk-test-secret", batch_size=2, retries=0)
+def test_openai_embedder_batches_keeps_order_and_sends_the_key(llm: ScriptedLLM) -> None:
+    embedder = OpenAIEmbedder(model="nomic-embed-text", base_url=llm.base_url, api_key="sk-test-secret", batch_size=2, retries=0)
     assert embedder.embed(["a", "bb cc", "ddd"]) == [[1.0, 1.0], [5.0, 2.0], [3.0, 1.0]]
     assert embedder.name == "openai:nomic-embed-text"
-    assert [request.body["input"] for request in endpoint.embedding_requests] == [["a", "bb cc"], ["ddd"]]
-    assert {request.headers["authorization"] for request in endpoint.embedding_requests} == {"Bearer sk-test-secret"}
-    assert endpoint.embedding_requests[0].body["encoding_format"] == "float"
+    assert [request.body["input"] for request in llm.embedding_requests] == [["a", "bb cc"], ["ddd"]]
+    assert {request.headers["authorization"] for request in llm.embedding_requests} == {"Bearer sk-test-secret"}
+    assert llm.embedding_requests[0].body["encoding_format"] == "float"
     assert "sk-test-secret" not in repr(embedder)
 
 
-def test_openai_embedder_failure_names_the_endpoint_never_the_key(endpoint: ScriptedLLM) -> None:
-    endpoint.embeddings_status = 500
-    embedder = OpenAIEmbedder(model="m", base_url=endpoint.base_url, api_key="sk-test-secret", retries=0)
+def test_openai_embedder_failure_names_the_endpoint_never_the_key(llm: ScriptedLLM) -> None:
+    llm.embeddings_status = 500
+    embedder = OpenAIEmbedder(model="m", base_url=llm.base_url, api_key="sk-test-secret", retries=0)
     with pytest.raises(KnowledgeError, match="embeddings endpoint failed") as failure:
         embedder.embed(["x"])
     assert failure.value.field == "embeddings.base_url"
-    assert failure.value.value == endpoint.base_url
+    assert failure.value.value == llm.base_url
     assert "sk-test-secret" not in str(failure.value)
 
 

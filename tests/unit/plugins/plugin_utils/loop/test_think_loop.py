@@ -9,7 +9,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from llm_server import Answer, Recorded, ScriptedLLM
@@ -31,12 +31,6 @@ from helpers import ScriptedExecutor, nginx_failure
 HEALTHY = {"healthy": True, "checks": []}
 SQUATTER = "LISTEN 0      5      0.0.0.0:80      0.0.0.0:*    users:((\"python3\",pid=4242,fd=3))"
 FORMS = ["tools", "json"]
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as server:
-        yield server
 
 
 def _failure() -> Any:
