@@ -11,7 +11,6 @@ in every incident context, and none may be ALLOW. Its counterpart
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ import yaml
 from test_policy_corpus import CONTEXTS, POLICY
 from test_policy_red_team import allowed_anywhere, as_plan
 
-from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import judge_steps
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 
@@ -106,23 +104,3 @@ def test_the_guard_binds_to_what_service_check_saw_on_the_host(command: str, evi
     context = PolicyContext.from_failure(_postgres_failure(**evidence))
     [verdict], _decision = evaluate_plan([command], context, POLICY)
     assert verdict.decision.value == expected, (verdict.rule, verdict.reason)
-
-
-def test_no_red_team_probe_of_either_corpus_is_allowed_by_the_judge_the_host_executor_runs() -> None:
-    """A compromised controller sends argv straight to the executor on the host: no command string, no bash grammar
-    to cross-check it. The judge alone, as the executor runs it (module_utils, no second reading), ALLOWs none of the
-    probes of either red team in any incident."""
-    from test_policy_red_team import red_team
-
-    allowed = []
-    for corpus in (red_team(), red_team_host()):
-        for plan in (as_plan(probe) for probes in corpus.values() for probe in probes):
-            try:
-                steps = [shlex.split(step) for step in plan]
-            except ValueError:
-                continue  # no argv to send: the controller's split of it fails, and so would any sender's
-            for service, context in CONTEXTS.items():
-                _verdicts, decision = judge_steps(steps, context, POLICY)
-                if decision is Decision.ALLOW:
-                    allowed.append((service, plan))
-    assert allowed == []

@@ -23,7 +23,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import 
 from ansible_collections.sentinel.heal.plugins.module_utils._host import processes as _processes
 from ansible_collections.sentinel.heal.plugins.module_utils._host.probe import check_services
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import PolicyContext, evaluate_plan, load_policy
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Failure
 
 POLICY = load_policy()
 SYSTEMD = {"service_manager": "systemd", "os": {"id": "debian", "version_id": "12"}, "maintenance": None}
@@ -574,3 +574,24 @@ def test_a_host_entry_on_a_protected_path_gives_nothing_back_and_its_words_are_o
         ("/var/lib/mysql", 0o2750, False, "the host"), ("/var/lib", 0o755, True, SEEN)]
     # the sticky bit makes others' writes their own (php's sessions, 1733); setgid is a directory's own (2750)
     assert _database(DB, _owned("/var/lib/mysql", mode="1733")).owned_dirs[0].mode == 0o1733
+
+
+# ---- a restore runs unattended only where the host tests the file it puts back --------------------------------------
+
+@pytest.mark.parametrize("spec, tested", [
+    ({"name": "nginx"}, True),  # nginx -t, built in
+    ({"name": "db", "service": "mariadb"}, False),
+    ({"name": "db", "service": "mariadb", "config_test": "mariadbd --help --verbose"}, True),
+])
+def test_an_unattended_restore_needs_a_configuration_test_to_check_the_file_else_a_person_approves_it(spec: dict[str, str], tested: bool) -> None:
+    """restore_known_good auto puts a file back unattended only where the host's configuration test checks it as it goes
+    back (and undoes the restore when it fails): without one a person approves it (#52)."""
+    changed = "/etc/app/app.conf"
+    failure = Failure(host="web1", service=spec["name"], failure_class="not_running", summary="", facts={},
+                      evidence={"changes": {"files": [{"path": changed, "change": "modified", "good_sha256": "a" * 64}]}},
+                      spec=dict(spec, restore_known_good="auto"))
+    context = PolicyContext.from_failure(failure)
+    assert context.restore_tested is tested
+    [verdict], decision = evaluate_plan([["sentinel-heal-restore", changed, "a" * 64]], context, load_policy())
+    assert (decision, verdict.rule) == ((Decision.ALLOW, "restore-last-known-good") if tested else
+                                        (Decision.APPROVE, "restore-last-known-good-with-a-person")), verdict
