@@ -592,7 +592,7 @@ def main():
         if module.params["through_executor"]:
             # imported only when asked: a host compiles the judge and its policy language from the module's zip at every
             # start (about 35 ms), and only the executor needs them
-            from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import check_through_executor
+            from ansible_collections.sentinel.heal.plugins.module_utils._host.asking import check_through_executor
             result = check_through_executor(module.params)
         else:
             # outside check mode a healthy service's configuration is kept on the host as its last known good

@@ -26,7 +26,7 @@ import fleet  # noqa: E402  (tests/lab is not a package)
 import lab_hosts  # noqa: E402
 from postgres_server import PostgresServer, new_server  # noqa: E402
 
-from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_PATH  # noqa: E402
+from ansible_collections.sentinel.heal.plugins.module_utils._host.host_configuration import EXECUTOR_PATH  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import STEP_PLACEHOLDERS  # noqa: E402
 
 RECAP = re.compile(

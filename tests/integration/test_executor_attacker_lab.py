@@ -19,13 +19,9 @@ import pytest
 from conftest import sh
 from test_host_executor_lab import EXEC, NODE, as_healing_account, ask, failing_now
 
-from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import (
-    LOG_RATE,
-    LOG_RATE_WINDOW_S,
-    MAX_LOG_ENTRY_BYTES,
-    MAX_REQUEST_BYTES,
-    REFUSED,
-)
+from ansible_collections.sentinel.heal.plugins.module_utils._host.decision_log import LOG_RATE, LOG_RATE_WINDOW_S, MAX_LOG_ENTRY_BYTES
+from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import REFUSED
+from ansible_collections.sentinel.heal.plugins.module_utils._host.requests import MAX_REQUEST_BYTES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
 
 pytestmark = pytest.mark.lab
@@ -34,7 +30,7 @@ WATCHED_FILES = ("/etc/shadow", "/etc/passwd", "/etc/group", "/etc/redis/redis.c
                  "/etc/postgresql/15/main/postgresql.conf")
 WATCHED_UNITS = ("nginx", "redis-server", "postgresql@15-main", "ssh", "cron", "dbus")
 MARKER = "/etc/sentinel-heal/maintenance"
-# the healing account's count of decision-log entries this minute (_executor.record_decision)
+# the healing account's count of decision-log entries this minute (_host/decision_log.py's record_decision)
 RATE_FILE = "/var/lib/sentinel-heal/decisions/sentinel"
 
 

@@ -20,7 +20,7 @@ from ansible import constants as C
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 
 from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import Policy
-from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_PATH
+from ansible_collections.sentinel.heal.plugins.module_utils._host.host_configuration import EXECUTOR_PATH
 from ansible_collections.sentinel.heal.plugins.module_utils._text import clip
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, HostUnreachable
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.rendezvous import Rendezvous

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_PATH
+from ansible_collections.sentinel.heal.plugins.module_utils._host.host_configuration import EXECUTOR_PATH
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import REFUSED_BY_THE_HOST, RESTORE_PROGRAM, StepResult
 

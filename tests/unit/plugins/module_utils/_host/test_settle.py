@@ -339,7 +339,7 @@ def test_a_settle_window_out_of_range_names_the_field_and_value(empty_host: Path
 
 
 def test_the_executor_refuses_a_check_request_with_a_settle_window_out_of_range() -> None:
-    from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import RequestRefused, _parse_request
+    from ansible_collections.sentinel.heal.plugins.module_utils._host.requests import RequestRefused, parse_request
     request = dict(kind="check", host="node1", policy_version="x", services=["memcached"], settle_seconds=900)
     with pytest.raises(RequestRefused, match="settle_seconds must be 0 to 300 seconds"):
-        _parse_request(json.dumps(request).encode())
+        parse_request(json.dumps(request).encode())

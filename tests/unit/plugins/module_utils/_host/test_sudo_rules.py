@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible_collections.sentinel.heal.plugins.module_utils._host import sudo_rules as _sudo_rules
-from ansible_collections.sentinel.heal.plugins.module_utils._host.executor import EXECUTOR_RULE
+from ansible_collections.sentinel.heal.plugins.module_utils._host.host_configuration import EXECUTOR_RULE
 
 LISTING = """Matching Defaults entries for sentinel on node1:
     env_reset, mail_badpass, secure_path=/usr/local/sbin\\:/usr/local/bin\\:/usr/sbin\\:/usr/bin\\:/sbin\\:/bin
