@@ -10,17 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
+from ansible_collections.sentinel.heal.plugins.module_utils._host import installation as _installation
 from ansible_collections.sentinel.heal.plugins.module_utils._host import known_good as _known_good
 from ansible_collections.sentinel.heal.plugins.module_utils._host import maintenance as _maintenance
 from ansible_collections.sentinel.heal.plugins.module_utils._host import owned_dirs as _owned_dirs
-from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
 from ansible_collections.sentinel.heal.plugins.module_utils._host import sudo_rules as _sudo_rules
 
 # each setting the probe reads where it is called, and its place below the host's root
 PLACES: dict[tuple[ModuleType, str], str] = {
-    (_probe, "ETC"): "etc",
-    (_probe, "SYSTEMD_RUNTIME"): "run/systemd/system",
-    (_probe, "DPKG_INFO"): "var/lib/dpkg/info",
+    (_installation, "ETC"): "etc",
+    (_installation, "SYSTEMD_RUNTIME"): "run/systemd/system",
+    (_installation, "DPKG_INFO"): "var/lib/dpkg/info",
     (_known_good, "ETC"): "etc",
     (_known_good, "DPKG_INFO"): "var/lib/dpkg/info",
     (_known_good, "DPKG_STATUS"): "var/lib/dpkg/status",

@@ -11,7 +11,9 @@ from typing import Any, Iterable
 
 import pytest
 
-from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
+from ansible_collections.sentinel.heal.plugins.module_utils._host import checks as _checks
+from ansible_collections.sentinel.heal.plugins.module_utils._host import gather as _gather
+from ansible_collections.sentinel.heal.plugins.module_utils._host import installation as _installation
 from ansible_collections.sentinel.heal.plugins.module_utils._host import processes as _processes
 from ansible_collections.sentinel.heal.plugins.module_utils._host import systemd as _systemd
 
@@ -62,7 +64,7 @@ def evidence_on(monkeypatch: pytest.MonkeyPatch, root: Path, spec: dict[str, Any
     ``unit`` is what systemctl shows of its unit; ``program`` is where its program is installed. The status command's
     answer is a failure, whatever the machine has."""
     monkeypatch.setattr(_processes, "PROC", fake_proc(root / "proc", processes))
-    monkeypatch.setattr(_probe, "_program", lambda name: program)
-    monkeypatch.setattr(_probe, "_status", lambda init_service, manager, timeout: {"command": ["status", init_service], "rc": 3, "output": ""})
+    monkeypatch.setattr(_installation, "program", lambda name: program)
+    monkeypatch.setattr(_checks, "status", lambda init_service, manager, timeout: {"command": ["status", init_service], "rc": 3, "output": ""})
     monkeypatch.setattr(_systemd, "read_unit", lambda name, timeout, lines: unit)
-    return dict(_probe.evidence_of({**spec, "known_good": False}, manager))
+    return dict(_gather.evidence_of({**spec, "known_good": False}, manager))

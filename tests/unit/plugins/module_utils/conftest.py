@@ -1,13 +1,20 @@
-"""What the module_utils tests share: systemd's commands answering from units a test gives."""
+"""What the module_utils tests share: systemd's commands answering from units a test gives, a real HTTP server and a
+directory short enough for Unix sockets."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import pytest
+from local_llm import free_port
 
 # systemctl and journalctl answering from the units given: `show` prints each unit's properties as systemd does
 _SCRIPTED_SYSTEMD = """#!/usr/bin/env python3
@@ -51,3 +58,30 @@ def scripted_systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callabl
         (tmp_path / "units.json").write_text(json.dumps(known))
         monkeypatch.setenv("SCRIPTED_UNITS", str(tmp_path / "units.json"))
     return units
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A real HTTP server in its own process, serving a page with a known body."""
+    (tmp_path / "index.html").write_text("hello from the probe test")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    comm = Path(f"/proc/{process.pid}/comm").read_text().strip()
+    yield {"port": port, "pid": process.pid, "comm": comm, "dir": tmp_path}
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture
+def sockets_dir() -> Iterator[Path]:
+    """A short directory: a Unix socket's path has at most 107 bytes, less than a test's tmp_path may take."""
+    with tempfile.TemporaryDirectory(prefix="sock") as directory:
+        yield Path(directory)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.sentinel.heal.plugins.module_utils._host import known_good as _known_good
+from ansible_collections.sentinel.heal.plugins.module_utils._host import logs as _logs
 from ansible_collections.sentinel.heal.plugins.module_utils._host import owned_dirs as _owned_dirs
 from ansible_collections.sentinel.heal.plugins.module_utils._host import probe as _probe
 from ansible_collections.sentinel.heal.plugins.module_utils._host.known_good import OWNED_DIRS
@@ -216,7 +217,7 @@ def test_a_directory_the_services_start_made_is_one_it_started_with(empty_host: 
     made = runtime.stat().st_ctime
     # systemctl --timestamp=unix says the second: the start and the directory all within it
     unit = {"Id": "haproxy.service", "InactiveExitTimestamp": f"@{int(made)}", "ActiveEnterTimestamp": f"@{int(made)}"}
-    assert _probe._started([unit], {"name": "haproxy"}) == int(made) + 1
-    record_seen("haproxy", [str(runtime)], _probe._started([unit], {"name": "haproxy"}), made + 10)
+    assert _logs.started([unit], {"name": "haproxy"}) == int(made) + 1
+    record_seen("haproxy", [str(runtime)], _logs.started([unit], {"name": "haproxy"}), made + 10)
     [entry] = seen_while_healthy("haproxy")
     assert (entry["path"], entry["mode"]) == (str(runtime), f"{stat.S_IMODE(runtime.stat().st_mode):04o}")

@@ -20,6 +20,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._host.systemd import
     journal_cause,
     read_unit,
     timespan_seconds,
+    unit_masked,
     units_of,
     units_started,
     went_down_at,
@@ -272,3 +273,13 @@ def test_the_services_systemd_started_since_a_time_are_read_from_its_own_journal
     monkeypatch.setenv("SCRIPTED_JOURNAL", str(tmp_path / "journal.json"))
     assert units_started(1000.0, {"nginx.service"}, 5) == [
         {"unit": "config-push.service", "at": [1010.0, 1020.0]}, {"unit": "apt-daily.service", "at": [1030.0]}]
+
+
+@pytest.mark.parametrize(("unit", "masked"), [
+    ({"Id": "nginx.service", "LoadState": "masked", "UnitFileState": "masked"}, True),
+    ({"Id": "nginx.service", "LoadState": "loaded", "UnitFileState": "masked-runtime"}, True),   # systemctl mask --runtime
+    ({"Id": "nginx.service", "LoadState": "loaded", "UnitFileState": "disabled"}, False),        # disabled still may run
+    (None, False),                                                                              # not a systemd host
+])
+def test_a_unit_is_masked_by_its_load_state_or_its_unit_file_state(unit: dict[str, str] | None, masked: bool) -> None:
+    assert unit_masked(unit) is masked
