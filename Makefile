@@ -189,6 +189,7 @@ bench: setup
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/fleet_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/eda_speed.py
 	trap '$(LAB) down' EXIT; $(BIN)/python bench/ee_speed.py
+	trap '$(LAB) down' EXIT; $(BIN)/python bench/sliced_speed.py
 
 ## bench-efficacy: every lab fault through heal.yml, offline and with a scripted LLM (EFFICACY_REAL_MODEL=1: the local model too)
 bench-efficacy: setup

@@ -222,3 +222,20 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def bridged_server() -> PostgresServer:
+    """A server on the lab bridge's address (tests/lab), for containers (jobs in the execution environment, execution
+    nodes) over podman's network: its URL for them is ``bridged_url``. Start it with ``up()``."""
+    import lab_hosts  # tests/lab, on the path of whoever runs the lab
+
+    subnet = subprocess.run(["podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    return new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet,))
+
+
+def bridged_url(server: PostgresServer) -> str:
+    """The server's URL as a container reaches it (``bridged_server``)."""
+    import lab_hosts
+
+    return server.url.replace("@127.0.0.1:", f"@{lab_hosts.GATEWAY}:")

@@ -23,8 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "lab"))
 
 import fleet  # noqa: E402  (tests/lab is not a package)
-import lab_hosts  # noqa: E402
-from postgres_server import PostgresServer, new_server  # noqa: E402
+from postgres_server import PostgresServer, bridged_server  # noqa: E402
 
 from ansible_collections.sentinel.heal.plugins.module_utils._host.host_configuration import EXECUTOR_PATH  # noqa: E402
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.placeholders import STEP_PLACEHOLDERS  # noqa: E402
@@ -196,18 +195,11 @@ def _session_fleet(request: pytest.FixtureRequest) -> None:
 def bridged_postgres(lab: Any) -> Iterator[PostgresServer]:
     """PostgreSQL on the controller, reached from containers (jobs in the execution environment, execution nodes) over
     podman's network and the lab bridge's address: its URL for them is ``bridged_url``."""
-    subnet = subprocess.run(["podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"],
-                            check=True, capture_output=True, text=True).stdout.strip()
-    server = new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet,))
+    server = bridged_server()
     try:
         yield server.up()
     finally:
         server.down()
-
-
-def bridged_url(server: PostgresServer) -> str:
-    """The server's URL as a container reaches it (tests/integration's bridged_postgres)."""
-    return server.url.replace("@127.0.0.1:", f"@{lab_hosts.GATEWAY}:")
 
 
 class Faults:

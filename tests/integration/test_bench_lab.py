@@ -73,6 +73,15 @@ def test_the_execution_environment_benchmark_heals_once_in_the_image_and_once_wi
 # The benchmarks that boot fleets of their own run after every test on the session's fleet (own_fleet): what they leave
 # behind is no fleet at all.
 @pytest.mark.own_fleet
+def test_the_sliced_benchmark_heals_once_in_one_job_and_once_in_two_slices_on_two_nodes(lab: Any) -> None:
+    import sliced_speed
+
+    report = sliced_speed.measure(rounds=1)
+    assert report[0].startswith("a heal of nginx killed on node1, node2, shipped to execution nodes of localhost/sentinel-heal-ee:")
+    assert [row.split(": median ")[0].strip() for row in report[1:3]] == ["one job on one node", "two slices on two nodes"]
+    assert report[3].startswith("two slices / one job: ")
+
+
 def test_the_lab_benchmark_boots_both_inits_once(lab: Any) -> None:
     import lab_speed
 

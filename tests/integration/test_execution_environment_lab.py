@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import ROOT, Faults, bridged_url, episodes, one_line, sh
-from postgres_server import PostgresServer
+from conftest import ROOT, Faults, episodes, one_line, sh
+from postgres_server import PostgresServer, bridged_url
 from rulebook import Rulebook, alertmanager_payload, eda_inventory, post_json
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))

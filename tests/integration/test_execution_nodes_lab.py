@@ -22,9 +22,9 @@ import jinja2
 import psycopg
 import pytest
 import yaml
-from conftest import ROOT, Faults, RollOut, bridged_url, episodes, one_line, sh, slow_plan, wait_for
+from conftest import ROOT, Faults, RollOut, episodes, one_line, sh, slow_plan, wait_for
 from guides import code_block
-from postgres_server import PostgresServer
+from postgres_server import PostgresServer, bridged_url
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import LEASE_GRACE_S
 

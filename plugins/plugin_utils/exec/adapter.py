@@ -46,24 +46,31 @@ def check_ranges(args: Mapping[str, Any], ranges: Mapping[str, tuple[int, int]])
             raise AnsibleActionFail(f"{name}: {args[name]!r} is out of range ({low}-{high})")
 
 
-def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> BlastRadius:
-    """The caps of the task's options, for the run the task belongs to: AWX's job id when there is one, else the
-    ansible-playbook process every fork of the play was started by (its pid and start time: pids are reused). The run's
-    hosts are the play's, every batch of ``serial`` included."""
+def job_of(task_vars: Mapping[str, Any]) -> str:
+    """The job a task belongs to: AWX's job id when there is one, else the ansible-playbook process every fork of the play
+    was started by (its pid and start time: pids are reused)."""
     job = task_vars.get("awx_job_id") or task_vars.get("tower_job_id")
-    run_id = f"awx-job-{job}" if job else f"ansible-playbook-{process_owner(os.getppid())}"
+    return f"awx-job-{job}" if job else f"ansible-playbook-{process_owner(os.getppid())}"
+
+
+def blast_radius(options: Mapping[str, Any], task_vars: Mapping[str, Any]) -> BlastRadius:
+    """The caps of the task's options, for the run the task belongs to: the workflow job of AWX when the job is one of
+    a workflow's (every slice of a sliced job, on whichever execution node, is one run: its caps count across them), else
+    the job. The run's hosts are the play's, every batch of ``serial`` included (of a slice, the slice's)."""
+    workflow = task_vars.get("awx_workflow_job_id") or task_vars.get("tower_workflow_job_id")
+    run_id = f"awx-workflow-job-{workflow}" if workflow else job_of(task_vars)
     run_hosts = task_vars.get("ansible_play_hosts_all") or [task_vars.get("inventory_hostname")]
     return BlastRadius(max_running=options.get("max_running", 0), max_hosts_per_run=options.get("max_hosts_per_run", 0),
                        max_attempts_per_run=options.get("max_attempts_per_run", 0), run_id=run_id,
                        max_fail_percentage=options.get("max_fail_percentage"), run_hosts=len(run_hosts))
 
 
-def step_executor(options: Mapping[str, Any], secrets: Sequence[str], radius: BlastRadius) -> Rendezvous:
-    """What runs a task's remediation steps: ansible-runner, in one run with the other forks of the run that remediate
-    at the same time."""
+def step_executor(options: Mapping[str, Any], secrets: Sequence[str], task_vars: Mapping[str, Any], radius: BlastRadius) -> Rendezvous:
+    """What runs a task's remediation steps: ansible-runner, in one run with the other forks of the job that remediate
+    at the same time (of its job only: a slice never waits for, nor runs in, another slice's process)."""
     runner = RunnerExecutor(f"{options['state_dir']}/runs", step_timeout=options.get("step_timeout", 120), secrets=secrets,
                             privilege=options.get("step_privilege", "become"))
-    return Rendezvous(runner, key=radius.run_id, hosts=radius.run_hosts)
+    return Rendezvous(runner, key=job_of(task_vars), hosts=radius.run_hosts)
 
 
 def target_for_task(host: str, connection: Any, task_vars: Mapping[str, Any], templar: Any) -> Target:

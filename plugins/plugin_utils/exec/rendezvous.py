@@ -40,6 +40,7 @@ class Rendezvous:
 
     def __init__(self, runner: RunnerExecutor, *, key: str, hosts: int, gap: float = GATHER_GAP_S, window: float = GATHER_WINDOW_S) -> None:
         self.runner = runner
+        self.key = key
         self.hosts = hosts
         self.gap = gap
         self.window = window

@@ -148,7 +148,7 @@ class Toolkit:
         return cls(
             planner=planner,
             policy=policy,
-            executor=step_executor(args, secrets, radius),
+            executor=step_executor(args, secrets, task.task_vars, radius),
             target=target_for_task(task.host, task.connection, task.task_vars, task.templar),
             verify=verify,
             memory=memory if writes else None,

@@ -119,7 +119,9 @@ class HealSession:
             for failure, needs in dependencies_first(failures):
                 outcomes.append(heal_incident(failure, tools, [ended[name] for name in needs], fleet.incidents.get(failure.service)))
                 ended[failure.service] = DependencyOutcome(failure.service, outcomes[-1].state.status, outcomes[-1].state.reason)
-            closed += _clear_healed(tools, [outcome for outcome in outcomes if outcome.state.fleet_incident is not None])
+            # every heal, not only a fleet incident's: another job (a slice on another node, a later batch) may have opened
+            # one with this host in it after this host's check
+            closed += _clear_healed(tools, outcomes)
         result = host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)

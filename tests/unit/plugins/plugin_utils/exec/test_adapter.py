@@ -84,3 +84,18 @@ def test_a_privilege_the_task_names_is_kept_and_the_host_is_not_asked(monkeypatc
     for privilege in ("become", "sudo", "executor"):
         with privilege_for_host(action, {"step_privilege": privilege}, {}) as options:
             assert options == {"step_privilege": privilege}
+
+
+def test_the_slices_of_a_sliced_job_are_one_run_of_the_blast_radius_and_each_gathers_its_own_runs(tmp_path: Path) -> None:
+    caps = {"max_hosts_per_run": 2, "state_dir": str(tmp_path)}
+    slices = [{"awx_job_id": job, "awx_workflow_job_id": 7, "ansible_play_hosts_all": hosts}
+              for job, hosts in ((41, ["web1", "web2"]), (42, ["web3"]))]
+    radii = [adapter.blast_radius(caps, task_vars) for task_vars in slices]
+    assert {radius.run_id for radius in radii} == {"awx-workflow-job-7"} and [radius.run_hosts for radius in radii] == [2, 1]
+    # the shared runs of the remediations' forks stay in each slice's own job: a slice's fork never joins another's
+    assert [adapter.step_executor(caps, [], task_vars, radius).key for task_vars, radius in zip(slices, radii, strict=True)] == [
+        "awx-job-41", "awx-job-42"]
+    alone = adapter.blast_radius(caps, {"tower_job_id": 9, "inventory_hostname": "web1"})
+    assert (alone.run_id, alone.run_hosts) == ("awx-job-9", 1)
+    here = adapter.blast_radius(caps, {"inventory_hostname": "web1"})
+    assert here.run_id.startswith("ansible-playbook-") and here.run_id == adapter.job_of({})

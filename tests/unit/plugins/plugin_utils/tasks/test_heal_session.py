@@ -26,6 +26,7 @@ from ansible.template import Templar
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings, see
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
@@ -36,7 +37,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import loop_action
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.heal import HealSession, _stricter_restore
-from helpers import NGINX_SPEC, nginx_failure
+from helpers import HEALTHY, NGINX_SPEC, ScriptedExecutor, _tools, nginx_failure
 
 
 def test_the_shipped_files_parsed_where_the_action_loads_are_not_parsed_again_in_a_forked_worker() -> None:
@@ -93,6 +94,26 @@ def test_with_fleet_incidents_on_a_unit_a_person_masked_or_a_service_a_person_si
     assert incidents["nginx"]["fleet_incident"] is None and incidents["redis"]["fleet_incident"] is None
     with Memory(tmp_path) as memory:
         assert [incident.service for incident in memory.fleet_incidents()] == ["app"]
+
+
+def test_a_host_healed_before_another_job_made_its_failure_a_fleet_incident_leaves_the_incident_and_closes_it(tmp_path: Path) -> None:
+    """Two slices of one heal on two nodes: web1's check saw its failure alone and healed it outside any fleet incident;
+    web2's, in the other slice, met web1's sighting and opened one of both hosts. web2 healed and left it; web1's heal
+    closes it, as it would have as a member."""
+    settings = FleetSettings(min_hosts=2)
+    with Memory(tmp_path) as memory:
+        alone = see(memory, "web1", [nginx_failure("not_running", host="web1")], [], settings, run_id="slice-1", run_hosts=1, batch_hosts=1,
+                    at=1000.0)
+        joined = see(memory, "web2", [nginx_failure("not_running", host="web2")], [], settings, run_id="slice-2", run_hosts=1, batch_hosts=1,
+                     at=1001.0)
+        assert not alone.incidents and joined.incidents["nginx"].hosts == ("web1", "web2")
+        assert memory.clear_fleet_incidents("web2", ["nginx"], at=1010.0) == []
+    tools = _tools(tmp_path, ScriptedExecutor(), [HEALTHY])
+    result = _session(tmp_path, [nginx_failure("not_running")]).handle([nginx_failure("not_running")], tools, alone)
+    assert [incident["status"] for incident in result["incidents"]] == ["healed"]
+    with Memory(tmp_path) as memory:
+        [incident] = memory.fleet_incidents()
+    assert incident.closed_at is not None and incident.hosts == ("web1", "web2")
 
 
 def test_a_state_dir_that_is_a_file_fails_the_first_run_of_a_healthy_host_naming_the_path(tmp_path: Path) -> None:
