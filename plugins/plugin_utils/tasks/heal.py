@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
     InventoryHosts,
+    blast_radius,
     check_ranges,
     executor_policy,
     privilege_for_host,
@@ -42,6 +43,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, incident_key, notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 
@@ -60,6 +64,8 @@ class HealSession:
         self.args, self.task = args, task
         # what this task checks and heals: the services it targets and those they need (all, when it targets none)
         self.services = with_what_they_need(args["services"], args.get("target_services") or [])
+        self.destinations = destinations_from(args.get("notify"))
+        self._secrets: Sequence[str] = ()
         self._windows: tuple[MaintenanceWindow, ...] = ()
         self._runbooks: RunbookLibrary | None = None
         self._facts: Mapping[str, Any] = {}
@@ -88,6 +94,7 @@ class HealSession:
             check_state_dir(args["state_dir"], sqlite=not args["memory_url"], writes=self.writes)
             api_key = [llm_settings.api_key] if llm_settings and llm_settings.api_key else []
             secrets = known_secrets(self.task.task_vars, [*args["redact_values"], *api_key, *memory_secrets(args)])
+            self._secrets = secrets
             # checked on every host, healthy ones too: a window that cannot be read is found before it is needed
             self._windows = maintenance_windows(args.get("maintenance_windows"), "maintenance_windows")
             failures = self._failures(secrets)
@@ -122,10 +129,36 @@ class HealSession:
             # every heal, not only a fleet incident's: another job (a slice on another node, a later batch) may have opened
             # one with this host in it after this host's check
             closed += _clear_healed(tools, outcomes)
+        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed)
+        by_incident = {incident_key(o.state.failure.host, o.state.failure.service, o.state.failure.fingerprint): o for o in outcomes}
+        for delivery in deliveries:
+            if not delivery.delivered and delivery.key in by_incident:
+                by_incident[delivery.key].state.warnings.append(delivery.describe())
         result = host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed)
+        if deliveries:
+            result["notifications"] = [delivery.to_dict() for delivery in deliveries]
+            result["warnings"] += [delivery.describe() for delivery in deliveries if not delivery.delivered and delivery.key not in by_incident]
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
         return result
+
+    def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident]) -> list[Delivery]:
+        """The people told of what this host's incidents came to, once their outcomes are final, and of the fleet
+        incidents its check opened or closed (by the first host of the run to get there: one message for them all);
+        never in check mode. A ledger that cannot be written is a warning: notifying never fails a heal."""
+        if not self.writes or not self.destinations:
+            return []
+        now = time.time()
+        try:
+            ledger = RunLedger(self.args["state_dir"], blast_radius(self.args, self.task.task_vars).run_id, now=now)
+            notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
+            notices += [fleet_notice(incident, opened=True, now=now) for incident in {i.id: i for i in opened}.values()
+                        if ledger.first_to_say(f"fleet-{incident.id}-opened")]
+            notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
+        except OSError as exc:
+            return [Delivery("every destination", "-", "every notice", "", delivered=False, tries=0, skipped=True,
+                             error=f"the ledger in {self.args['state_dir']} cannot be written ({exc.strerror or exc})")]
+        return Notifier(self.destinations, ledger, self._secrets).send(notices)
 
     def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
         """This host's check told to the other hosts of its run, and which fleet incident each failure is part of."""

@@ -1,0 +1,171 @@
+"""Sending notices without getting in the heal's way: the standard library's urllib, each destination with its timeout
+and a bounded number of tries with a short backoff; what fails is a :class:`Delivery` the task returns (a warning on
+the incident, a record of the audit trail), never an error of the heal.
+
+A run is many processes (Ansible forks one per host and task), so what they share is a :class:`RunLedger` of files
+beside the memory: a destination that timed out is skipped by every later host of the run (it costs its timeout once
+per run, not per incident), and a fleet incident's message is sent by the first host that gets to say it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import Destination
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.formats import payload
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import Notice, redacted
+
+NOTIFY_DIR = "notify"
+# waits between tries: short, a person's phone is not worth holding a heal for
+BACKOFF_S = (0.25, 0.5, 1.0, 2.0, 2.0)
+# a run's ledger is kept this long (a play of many batches; AWX retries the same job id)
+RUN_LEDGER_KEPT_S = 86400
+USER_AGENT = "sentinel.heal-notify/1"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of one notice at one destination (named, never by its URL)."""
+
+    destination: str
+    type: str
+    event: str
+    key: str
+    delivered: bool
+    tries: int
+    error: str = ""
+    skipped: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"destination": self.destination, "type": self.type, "event": self.event, "key": self.key, "delivered": self.delivered,
+                "tries": self.tries, "error": self.error, "skipped": self.skipped}
+
+    def describe(self) -> str:
+        how = "not sent" if self.skipped else f"not delivered after {self.tries} tr{'y' if self.tries == 1 else 'ies'}"
+        return f"notification {self.event} to {self.destination} {how}: {self.error}"
+
+
+class RunLedger:
+    """What the hosts of one run tell each other about notifying, as files in ``<state_dir>/notify/``."""
+
+    def __init__(self, state_dir: str | Path, run_id: str, *, now: float | None = None) -> None:
+        base = Path(state_dir).expanduser() / NOTIFY_DIR
+        self.run_dir = base / "runs" / (_SAFE.sub("_", run_id) or "run")
+        self.once_dir = base / "once"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.once_dir.mkdir(parents=True, exist_ok=True)
+        _prune(self.run_dir.parent, (now or time.time()) - RUN_LEDGER_KEPT_S, keep=self.run_dir)
+
+    def down_because(self, destination: Destination) -> str | None:
+        try:
+            return (self.run_dir / _id_of(destination)).read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def mark_down(self, destination: Destination, why: str) -> None:
+        (self.run_dir / _id_of(destination)).write_text(why, encoding="utf-8")
+
+    def first_to_say(self, what: str) -> bool:
+        """Whether this process is the first ever to say ``what`` (a fleet incident opened, closed): the file is made at
+        most once, whichever fork gets there first."""
+        try:
+            os.close(os.open(self.once_dir / _SAFE.sub("_", what), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            return False
+        return True
+
+
+def _prune(runs: Path, older_than: float, keep: Path) -> None:
+    for run in runs.iterdir():
+        try:
+            if run != keep and run.stat().st_mtime < older_than:
+                shutil.rmtree(run, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _id_of(destination: Destination) -> str:
+    """A destination's name in the ledger: a hash of where it posts, which says nothing of the URL or key."""
+    return hashlib.sha256("\x1f".join((destination.type, destination.url, destination.routing_key)).encode()).hexdigest()[:24]
+
+
+Post = Callable[[str, bytes, float], int]
+
+
+def http_post(url: str, body: bytes, timeout: float) -> int:
+    """POST JSON; the HTTP status (an error status raises urllib's HTTPError)."""
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", "User-Agent": USER_AGENT})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        response.read(65536)
+        return int(response.status)
+
+
+class Notifier:
+    """Sends notices to the destinations that want them, redacted first."""
+
+    def __init__(self, destinations: Sequence[Destination], ledger: RunLedger, secrets: Sequence[str], *, post: Post = http_post,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.destinations, self.ledger, self.secrets = tuple(destinations), ledger, tuple(secrets)
+        self.post, self.sleep = post, sleep
+
+    def send(self, notices: Sequence[Notice]) -> list[Delivery]:
+        deliveries = []
+        for notice in notices:
+            clean = redacted(notice, self.secrets)
+            for destination in self.destinations:
+                if destination.wants(notice.event):
+                    deliveries.append(self._deliver(clean, destination))
+        return deliveries
+
+    def _deliver(self, notice: Notice, destination: Destination) -> Delivery:
+        down = self.ledger.down_because(destination)
+        if down is not None:
+            return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=0, skipped=True,
+                            error=f"skipped for the rest of this run: {down}")
+        body = json.dumps(payload(notice, destination), ensure_ascii=False).encode()
+        error = ""
+        for number in range(1, destination.retries + 2):
+            try:
+                self.post(destination.url, body, destination.timeout)
+                return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=True, tries=number)
+            except urllib.error.HTTPError as exc:
+                error = f"HTTP {exc.code} {exc.reason}"
+                if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                    # refused: the same message will be refused again
+                    return self._failed(notice, destination, number, f"{error} (refused)")
+            except TimeoutError as exc:
+                return self._timed_out(notice, destination, number, exc)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, (TimeoutError, socket.timeout)):
+                    return self._timed_out(notice, destination, number, reason)
+                error = str(reason)
+            if number <= destination.retries:
+                self.sleep(BACKOFF_S[min(number - 1, len(BACKOFF_S) - 1)])
+        return self._failed(notice, destination, destination.retries + 1, error)
+
+    def _timed_out(self, notice: Notice, destination: Destination, tries: int, exc: BaseException) -> Delivery:
+        """A destination that does not answer in its timeout is not asked again in this run, by any host."""
+        why = f"no answer within {destination.timeout:g} s ({self._clean(str(exc)) or 'timed out'})"
+        self.ledger.mark_down(destination, why)
+        return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=tries, error=why)
+
+    def _failed(self, notice: Notice, destination: Destination, tries: int, error: str) -> Delivery:
+        return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=tries, error=self._clean(error))
+
+    def _clean(self, text: str) -> str:
+        """An error as it may be said: without the destination's URLs and keys, nor the run's secrets."""
+        secrets = [value for destination in self.destinations for value in (destination.url, destination.routing_key) if value]
+        return str(redact(text, [*secrets, *self.secrets]))
