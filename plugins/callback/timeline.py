@@ -21,7 +21,8 @@ description:
     directories; an incident that needs a person says the cause in the service's own words and what to do next.
   - When O(audit_file) is set, appends the audit records of every attempt as it ends (JSON Lines, the records of
     M(sentinel.heal.memory_export) C(format=audit), documented in
-    R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))) for a log shipper to tail.
+    R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))) for a log shipper to tail,
+    and a C(notification) record for each message the heal sent its C(notify) destinations.
   - Enable it with C(callbacks_enabled = sentinel.heal.timeline) in C(ansible.cfg) or
     C(ANSIBLE_CALLBACKS_ENABLED=sentinel.heal.timeline).
 author:
@@ -51,7 +52,7 @@ from typing import Any
 
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, append_records, notification_records
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text, timeline_text
 
@@ -83,6 +84,8 @@ class CallbackModule(CallbackBase):
         if audit_file:
             try:
                 append_audit([episode for incident in incidents for episode in incident.get("attempt_log") or []], Path(audit_file).expanduser())
+                if data.get("notifications"):
+                    append_records(notification_records(host, data["notifications"], time.time()), Path(audit_file).expanduser())
             except OSError as exc:  # the play goes on; the memory keeps the episodes (sentinel.heal.memory_export format=audit)
                 self._display.warning(f"sentinel.heal.timeline: audit_file {audit_file}: the records of {host} were not appended ({exc})")
 

@@ -43,14 +43,15 @@ class Delivery:
     type: str
     event: str
     key: str
+    incident_id: str
     delivered: bool
     tries: int
     error: str = ""
     skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"destination": self.destination, "type": self.type, "event": self.event, "key": self.key, "delivered": self.delivered,
-                "tries": self.tries, "error": self.error, "skipped": self.skipped}
+        return {"destination": self.destination, "type": self.type, "event": self.event, "key": self.key, "incident_id": self.incident_id,
+                "delivered": self.delivered, "tries": self.tries, "error": self.error, "skipped": self.skipped}
 
     def describe(self) -> str:
         how = "not sent" if self.skipped else f"not delivered after {self.tries} tr{'y' if self.tries == 1 else 'ies'}"
@@ -132,14 +133,14 @@ class Notifier:
     def _deliver(self, notice: Notice, destination: Destination) -> Delivery:
         down = self.ledger.down_because(destination)
         if down is not None:
-            return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=0, skipped=True,
+            return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=False, tries=0, skipped=True,
                             error=f"skipped for the rest of this run: {down}")
         body = json.dumps(payload(notice, destination), ensure_ascii=False).encode()
         error = ""
         for number in range(1, destination.retries + 2):
             try:
                 self.post(destination.url, body, destination.timeout)
-                return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=True, tries=number)
+                return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=True, tries=number)
             except urllib.error.HTTPError as exc:
                 error = f"HTTP {exc.code} {exc.reason}"
                 if 400 <= exc.code < 500 and exc.code not in (408, 429):
@@ -160,10 +161,11 @@ class Notifier:
         """A destination that does not answer in its timeout is not asked again in this run, by any host."""
         why = f"no answer within {destination.timeout:g} s ({self._clean(str(exc)) or 'timed out'})"
         self.ledger.mark_down(destination, why)
-        return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=tries, error=why)
+        return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=False, tries=tries, error=why)
 
     def _failed(self, notice: Notice, destination: Destination, tries: int, error: str) -> Delivery:
-        return Delivery(destination.name, destination.type, notice.event, notice.key, delivered=False, tries=tries, error=self._clean(error))
+        return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=False, tries=tries,
+                        error=self._clean(error))
 
     def _clean(self, text: str) -> str:
         """An error as it may be said: without the destination's URLs and keys, nor the run's secrets."""

@@ -21,6 +21,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Plan
 
 SCHEMA_VERSION = 1
 KINDS = ("incident_opened", "evidence", "plan", "verdict", "approval", "step_executed", "verification", "outcome")
+# a message to a notify destination: the heal task's, not an episode's (its episode_id is null)
+NOTIFICATION_KIND = "notification"
 # characters of a command's output an audit record carries (its end); the run's artifacts keep the rest
 OUTPUT_CAP = 2000
 
@@ -124,7 +126,21 @@ def write_audit(episodes: Iterable[Mapping[str, Any]], dest: str | Path) -> int:
 
 def append_audit(episodes: Iterable[Mapping[str, Any]], dest: str | Path) -> int:
     """Append the records of the episodes to ``dest`` (what a log shipper tails), in one write so lines never interleave."""
-    text = to_lines(record for episode in episodes for record in audit_records(episode))
+    return append_records((record for episode in episodes for record in audit_records(episode)), dest)
+
+
+def notification_records(host: str, notifications: Iterable[Mapping[str, Any]], at: float) -> list[dict[str, Any]]:
+    """The records of what a heal task sent its notify destinations (its result's ``notifications``), delivered or not."""
+    return [{"kind": NOTIFICATION_KIND, "at": iso_utc(at), "schema": SCHEMA_VERSION, "episode_id": None,
+             "incident_id": str(sent.get("incident_id") or ""), "run_id": "", "attempt": 1, "host": host, "service": "",
+             "fingerprint": "", "plan_hash": None, "policy_version": None, "approver": None, "artifact_dirs": [],
+             "detail": {key: sent.get(key) for key in ("destination", "type", "event", "key", "delivered", "tries", "error", "skipped")}}
+            for sent in notifications]
+
+
+def append_records(records: Iterable[Mapping[str, Any]], dest: str | Path) -> int:
+    """Append records to ``dest`` in one write, as :func:`append_audit` does an episode's."""
+    text = to_lines(records)
     path = Path(dest)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:

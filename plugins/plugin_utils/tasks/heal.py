@@ -156,7 +156,7 @@ class HealSession:
                         if ledger.first_to_say(f"fleet-{incident.id}-opened")]
             notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
         except OSError as exc:
-            return [Delivery("every destination", "-", "every notice", "", delivered=False, tries=0, skipped=True,
+            return [Delivery("every destination", "-", "every notice", "", "", delivered=False, tries=0, skipped=True,
                              error=f"the ledger in {self.args['state_dir']} cannot be written ({exc.strerror or exc})")]
         return Notifier(self.destinations, ledger, self._secrets).send(notices)
 

@@ -23,7 +23,16 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
     Verdict,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import KINDS, SCHEMA_VERSION, append_audit, audit_records, iso_utc, to_lines
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import (
+    KINDS,
+    NOTIFICATION_KIND,
+    SCHEMA_VERSION,
+    append_audit,
+    audit_records,
+    iso_utc,
+    notification_records,
+    to_lines,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
@@ -92,7 +101,7 @@ def test_every_record_validates_against_the_documented_schema(memory_place: Memo
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for record in records:
         validator.validate(record)
-    assert {record["kind"] for record in records} == set(KINDS) == set(SCHEMA["properties"]["kind"]["enum"])
+    assert {record["kind"] for record in records} == set(KINDS) == set(SCHEMA["properties"]["kind"]["enum"]) - {NOTIFICATION_KIND}
     assert SCHEMA["properties"]["schema"]["const"] == SCHEMA_VERSION
     assert set(SCHEMA["required"]) == set(records[0])
 
@@ -126,3 +135,11 @@ def test_the_callbacks_live_records_are_those_the_memory_exports_for_the_same_ru
 def test_the_line_docs_reports_md_shows_is_a_valid_record() -> None:
     [example] = code_blocks("reports", "json")
     jsonschema.validate(json.loads(example.body), SCHEMA)
+
+
+def test_a_notification_record_validates_against_the_documented_schema() -> None:
+    sent = {"destination": "notify[0] (slack)", "type": "slack", "event": "escalated", "key": "sentinel.heal/web1/nginx/f", "incident_id": "i1",
+            "delivered": False, "tries": 3, "error": "HTTP 500 Internal Server Error", "skipped": False}
+    [record] = notification_records("web1", [sent], T0)
+    jsonschema.Draft202012Validator(SCHEMA).validate(record)
+    assert (record["kind"], record["incident_id"], record["detail"]["tries"]) == (NOTIFICATION_KIND, "i1", 3)
