@@ -1,6 +1,6 @@
-"""Sending notices without getting in the heal's way: the standard library's urllib, each destination with its timeout
-and a bounded number of tries with a short backoff; what fails is a :class:`Delivery` the task returns (a warning on
-the incident, a record of the audit trail), never an error of the heal.
+"""Sending notices without getting in the heal's way: urllib (through ansible-core's open_url, no new dependency), each
+destination with its timeout and a bounded number of tries with a short backoff; what fails is a :class:`Delivery` the
+task returns (a warning on the incident, a record of the audit trail), never an error of the heal.
 
 A run is many processes (Ansible forks one per host and task), so what they share is a :class:`RunLedger` of files
 beside the memory: a destination that timed out is skipped by every later host of the run (it costs its timeout once
@@ -16,10 +16,11 @@ import shutil
 import socket
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import Destination
@@ -106,9 +107,10 @@ Post = Callable[[str, bytes, float], int]
 
 
 def http_post(url: str, body: bytes, timeout: float) -> int:
-    """POST JSON; the HTTP status (an error status raises urllib's HTTPError)."""
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", "User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    """POST JSON with ansible-core's urllib (its certificate checks; no new dependency); the HTTP status (an error status
+    raises urllib's HTTPError). A redirect is not followed: a message goes only where it was configured to."""
+    with open_url(url, data=body, method="POST", headers={"Content-Type": "application/json"}, http_agent=USER_AGENT, timeout=timeout,
+                  follow_redirects="safe") as response:
         response.read(65536)
         return int(response.status)
 

@@ -1,10 +1,15 @@
-"""What the notify tests share: a recorder of what a loopback HTTP server was sent, and incidents in their final
-states (the fixture that serves it is notify/conftest.py's)."""
+"""What the notify tests share: a real HTTP server on 127.0.0.1 recording what it was sent, and incidents in their
+final states."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
 
 from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import Decision, Verdict
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Plan, PlanSource, Step, StepResult
@@ -24,6 +29,40 @@ class Recorder:
 
     def bodies(self, path: str) -> list[Any]:
         return [body for at, body in self.received if at == path]
+
+
+@contextlib.contextmanager
+def recording_server() -> Iterator[Recorder]:
+    """A real HTTP server on 127.0.0.1, in a thread, recording each POST's JSON body."""
+    recorder = Recorder()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            recorder.received.append((self.path, body))
+            if recorder.sleep_s:
+                time.sleep(recorder.sleep_s)
+            status = recorder.status.get(self.path, 200)
+            try:
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b"ok")
+            except OSError:  # the client gave up waiting
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    recorder.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield recorder
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _verdict(argv: tuple[str, ...], decision: Decision) -> Verdict:

@@ -22,6 +22,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.playbook.play_context import PlayContext
 from ansible.plugins.loader import connection_loader
 from ansible.template import Templar
+from notify_cases import recording_server
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
@@ -31,7 +32,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import TaskContext
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc, notification_records
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import loop_action
@@ -251,3 +252,26 @@ def test_a_restore_through_the_executor_is_planned_within_the_stricter_of_the_ho
         host: str | None, controller: str, planned: str) -> None:
     raw = {"name": "nginx", "spec": {"name": "nginx", "restore_known_good": host}}
     assert _stricter_restore(raw, controller)["spec"]["restore_known_good"] == planned
+
+
+def test_the_heal_tells_its_destinations_once_its_outcome_is_final_and_records_one_that_fails(tmp_path: Path) -> None:
+    """An escalation in a fleet incident of one host: one escalated message and one fleet message to the destination
+    that answers; the one that fails is retried, then a warning on the incident and a notification record; never an error."""
+    now = time.time()
+    with Memory(tmp_path) as memory:
+        memory.record_attempt(incident_id="earlier", failure=_stopped("app"), attempt=Attempt(number=1, outcome="failed", started_at=now - 60))
+    with recording_server() as recorder:
+        recorder.status["/down"] = 503
+        notify = [{"type": "webhook", "url": f"{recorder.url}/hook"},
+                  {"type": "slack", "name": "ops chat", "url": f"{recorder.url}/down", "retries": 1}]
+        result = _session(tmp_path, [_stopped("app")], fleet_min_hosts=1, flap_limit=1, notify=notify).run()
+    [incident] = result["incidents"]
+    assert incident["status"] == "escalated"
+    assert [body["event"] for body in recorder.bodies("/hook")] == ["escalated", "fleet_opened"]
+    assert len(recorder.bodies("/down")) == 4  # two messages, each tried twice
+    assert "notification escalated to ops chat not delivered after 2 tries: HTTP 503 Service Unavailable" in incident["warnings"]
+    assert any(warning.startswith("notification fleet_opened to ops chat") for warning in result["warnings"])
+    records = notification_records("web1", result["notifications"], now)
+    assert [(record["detail"]["destination"], record["detail"]["delivered"]) for record in records] == [
+        ("notify[0] (webhook)", True), ("ops chat", False), ("notify[0] (webhook)", True), ("ops chat", False)]
+    assert recorder.url not in json.dumps(result)
