@@ -13,20 +13,10 @@ from typing import Any, Callable
 
 from ansible_collections.sentinel.heal.plugins.module_utils._errors import PolicyFileError
 from ansible_collections.sentinel.heal.plugins.module_utils._guard.context import PackagePath
-from ansible_collections.sentinel.heal.plugins.module_utils._guard.judge import (
-    _NAME,
-    PLACEHOLDERS,
-    PLACEHOLDERS_WITH_LETTERS,
-    RESTORES,
-    BlockedGroup,
-    Decision,
-    Effect,
-    Pattern,
-    Policy,
-    Rule,
-    octal_mode,
-)
 from ansible_collections.sentinel.heal.plugins.module_utils._guard.paths import validate_symlinks
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.placeholders import _NAME, PLACEHOLDERS, PLACEHOLDERS_WITH_LETTERS
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.restores import RESTORES, octal_mode
+from ansible_collections.sentinel.heal.plugins.module_utils._guard.rules import BlockedGroup, Decision, Effect, Pattern, Policy, Rule
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",

@@ -9,6 +9,10 @@ local unit file and drop-ins, and what the inventory declares (``configs``: path
 root-only directory on the host; the controller is told names, sizes and hashes. When the service fails, what changed
 since: each file modified, added or removed (a unified diff computed here, redacted, capped) with its time, and the
 installs, upgrades and removals of its packages in dpkg's log since the last good check.
+
+One room of about 470 lines: keeping the copies, saying what changed since, and putting one back all work on the one
+root-only store (its manifest, its blobs, its fingerprint of the service's files); split, each would reach into the
+others' files.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Everything comes from ``systemctl show`` properties and the unit's journal, neve
 member ``postgresql@15-main`` runs the cluster; aliases such as ``redis`` resolve to their unit), its
 state and result, the step that failed, its drop-ins, the units it requires that failed, and the
 journal's lines since its last start, with the line that most likely names the cause.
+
+One room of about 430 lines: every function reads the same ``systemctl show`` properties and the same unit's journal,
+and classify and describe read what the others found; what only names units for the probe is short.
 """
 
 from __future__ import annotations

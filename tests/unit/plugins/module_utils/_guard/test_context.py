@@ -4,6 +4,9 @@ Debian host with systemd - or gathered by service_check itself on this machine.
 
 What an SRE runs first to look at and repair an nginx, PostgreSQL or redis incident runs unattended; another
 service's process on the incident's port is that service, and stopping it waits for a person.
+
+One file of about 600 lines: its tests are incidents made by the same few builders from service_check's evidence
+(``_failure``, ``_unit``, ``_owner``, ``_checked``); split, each part would import them all.
 """
 
 from __future__ import annotations

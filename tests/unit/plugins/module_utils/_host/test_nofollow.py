@@ -1,4 +1,8 @@
-"""The target-side file steps against a real filesystem, with symbolic links planted where a service account could."""
+"""The target-side file steps against a real filesystem, with symbolic links planted where a service account could.
+
+One file of about 440 lines, as _host/nofollow.py is one room: each step (chown, chmod, install -d, rm, a file
+replaced or read) against the same planted links and the same service and outside trees.
+"""
 
 from __future__ import annotations
 
