@@ -18,7 +18,9 @@ from memory_places import MemoryPlace
 
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "plugins" / "plugin_utils"))
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings, sighting_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncidents, FleetSettings, sighting_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silences
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE
 from helpers import nginx_failure
@@ -110,8 +112,8 @@ def test_the_queries_exports_and_pruning_through_a_playbook(memory_place: Memory
         # two hosts whose nginx failed alike, counted as one fleet incident (at two hosts here)
         for host in ("web1", "web2"):
             sighting = sighting_of(nginx_failure("not_running", host=host), run_id="run-1", at=time.time())
-            memory.report_check(host, [sighting], [], at=sighting.seen_at)
-            memory.fleet_incident_of(sighting, FleetSettings(min_hosts=2), run_hosts=2)
+            FleetIncidents(memory.database).report_check(host, [sighting], [], at=sighting.seen_at)
+            FleetIncidents(memory.database).fleet_incident_of(sighting, FleetSettings(min_hosts=2), run_hosts=2)
     (tmp_path / "memory.yml").write_text(PLAYBOOK)
     run = run_playbook(str(tmp_path / "memory.yml"), *on["extra"], state_dir=tmp_path, env=on["env"])
     assert run.rc == 0, run.output
@@ -225,7 +227,7 @@ def test_silences_through_the_playbook_are_set_listed_and_lifted_with_clear_erro
     lifted = run_playbook(*silence, "-e", "target=node1", "-e", "lift=true", state_dir=tmp_path, env=on["env"])
     assert lifted.rc == 0 and "unsilence 1: node1 nginx" in one_line(lifted.output), lifted.output
     with memory_place.open() as memory:
-        assert [silence.hosts for silence in memory.silences(at=time.time())] == ["web*"]
+        assert [silence.hosts for silence in Silences(memory.database).silences(at=time.time())] == ["web*"]
     assert _only_in_its_place(memory_place)
 
 
@@ -285,7 +287,8 @@ WRITES = """
 def _held(memory: Any) -> dict[str, Any]:
     """Everything the write modules could change: episodes, plans, silences, the kill switch, the flapping count."""
     return {"episodes": memory.episodes(limit=1000), "plans": memory.plans(status=None),
-            "silences": [silence.to_dict() for silence in memory.silences(at=time.time())], "suspension": memory.suspension(),
+            "silences": [silence.to_dict() for silence in Silences(memory.database).silences(at=time.time())],
+            "suspension": KillSwitch(memory.database).suspension(),
             "remediations": memory.remediations("web1", "nginx", since=0)}
 
 
@@ -300,7 +303,7 @@ def test_every_write_module_in_check_mode_changes_nothing_and_says_what_would_ch
         _episode, plan_id = memory.record_attempt(
             incident_id="waiting", failure=waiting, attempt=dataclasses.replace(_attempt(time.time()), outcome="awaiting_approval", verified=False),
             pending=PendingPlan(plan_hash="h", policy_file="p.yml", created_at=time.time(), expires_at=time.time() + 3600))
-        memory.silence(hosts="web1", service="nginx", until=time.time() + 3600, reason="disk swap", by="bob", at=time.time())
+        Silences(memory.database).silence(hosts="web1", service="nginx", until=time.time() + 3600, reason="disk swap", by="bob", at=time.time())
         held = _held(memory)
     (tmp_path / "writes.yml").write_text(WRITES)
     run = run_playbook(str(tmp_path / "writes.yml"), *on["extra"], "-e", f"p={plan_id}", "-e", f"f={waiting.fingerprint}", "--check",

@@ -22,6 +22,8 @@ import pytest
 from conftest import ROOT, Faults, one_line, sh
 from postgres_server import PostgresServer, bridged_url
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silences
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
@@ -116,7 +118,7 @@ def test_the_slices_of_one_heal_on_two_nodes_share_one_fleet_incident_one_canary
     state = tmp_path / "operator"
     state.mkdir()
     with sliced.memory(state) as memory:
-        memory.suspend(by="alice", reason="change freeze", at=time.time())
+        KillSwitch(memory.database).suspend(by="alice", reason="change freeze", at=time.time())
     faults.inject(healed[0], "nginx-killed")
     before = sliced.outcomes()
     jobs = sliced.launch({"node1": "exec-a", "node2": "exec-b"})
@@ -129,8 +131,8 @@ def test_the_slices_of_one_heal_on_two_nodes_share_one_fleet_incident_one_canary
     # resumed: a silence set once holds its host in whichever slice and node it is; flapping counts the remediations
     # every slice made (node2 was remediated by a slice on exec-b, then on exec-a)
     with sliced.memory(state) as memory:
-        memory.resume(by="alice", at=time.time())
-        memory.silence(hosts="node1", service="nginx", until=time.time() + 3600, reason="disk swap", by="alice", at=time.time())
+        KillSwitch(memory.database).resume(by="alice", at=time.time())
+        Silences(memory.database).silence(hosts="node1", service="nginx", until=time.time() + 3600, reason="disk swap", by="alice", at=time.time())
         remediated = len(memory.remediations("node2", "nginx", since=0.0))
     assert remediated in (1, 2)  # healed by the first launch's slice on exec-b, maybe by the second's on exec-a
     before = sliced.outcomes()

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.events import HealRequest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.fleet import Fleet
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.alerts import Alerts
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 
@@ -48,7 +49,8 @@ def fleet_settings(fleet: Fleet) -> FleetSettings:
 def admit(requests: Sequence[HealRequest], memory: Memory, settings: FleetSettings, *, at: float) -> Admitted:
     """The events of ``requests`` once the memory's throttle has seen them."""
     window = settings.window
-    verdicts = memory.admit_alerts([(request.host, request.service) for request in requests], at=at, min_hosts=settings.min_hosts, window=window)
+    verdicts = Alerts(memory.database).admit_alerts([(request.host, request.service) for request in requests], at=at,
+                                                    min_hosts=settings.min_hosts, window=window)
     events: list[dict[str, Any]] = []
     absorbed: list[str] = []
     fleets: list[FleetRequest] = []

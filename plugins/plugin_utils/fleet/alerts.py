@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.transactions import Transaction
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,19 @@ class AlertVerdict:
     hosts: tuple[str, ...]
     fleet_id: int | None = None
     since: float = 0.0
+
+
+class Alerts:
+    """The alerts and alert_fleets tables over the Database port."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def admit_alerts(self, alerts: Sequence[tuple[str, str]], *, at: float, min_hosts: int, window: float) -> list[AlertVerdict]:
+        """Record the alerts (host, service) an event source accepted in one body; what becomes of each service's: a
+        job per host, one fleet job, or nothing (a fleet job of the window covers them)."""
+        with Transaction(self._db) as db:
+            return admit(db, alerts, at=at, min_hosts=min_hosts, window=window)
 
 
 def admit(db: Database, alerts: Sequence[tuple[str, str]], *, at: float, min_hosts: int, window: float) -> list[AlertVerdict]:

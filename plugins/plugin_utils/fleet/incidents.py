@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, normalize_error_text
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.transactions import Transaction
 
 # two hosts failing alike may be chance; from three on, a share of the run's hosts is a pattern
 MIN_SHARED_HOSTS = 3
@@ -214,7 +215,7 @@ def common_to(sightings: Sequence[Sighting]) -> tuple[str, ...]:
 
 
 class SightingStore(Protocol):
-    """What a fork needs of the memory to meet the others of its run (store/memory.py's Memory)."""
+    """What a fork needs of the memory to meet the others of its run (FleetIncidents)."""
 
     def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]: ...
 
@@ -307,7 +308,7 @@ def join_or_open(db: Database, sighting: Sighting, settings: FleetSettings, *, r
     return _incident(db, incident_id)
 
 
-def clear(db: Database, host: str, services: Iterable[str], *, at: float) -> list[FleetIncident]:
+def clear_host(db: Database, host: str, services: Iterable[str], *, at: float) -> list[FleetIncident]:
     """Inside a write transaction: ``host`` was seen without the failure of the open fleet incidents of ``services``;
     those whose every host is now clear close. The ones closed."""
     services = list(services)
@@ -346,3 +347,39 @@ def _incident(db: Database, incident_id: int) -> FleetIncident:
                          last_seen=float(row["last_seen"]), common=tuple(json.loads(row["common_json"])),
                          closed_at=None if row["closed_at"] is None else float(row["closed_at"]),
                          cleared=tuple(member["host"] for member in members if member["cleared_at"] is not None))
+
+
+class FleetIncidents:
+    """The sightings and fleet incidents tables over the Database port: what each host saw fail, and the fleet
+    incidents it makes."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def report_check(self, host: str, sightings: Sequence[Sighting], clear: Iterable[str], *, at: float) -> list[FleetIncident]:
+        """What a failing host's check saw, for the other hosts of its run and later runs to count: the failures it saw
+        (``sightings``), and the services it saw without the failure of their open fleet incidents (``clear``); the
+        fleet incidents that closed with it."""
+        with Transaction(self._db) as db:
+            record_sightings(db, sightings)
+            return clear_host(db, host, clear, at=at)
+
+    def run_hosts_sighted(self, run_id: str) -> int:
+        """How many hosts of the run wrote what they saw fail."""
+        return int(self._db.execute("SELECT count(DISTINCT host) FROM sightings WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+    def fleet_incident_of(self, sighting: Sighting, settings: FleetSettings, *, run_hosts: int) -> FleetIncident | None:
+        """The fleet incident this host's failure is part of (opened now when it crosses the thresholds), or None."""
+        with Transaction(self._db) as db:
+            return join_or_open(db, sighting, settings, run_hosts=run_hosts)
+
+    def clear_fleet_incidents(self, host: str, services: Iterable[str], *, at: float) -> list[FleetIncident]:
+        """``host`` was seen without the failure of ``services``' open fleet incidents (healed, or checked healthy); the
+        incidents that closed with it. Nothing is written while no fleet incident is open."""
+        if not any_open(self._db):
+            return []
+        with Transaction(self._db) as db:
+            return clear_host(db, host, services, at=at)
+
+    def fleet_incidents(self, *, open_only: bool = False, limit: int = 50) -> list[FleetIncident]:
+        return fleet_incidents(self._db, open_only=open_only, limit=limit)

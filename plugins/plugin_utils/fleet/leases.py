@@ -11,14 +11,19 @@ another job may take the host up, so two jobs never remediate one service at onc
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Hold, StepResult
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.episodes import episode_row, insert_episode, json_text, plan_executed
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.transactions import Transaction
 
 # What a run cut off with its job had done on the host, told by whoever ran it (runner.steps_started reads
 # ansible-runner's events): the run's directory as the lease kept it, the plan's steps and the host. The store keeps
@@ -171,3 +176,116 @@ def _start_time(pid: int) -> str:
     except OSError:
         return "gone"
     return "gone" if len(fields) < 20 or fields[0] in ("Z", "X") else fields[19]
+
+
+class Leases:
+    """The leases table over the Database port: taking a lease within the blast radius, its heartbeat, its run
+    directory, its release, and the reaping of the leases whose job died into ``interrupted`` episodes."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def acquire_lease(self, request: LeaseRequest) -> HeldLease | LeaseRefusal:
+        """A lease for one remediation, within the caps of the blast radius (0: no cap): the lease, or why it must wait.
+
+        Taken in one write transaction, so forks and concurrent jobs never both take the last slot. Leases whose owner
+        is gone or whose expiry passed are first turned into ``interrupted`` episodes, which frees their slots."""
+        radius, at, host = request.radius, request.at, request.failure.host
+        carried = json_text({"episode": episode_row(request.incident_id, request.failure, request.attempt, radius.run_id, request.relapsed_from),
+                             "executed_plan_id": request.executed_plan_id})
+        with Transaction(self._db) as db:
+            _reap(db, at=at, host=None, steps_started=request.steps_started)
+            busy = db.execute("SELECT run_id FROM leases WHERE host = ? AND service = ?", (host, request.failure.service)).fetchone()
+            if busy is not None:
+                return LeaseRefusal(f"a remediation of {request.failure.service} on {host} by another run ({busy[0]}) is running",
+                                    elsewhere=True)
+            running = db.execute("SELECT count(*) FROM leases").fetchone()[0]
+            if radius.max_running and running >= radius.max_running:
+                # the lease that expires first frees its slot then at the latest
+                expires = db.execute("SELECT min(expires_at) FROM leases").fetchone()[0]
+                return LeaseRefusal(f"{running} remediations are running (the cap on remediations at the same time is {radius.max_running})",
+                                    cap="max_running", until=float(expires))
+            hosts = {row[0] for row in db.execute("SELECT host FROM run_hosts WHERE run_id = ?", (radius.run_id,))}
+            if radius.max_hosts_per_run and host not in hosts and len(hosts) >= radius.max_hosts_per_run:
+                return LeaseRefusal(f"this run already remediated {len(hosts)} hosts (the cap per run is {radius.max_hosts_per_run})",
+                                    cap="max_hosts_per_run")
+            spent = int(db.execute("SELECT coalesce(sum(attempts), 0) FROM run_hosts WHERE run_id = ?", (radius.run_id,)).fetchone()[0])
+            if radius.max_attempts_per_run and spent >= radius.max_attempts_per_run:
+                return LeaseRefusal(f"this run already made {spent} remediation attempts (its budget is {radius.max_attempts_per_run})",
+                                    cap="max_attempts_per_run")
+            db.execute("""INSERT INTO run_hosts (run_id, host, first_at, attempts) VALUES (?, ?, ?, 1)
+                          ON CONFLICT (run_id, host) DO UPDATE SET attempts = run_hosts.attempts + 1""", (radius.run_id, host, at))
+            lease = db.execute(
+                """INSERT INTO leases (run_id, host, service, acquired_at, expires_at, renewed_at, incident_id, owner, episode_json)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id""",
+                (radius.run_id, host, request.failure.service, at, at + request.ttl, at, request.incident_id, request.owner, carried),
+            ).fetchone()[0]
+        return HeldLease(int(lease), request.owner)
+
+    def lease_run(self, lease: HeldLease, run_dir: str) -> None:
+        """Where ansible-runner keeps the leased remediation's run: what an interruption reads to tell what had started."""
+        with Transaction(self._db) as db:
+            db.execute("UPDATE leases SET run_dir = ? WHERE id = ? AND owner = ?", (run_dir, lease.id, lease.owner))
+
+    def renew_lease(self, lease: HeldLease, at: float) -> Renewal:
+        """The lease's heartbeat: its remediation still runs at ``at``. A renewal the memory cannot take now (another
+        writer holds it past the busy timeout, or it is out of reach) is NOT_WRITTEN, for the heartbeat to try again; a
+        lease no longer there (another job reaped it) is LOST."""
+        try:
+            with Transaction(self._db) as db:
+                renewed = db.execute("UPDATE leases SET renewed_at = ? WHERE id = ? AND owner = ?", (at, lease.id, lease.owner)).rowcount
+        except MemoryStoreError:
+            return Renewal.NOT_WRITTEN
+        return Renewal.RENEWED if renewed else Renewal.LOST
+
+    def release_lease(self, lease: HeldLease) -> None:
+        with Transaction(self._db) as db:
+            db.execute("DELETE FROM leases WHERE id = ? AND owner = ?", (lease.id, lease.owner))
+
+    def reap_interrupted(self, *, at: float, steps_started: StepsStarted, host: str | None = None) -> list[dict[str, Any]]:
+        """Turn the leases of remediations whose job died (or whose expiry passed) into ``interrupted`` episodes, with
+        what each had started (``steps_started`` tells, from the run's directory); of one host, or of all. Each lease
+        becomes its episode in the same transaction."""
+        query = "SELECT owner, expires_at, renewed_at FROM leases" + (" WHERE host = ?" if host is not None else "")
+        rows = self._db.execute(query, (host,) if host is not None else ()).fetchall()
+        if all(_ended(row, at) is None for row in rows):
+            return []
+        with Transaction(self._db) as db:
+            return _reap(db, at=at, host=host, steps_started=steps_started)
+
+
+def _ended(lease: Any, at: float) -> str | None:
+    return lease_ended(expires_at=lease["expires_at"], renewed_at=lease["renewed_at"], owner=lease["owner"], at=at)
+
+
+def _reap(db: Database, *, at: float, host: str | None, steps_started: StepsStarted) -> list[dict[str, Any]]:
+    """Inside a write transaction: every lease that ended without its owner releasing it becomes an interrupted episode."""
+    query = "SELECT * FROM leases" + (" WHERE host = ?" if host is not None else "")
+    reaped = []
+    for lease in db.execute(query, (host,) if host is not None else ()).fetchall():
+        why = _ended(lease, at)
+        if why is None:
+            continue
+        db.execute("DELETE FROM leases WHERE id = ?", (lease["id"],))
+        carried = json.loads(lease["episode_json"])
+        if not carried:
+            continue  # a lease taken before leases carried their episode
+        row = carried["episode"]
+        argvs = [step["argv"] for step in json.loads(row["plan_json"] or '{"steps": []}')["steps"]]
+        steps = steps_started(lease["run_dir"], argvs, lease["host"]) if lease["run_dir"] else [
+            StepResult(argv=tuple(argv), status="skipped", stderr="not started: the job was killed") for argv in argvs]
+        started = [" ".join(step.argv) for step in steps if step.status not in ("skipped", "unknown")]
+        summary = f"interrupted: {why} during the remediation; " + (
+            "what it had started is not known on this controller (its run's directory is on the one it ran on)"
+            if any(step.status == "unknown" for step in steps) else f"it had started {'; '.join(started)}" if started else "no step had started")
+        results = json.loads(row["results_json"])
+        results.update(steps=[step.to_dict() for step in steps], verification={"healthy": False, "summary": summary},
+                       artifacts=[*results["artifacts"], *([lease["run_dir"]] if lease["run_dir"] else [])])
+        row.update(outcome="interrupted", verified=0, finished_at=at, results_json=json_text(results))
+        episode_id = insert_episode(db, row)
+        if carried.get("executed_plan_id"):
+            # an approved plan that began to run never runs again by itself: a person approves it anew, or not
+            plan_executed(db, carried["executed_plan_id"], episode_id)
+        reaped.append({"episode": episode_id, "host": row["host"], "service": row["service"], "incident_id": row["incident_id"],
+                       "started": started, "summary": summary, "run_dir": lease["run_dir"]})
+    return reaped

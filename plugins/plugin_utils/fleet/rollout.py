@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import owner_is_gone
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Failure, Plan, PlanSource
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.transactions import Transaction
 
 # Plans from these sources were never verified anywhere: a human wrote the runbooks, memory holds what healed before.
 UNPROVEN_SOURCES = frozenset({PlanSource.LLM, PlanSource.GENERIC})
@@ -81,13 +82,35 @@ def claim_canary(db: Database, key: CanaryKey, *, host: str, owner: str, at: flo
 
 
 def settle_canary(db: Database, key: CanaryKey, *, host: str, outcome: str, episode_id: int) -> None:
-    """Inside the write transaction of the canary's episode: what the waiting hosts learn from it."""
+    """Inside a write transaction, once the canary's episode is recorded: what the waiting hosts learn from it."""
     where = "run_id = ? AND fingerprint = ? AND plan_key = ? AND host = ? AND outcome = 'running'"
     params = (key.run_id, key.fingerprint, key.plan_key, host)
     if outcome in SETTLED:
         db.execute(f"UPDATE canaries SET outcome = ?, episode_id = ? WHERE {where}", (SETTLED[outcome], episode_id, *params))
     else:
         db.execute(f"DELETE FROM canaries WHERE {where}", params)
+
+
+class Canaries:
+    """The canaries table over the Database port: who tries a run's new plan first, and what its attempt settled."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def claim_canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+        """The host that tries a new plan first in its run: this one, unless another host of the run has it."""
+        with Transaction(self._db) as db:
+            return claim_canary(db, key, host=host, owner=owner, at=at)
+
+    def canary(self, key: CanaryKey, *, host: str, owner: str, at: float) -> Canary:
+        """How the plan's canary stands for ``host``: read without the write lock, and claimed for ``host`` only when it is
+        free (a hundred forks waiting for it poll it)."""
+        return held_canary(self._db, key, host=host) or self.claim_canary(key, host=host, owner=owner, at=at)
+
+    def settle_canary(self, key: CanaryKey, *, host: str, outcome: str, episode_id: int) -> None:
+        """The canary's attempt was recorded as episode ``episode_id``: what the hosts waiting for it learn."""
+        with Transaction(self._db) as db:
+            settle_canary(db, key, host=host, outcome=outcome, episode_id=episode_id)
 
 
 def halted_because(failed_hosts: list[str], *, run_hosts: int, max_fail_percentage: int | None) -> str | None:

@@ -18,6 +18,8 @@ from ansible_collections.sentinel.heal.plugins.module_utils._host.maintenance im
 from ansible_collections.sentinel.heal.plugins.module_utils._text import moment
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Hold
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.database import Database
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.transactions import Transaction
 
 ALL_SERVICES = "*"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -52,6 +54,43 @@ class Silence:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+class Silences:
+    """The silences table over the Database port."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def silence(self, *, hosts: str, service: str, until: float, reason: str, by: str, at: float) -> Silence:
+        """Hands off ``hosts`` (a name or pattern of hosts or groups) and ``service`` (``*``: all) until then."""
+        with Transaction(self._db) as db:
+            silence_id = db.execute("""INSERT INTO silences (hosts, service, reason, set_by, set_at, until) VALUES (?, ?, ?, ?, ?, ?)
+                                       RETURNING id""", (hosts, service, reason, by, at, until)).fetchone()[0]
+        return Silence(id=int(silence_id), hosts=hosts, service=service, reason=reason, set_by=by, set_at=at, until=until)
+
+    def unsilence(self, *, by: str, at: float, silence_id: int | None = None, hosts: str | None = None,
+                  service: str | None = None, dry_run: bool = False) -> list[Silence]:
+        """Lift the silences in force with that id, or for those hosts (and service); the ones lifted. With ``dry_run``,
+        the ones it would lift, as they are."""
+        lifted = [silence for silence in self.silences(at=at) if silence.id == silence_id or (
+            silence_id is None and silence.hosts == hosts and (service is None or silence.service == service))]
+        if dry_run:
+            return lifted
+        with Transaction(self._db) as db:
+            for silence in lifted:
+                db.execute("UPDATE silences SET lifted_at = ?, lifted_by = ? WHERE id = ? AND lifted_at IS NULL", (at, by, silence.id))
+        return [dataclasses.replace(silence, lifted_at=at, lifted_by=by) for silence in lifted]
+
+    def silences(self, *, at: float) -> list[Silence]:
+        """The silences in force at that time, the one that ends last first."""
+        rows = self._db.execute("SELECT * FROM silences WHERE lifted_at IS NULL AND until > ? ORDER BY until DESC, id DESC", (at,))
+        return [Silence(**dict(row)) for row in rows]
+
+    def silence_over(self, host: str, groups: Iterable[str], service: str, *, at: float) -> Silence | None:
+        """The silence in force over this service on this host (the one that ends last), or None."""
+        groups = tuple(groups)
+        return next((silence for silence in self.silences(at=at) if silence.covers(host, groups, service)), None)
 
 
 def silence_seconds(duration: str) -> float:

@@ -12,7 +12,7 @@ from ansible_collections.sentinel.heal.plugins.module_utils._configuration_tests
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.filters import filtered
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ExecutorError, FlowError, HostUnreachable, JobGone, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import HostRequest, RunReport, RunStep
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import Heartbeat, LeaseRefusal, LeaseRequest, process_owner
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import Heartbeat, LeaseRefusal, LeaseRequest, Leases, process_owner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import RESTORE_PROGRAM, Decision, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, past_deadline, plan_of, steps_ran
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
@@ -85,14 +85,15 @@ class ExecuteNode(ToolNode):
             return Suspended(thrown)
         if prep_res.time_left < 1:
             return Late()
-        memory, lease = self.tools.memory, None
+        leases = None if self.tools.memory is None else Leases(self.tools.memory.database)
+        lease = None
         heartbeat: Heartbeat | None = None
-        if memory is not None and prep_res.lease is not None:
-            granted = memory.acquire_lease(prep_res.lease)
+        if leases is not None and prep_res.lease is not None:
+            granted = leases.acquire_lease(prep_res.lease)
             if isinstance(granted, LeaseRefusal):
                 return Deferred(granted.why, elsewhere=granted.elsewhere, hold=granted.hold(prep_res.lease.radius) if granted.cap else None)
             lease = granted
-            heartbeat = Heartbeat(functools.partial(memory.renew_lease, granted), self.tools.clock, since=prep_res.lease.at)
+            heartbeat = Heartbeat(functools.partial(leases.renew_lease, granted), self.tools.clock, since=prep_res.lease.at)
         keep_lease = False
 
         def stop() -> bool:
@@ -105,7 +106,7 @@ class ExecuteNode(ToolNode):
         try:
             report = self.tools.executor.run(
                 self.tools.target, prep_res.steps, purpose="remediation", stop=stop,
-                started=None if memory is None or lease is None else functools.partial(memory.lease_run, lease), timeout=prep_res.time_left,
+                started=None if leases is None or lease is None else functools.partial(leases.lease_run, lease), timeout=prep_res.time_left,
                 alone=prep_res.alone,
             )
         except HostUnreachable as exc:
@@ -114,9 +115,9 @@ class ExecuteNode(ToolNode):
             keep_lease = True  # the next run records this remediation as interrupted
             raise
         finally:
-            if memory is not None and lease is not None and not keep_lease:
+            if leases is not None and lease is not None and not keep_lease:
                 try:
-                    memory.release_lease(lease)
+                    leases.release_lease(lease)
                 except MemoryStoreError:
                     if heartbeat is None or heartbeat.lost is None:
                         raise

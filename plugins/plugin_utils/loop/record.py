@@ -1,11 +1,12 @@
-"""The record node: each attempt as one episode in memory (a plan that waits for a person stored with it), and where
-the incident goes next."""
+"""The record node: each attempt as one episode in memory (a plan that waits for a person stored with it; the canary it
+was, settled next), and where the incident goes next."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canaries
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, plan_of
@@ -32,8 +33,7 @@ class RecordNode(ToolNode):
             pending = approvals.pending_plan(plan_of(state), state.failure, self.tools.policy, ttl_s=self.tools.approval_ttl)
         return self.tools.memory.record_attempt(
             incident_id=state.incident_id, failure=state.failure, attempt=attempt, pending=pending,
-            executed_plan_id=state.approved_plan_id, run_id=self.tools.blast_radius.run_id, canary=state.canaries.get(attempt.number),
-            relapsed_from=state.relapsed_from,
+            executed_plan_id=state.approved_plan_id, run_id=self.tools.blast_radius.run_id, relapsed_from=state.relapsed_from,
         )
 
     def exec_fallback(self, prep_res: tuple[IncidentState, Attempt], exc: Exception) -> MemoryStoreError:
@@ -55,6 +55,7 @@ class RecordNode(ToolNode):
             state.attempt_records[attempt.number]["id"] = episode_id
             state.plan_id = plan_id or state.plan_id
             state.log(self.name, f"episode {episode_id}: {attempt.outcome}")
+            self._settle_canary(state, attempt, episode_id)
         if attempt.outcome == "healed":
             return "healed"
         if attempt.outcome == "awaiting_approval":
@@ -66,3 +67,14 @@ class RecordNode(ToolNode):
         if attempt.outcome == "failed":
             state.reason = f"{state.failure.service}: not healed by attempt {attempt.number}, the last allowed; {state.reason}"
         return "escalate"
+
+    def _settle_canary(self, state: IncidentState, attempt: Attempt, episode_id: int) -> None:
+        """When the attempt was the canary of its plan, what the hosts waiting for it learn from its episode. Written
+        once the episode is (exec may run again; this may not): a canary not settled is freed once its job ends."""
+        canary = state.canaries.get(attempt.number)
+        if canary is None or self.tools.memory is None:
+            return
+        try:
+            Canaries(self.tools.memory.database).settle_canary(canary, host=state.failure.host, outcome=attempt.outcome, episode_id=episode_id)
+        except MemoryStoreError as exc:
+            state.warnings.append(f"the canary of attempt {attempt.number} not settled: {exc}")

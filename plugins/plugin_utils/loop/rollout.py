@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import UNPROVEN_SOURCES, CanaryKey, halted_because
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import UNPROVEN_SOURCES, Canaries, CanaryKey, halted_because
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.graph import ToolNode, plan_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Deferred, IncidentState, Suspended
 
@@ -81,7 +81,7 @@ class RolloutNode(ToolNode):
             return Proceed()
         began = self.tools.clock()
         while True:
-            canary = memory.canary(key, host=host, owner=process_owner(), at=self.tools.clock())
+            canary = Canaries(memory.database).canary(key, host=host, owner=process_owner(), at=self.tools.clock())
             waited = self.tools.clock() - began
             if canary.host == host:
                 return Proceed(canary=key, waited=waited)

@@ -21,6 +21,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import RunReport, RunStep, Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, StepsStarted
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
@@ -153,7 +154,7 @@ class Toolkit:
             verify=verify,
             memory=memory if writes else None,
             check_mode=not writes,
-            suspension=memory.suspended_because if memory is not None else lambda: None,
+            suspension=KillSwitch(memory.database).suspended_because if memory is not None else lambda: None,
             approval_signer=approval_signer,
             verify_retries=args.get("verify_retries", 1),
             verify_wait=args.get("verify_delay", 0.0),

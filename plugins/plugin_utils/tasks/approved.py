@@ -16,7 +16,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import check_ranges, executor_policy, privilege_for_host, service_check
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, Silences, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
@@ -75,7 +76,7 @@ def run_approved(args: Mapping[str, Any], task: TaskContext) -> dict[str, Any]:
             if task.check_mode:
                 return {"changed": bool(stored_plans), "status": Status.PLANNED.value if stored_plans else Status.HEALTHY.value,
                         "plans": [stored.summary() for stored in stored_plans]}
-            thrown = memory.suspended_because()
+            thrown = KillSwitch(memory.database).suspended_because()
             if thrown is not None:
                 raise approvals.ApprovalRefused(
                     f"autonomous remediation is {thrown}: no approved plan runs while it is suspended",
@@ -105,7 +106,7 @@ def _refuse_held(stored: approvals.StoredPlan, memory: Memory, args: Mapping[str
     """A plan whose service a silence, the maintenance marker or a window holds, or that the flapping limit stops, does
     not run (ApprovalRefused): the plan stays pending."""
     now, host = time.time(), task.host
-    silenced = hands_off(memory.silence_over(host, task.task_vars.get("group_names") or (), stored.failure.service, at=now),
+    silenced = hands_off(Silences(memory.database).silence_over(host, task.task_vars.get("group_names") or (), stored.failure.service, at=now),
                          marker, windows, stored.failure.service, now, host)
     if silenced is not None:
         raise approvals.ApprovalRefused(

@@ -29,8 +29,17 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import 
     service_check,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, FleetView, counted, see
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, hands_off, maintenance_windows
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import (
+    FleetIncident,
+    FleetIncidents,
+    FleetSettings,
+    FleetView,
+    counted,
+    see,
+)
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import Leases
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, Silences, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import DEFAULT_TTL_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.host_approval import ApprovalSigner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import load_policy
@@ -104,7 +113,7 @@ class HealSession:
                 args["state_dir"], url=args["memory_url"] or None, password=args["memory_password"])
             try:
                 # a remediation of this host whose job died is recorded before anything else happens here
-                interrupted = memory.reap_interrupted(at=time.time(), host=host, steps_started=steps_started) \
+                interrupted = Leases(memory.database).reap_interrupted(at=time.time(), host=host, steps_started=steps_started) \
                     if self.writes and memory is not None else []
                 tools = self._toolkit(secrets, llm_settings, memory)
                 fleet = self._fleet_view(memory, failures, tools) if self.writes and memory is not None else FleetView()
@@ -165,8 +174,8 @@ class HealSession:
         failing = {failure.service for failure in failures}
         clear = [spec["name"] for spec in self.services if spec["name"] not in failing]
         batch = self.task.task_vars.get("ansible_play_batch") or [self.task.host]
-        return see(memory, self.task.host, counted(failures, tools.silence), clear, self.fleet, run_id=tools.blast_radius.run_id,
-                   run_hosts=tools.blast_radius.run_hosts, batch_hosts=len(batch), at=time.time())
+        return see(FleetIncidents(memory.database), self.task.host, counted(failures, tools.silence), clear, self.fleet,
+                   run_id=tools.blast_radius.run_id, run_hosts=tools.blast_radius.run_hosts, batch_hosts=len(batch), at=time.time())
 
     def _healthy(self) -> dict[str, Any]:
         """A healthy host: nothing to heal, and only an existing memory is opened, to record what an earlier job left
@@ -178,8 +187,9 @@ class HealSession:
             return self.handle([], None)
         try:
             with Memory.from_options(args) as memory:
-                interrupted = memory.reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
-                closed = memory.clear_fleet_incidents(self.task.host, [spec["name"] for spec in self.services], at=time.time())
+                interrupted = Leases(memory.database).reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
+                closed = FleetIncidents(memory.database).clear_fleet_incidents(self.task.host, [spec["name"] for spec in self.services],
+                                                                               at=time.time())
         except MemoryStoreError as exc:
             handled = self.handle([], None)
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
@@ -230,10 +240,10 @@ class HealSession:
                                   lambda service: _said(hands_off(None, None, self._windows, service, now, host), now))
         try:
             with Memory.from_options(args) as memory:
-                suspended = memory.suspended_because()
+                suspended = KillSwitch(memory.database).suspended_because()
 
                 def held(service: str) -> str | None:
-                    silenced = memory.silence_over(host, groups, service, at=now)
+                    silenced = Silences(memory.database).silence_over(host, groups, service, at=now)
                     return suspended or _said(hands_off(silenced, None, self._windows, service, now, host), now) or flapping_reason(
                         memory, host, service, limit=args.get("flap_limit", 3), window=args.get("flap_window", 3600), now=now)
 
@@ -313,7 +323,7 @@ def _restore_setting(raw: Mapping[str, Any], setting: str, *, force: bool) -> Ma
 
 def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[MaintenanceWindow, ...], failure: Failure) -> Hold | None:
     now = time.time()
-    silenced = None if memory is None else memory.silence_over(failure.host, groups, failure.service, at=now)
+    silenced = None if memory is None else Silences(memory.database).silence_over(failure.host, groups, failure.service, at=now)
     return hands_off(silenced, failure.facts.get("maintenance"), windows, failure.service, now, failure.host)
 
 
@@ -326,7 +336,7 @@ def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[F
     healed = [outcome.state.failure.service for outcome in outcomes if outcome.state.status in (Status.HEALED.value, Status.RECOVERED.value)]
     if tools.memory is None or not healed:
         return []
-    return tools.memory.clear_fleet_incidents(tools.target.name, healed, at=time.time())
+    return FleetIncidents(tools.memory.database).clear_fleet_incidents(tools.target.name, healed, at=time.time())
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

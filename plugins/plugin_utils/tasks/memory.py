@@ -23,7 +23,9 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import remove_runs
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, silence_seconds
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncidents
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, Silences, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import MEMORY_PLACE_SPEC
@@ -120,11 +122,12 @@ def info(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars
     if kind == "plans":
         return _plans(memory, args)
     if kind == "silences":
-        return {"changed": False, "silences": [silence.to_dict() for silence in memory.silences(at=time.time())]}
+        return {"changed": False, "silences": [silence.to_dict() for silence in Silences(memory.database).silences(at=time.time())]}
     if kind == "fleet_incidents":
-        return {"changed": False, "fleet_incidents": [incident.to_dict() for incident in memory.fleet_incidents(limit=args["limit"])]}
+        incidents = FleetIncidents(memory.database).fleet_incidents(limit=args["limit"])
+        return {"changed": False, "fleet_incidents": [incident.to_dict() for incident in incidents]}
     if kind == "suspension":
-        in_force = memory.suspension()
+        in_force = KillSwitch(memory.database).suspension()
         return {"changed": False, "suspended": in_force is not None, "suspension": in_force.to_dict() if in_force else None}
     if args.get("episode_id") is not None:
         row = memory.episode(args["episode_id"])
@@ -241,8 +244,8 @@ def silence(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_v
     ``silence_id``, or of ``host`` (and ``service``). Check mode shows the silences it would lift, and sets none."""
     now = time.time()
     if args["state"] == "absent":
-        lifted = memory.unsilence(by=args["decided_by"], at=now, silence_id=args.get("silence_id"), hosts=args.get("host"),
-                                  service=args.get("service"), dry_run=check_mode)
+        lifted = Silences(memory.database).unsilence(by=args["decided_by"], at=now, silence_id=args.get("silence_id"), hosts=args.get("host"),
+                                                     service=args.get("service"), dry_run=check_mode)
         return {"changed": bool(lifted), "silences": [silence.to_dict() for silence in lifted]}
     for name in ("decided_by", "note"):
         if not args[name].strip():
@@ -254,15 +257,15 @@ def silence(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_v
         warnings.append(f"host: {args['host']!r} matches no host or group of this inventory; the silence is kept anyway")
     if check_mode:
         return {"changed": True, "silences": [], "warnings": warnings}
-    silenced = memory.silence(hosts=args["host"], service=args.get("service") or ALL_SERVICES, until=until, reason=args["note"],
-                              by=args["decided_by"], at=now)
+    silenced = Silences(memory.database).silence(hosts=args["host"], service=args.get("service") or ALL_SERVICES, until=until,
+                                                 reason=args["note"], by=args["decided_by"], at=now)
     return {"changed": True, "silences": [silenced.to_dict()], "msg": f"{args['host']} {silenced.service}: {silenced.describe()}",
             "warnings": warnings}
 
 
 def suspension(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars: Mapping[str, Any]) -> dict[str, Any]:
     """The kill switch: ``state: present`` throws it (a second throw keeps the first), ``absent`` releases it."""
-    verb, in_force = ("suspend" if args["state"] == "present" else "resume"), memory.suspension()
+    verb, in_force = ("suspend" if args["state"] == "present" else "resume"), KillSwitch(memory.database).suspension()
     if not args["decided_by"].strip():
         raise AnsibleActionFail(f"decided_by: name who {verb}s healing (it is recorded with the switch)")
     if verb == "suspend":
@@ -270,11 +273,11 @@ def suspension(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, tas
             raise AnsibleActionFail("note: say why healing is suspended (every job that stops shows it)")
         if in_force is not None or check_mode:
             return {"changed": in_force is None, "suspended": True, "suspension": in_force.to_dict() if in_force else None}
-        thrown, _new = memory.suspend(by=args["decided_by"], reason=args["note"], at=time.time())
+        thrown, _new = KillSwitch(memory.database).suspend(by=args["decided_by"], reason=args["note"], at=time.time())
         return {"changed": True, "suspended": True, "suspension": thrown.to_dict()}
     if in_force is None or check_mode:
         return {"changed": in_force is not None, "suspended": in_force is not None, "suspension": in_force.to_dict() if in_force else None}
-    ended = memory.resume(by=args["decided_by"], at=time.time())
+    ended = KillSwitch(memory.database).resume(by=args["decided_by"], at=time.time())
     return {"changed": ended is not None, "suspended": False, "suspension": ended.to_dict() if ended else None}
 
 

@@ -107,11 +107,18 @@ def test_an_action_plugin_adapts_its_task_in_a_few_lines_and_imports_no_other_ac
 
 def test_the_store_imports_only_the_data_it_keeps_never_what_runs_or_decides() -> None:
     """Data goes one way, from the loop into the memory: the store never reads a runner's artifacts, a plan's policy or
-    a model's answer itself (what a killed run had started reaches it as a function of the caller's, fleet/leases.py);
-    it keeps what the fleet's coordination (leases, canaries, silences, fleet incidents, alerts) asks it to."""
+    a model's answer itself (what a killed run had started reaches it as a function of the caller's, fleet/leases.py),
+    nor the fleet's coordination (leases, canaries, silences, the kill switch, fleet incidents, alerts): fleet/ keeps
+    its own tables over the store's Database port."""
     graph = import_graph()
     outside = {dependency for module, dependencies in graph.items() if module.startswith("plugin_utils.store.")
                for dependency in dependencies if not dependency.startswith("plugin_utils.store.")}
-    # (module_utils._text: how a time it keeps reads to a person)
-    assert outside == {"plugin_utils.errors", "plugin_utils.incident", "plugin_utils.fleet.alerts", "plugin_utils.fleet.incidents",
-                       "plugin_utils.fleet.leases", "plugin_utils.fleet.rollout", "plugin_utils.fleet.silences", "module_utils._text"}
+    assert outside == {"plugin_utils.errors", "plugin_utils.incident"}
+
+
+def test_no_module_of_the_store_imports_the_fleet() -> None:
+    graph = import_graph()
+    assert any(dependency.startswith("plugin_utils.store.") for dependency in graph["plugin_utils.fleet.leases"])  # fleet -> store
+    assert {module: sorted(dependency for dependency in dependencies if dependency.startswith("plugin_utils.fleet"))
+            for module, dependencies in graph.items() if module.startswith("plugin_utils.store")} == {
+        module: [] for module in graph if module.startswith("plugin_utils.store")}

@@ -11,6 +11,7 @@ from memory_places import MemoryPlace
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import (
+    FleetIncidents,
     FleetSettings,
     common_to,
     counted,
@@ -88,35 +89,36 @@ def test_hosts_failing_alike_open_one_incident_others_join_it_and_it_closes_once
     with memory_place.open() as memory:
         first = [sighting_of(upstream_down(f"web{n}", n), run_id="run-1", at=1000.0 + n) for n in (1, 2)]
         for sighting in first:
-            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
-        assert memory.run_hosts_sighted("run-1") == 2
-        assert memory.fleet_incident_of(first[0], settings, run_hosts=2) is None  # two hosts: not yet
+            FleetIncidents(memory.database).report_check(sighting.host, [sighting], [], at=sighting.seen_at)
+        assert FleetIncidents(memory.database).run_hosts_sighted("run-1") == 2
+        assert FleetIncidents(memory.database).fleet_incident_of(first[0], settings, run_hosts=2) is None  # two hosts: not yet
         third = sighting_of(upstream_down("web3", 3), run_id="run-1", at=1003.0)
-        memory.report_check("web3", [third], ["redis"], at=third.seen_at)
-        incident = memory.fleet_incident_of(third, settings, run_hosts=3)
+        FleetIncidents(memory.database).report_check("web3", [third], ["redis"], at=third.seen_at)
+        incident = FleetIncidents(memory.database).fleet_incident_of(third, settings, run_hosts=3)
         assert incident is not None and incident.hosts == ("web1", "web2", "web3")
         assert (incident.first_seen, incident.last_seen) == (1001.0, 1003.0)
         assert any("http://10.77.0.1:8081" in said for said in incident.common)
         assert incident.describe().startswith(f"fleet incident {incident.id}: nginx fails the same way on 3 hosts within 2 s (web1, web2, web3)")
         # the same hosts counting again find the same incident; a host of a later run (an EDA job) joins it
-        assert memory.fleet_incident_of(first[0], settings, run_hosts=3) == incident
+        assert FleetIncidents(memory.database).fleet_incident_of(first[0], settings, run_hosts=3) == incident
         later = sighting_of(upstream_down("web4", 4), run_id="eda-7", at=1200.0)
-        memory.report_check("web4", [later], [], at=later.seen_at)
-        joined = memory.fleet_incident_of(later, settings, run_hosts=1)
+        FleetIncidents(memory.database).report_check("web4", [later], [], at=later.seen_at)
+        joined = FleetIncidents(memory.database).fleet_incident_of(later, settings, run_hosts=1)
         assert joined is not None and joined.id == incident.id and joined.hosts[-1] == "web4" and joined.last_seen == 1200.0
-        assert memory.fleet_incidents(open_only=True) == [joined]
+        assert FleetIncidents(memory.database).fleet_incidents(open_only=True) == [joined]
         # seen clear one by one (healed, or its check in a later run): open until the last
-        assert memory.clear_fleet_incidents("web1", ["nginx"], at=1300.0) == []
+        assert FleetIncidents(memory.database).clear_fleet_incidents("web1", ["nginx"], at=1300.0) == []
         for host in ("web2", "web3"):
-            assert memory.report_check(host, [], ["nginx", "redis"], at=1300.0) == []
-        (closed,) = memory.report_check("web4", [], ["nginx"], at=1301.0)
+            assert FleetIncidents(memory.database).report_check(host, [], ["nginx", "redis"], at=1300.0) == []
+        (closed,) = FleetIncidents(memory.database).report_check("web4", [], ["nginx"], at=1301.0)
         assert closed.id == incident.id and closed.closed_at == 1301.0 and set(closed.cleared) == {"web1", "web2", "web3", "web4"}
-        assert memory.fleet_incidents(open_only=True) == [] and memory.fleet_incidents()[0].closed_at == 1301.0
+        incidents = FleetIncidents(memory.database)
+        assert incidents.fleet_incidents(open_only=True) == [] and incidents.fleet_incidents()[0].closed_at == 1301.0
         # the failure again, later: a new incident, not the closed one
         again = [sighting_of(upstream_down(f"web{n}", n), run_id="run-2", at=5000.0 + n) for n in (1, 2, 3)]
         for sighting in again:
-            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
-        reopened = memory.fleet_incident_of(again[0], settings, run_hosts=3)
+            FleetIncidents(memory.database).report_check(sighting.host, [sighting], [], at=sighting.seen_at)
+        reopened = FleetIncidents(memory.database).fleet_incident_of(again[0], settings, run_hosts=3)
         assert reopened is not None and reopened.id != incident.id
 
 
@@ -125,10 +127,10 @@ def test_sightings_older_than_the_window_do_not_count_and_a_prune_forgets_them_w
     with memory_place.open() as memory:
         old = [sighting_of(upstream_down(f"web{n}", n), run_id=f"eda-{n}", at=100.0 * n) for n in (1, 2, 3)]
         for sighting in old:
-            memory.report_check(sighting.host, [sighting], [], at=sighting.seen_at)
-        assert memory.fleet_incident_of(old[-1], settings, run_hosts=1) is None  # 100 s apart: never three within a minute
+            FleetIncidents(memory.database).report_check(sighting.host, [sighting], [], at=sighting.seen_at)
+        assert FleetIncidents(memory.database).fleet_incident_of(old[-1], settings, run_hosts=1) is None  # 100 s apart: never three within a minute
         memory.prune(before=250.0)
-        assert memory.run_hosts_sighted("eda-1") == 0 and memory.run_hosts_sighted("eda-3") == 1
+        assert FleetIncidents(memory.database).run_hosts_sighted("eda-1") == 0 and FleetIncidents(memory.database).run_hosts_sighted("eda-3") == 1
 
 
 def test_the_forks_gather_until_the_whole_run_wrote_or_nobody_wrote_for_the_gap() -> None:

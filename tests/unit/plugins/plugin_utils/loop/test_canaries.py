@@ -19,7 +19,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import Target
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canary, CanaryKey
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canaries, Canary, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.rollout import CANARY_POLL_S
@@ -68,7 +68,7 @@ def test_a_host_waits_for_the_canary_of_a_new_plan_and_runs_it_only_if_it_verifi
     tools = _generic_fleet(tmp_path, executor, [HEALTHY])
     assert tools.memory is not None
     key = _canary_of(tools, "web1")
-    assert tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time()).host == "web1"  # another fork has it
+    assert Canaries(tools.memory.database).claim_canary(key, host="web1", owner=process_owner(), at=time.time()).host == "web1"  # another fork has it
     waits: list[float] = []
     now = [time.time()]
 
@@ -77,8 +77,9 @@ def test_a_host_waits_for_the_canary_of_a_new_plan_and_runs_it_only_if_it_verifi
         now[0] += seconds
         if len(waits) == 12 and tools.memory is not None:  # web1's fork records its attempt while web2 waits
             plan = tools.planner.plan(nginx_failure("not_running", host="web1"), Diagnosis("x", None, {}), frozenset(), None)
-            tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"), run_id="run-1",
-                                        attempt=Attempt(number=1, plan=plan, outcome=canary_outcome), canary=key)
+            episode_id, _plan_id = tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"),
+                                                               run_id="run-1", attempt=Attempt(number=1, plan=plan, outcome=canary_outcome))
+            Canaries(tools.memory.database).settle_canary(key, host="web1", outcome=canary_outcome, episode_id=episode_id)
 
     outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_settles, clock=lambda: now[0]))
     assert outcome.state.status == status and waits == [CANARY_POLL_S] * 12
@@ -96,15 +97,16 @@ def test_a_canary_freed_while_a_host_waits_is_taken_over_by_it(tmp_path: Path) -
     tools = _generic_fleet(tmp_path, executor, [HEALTHY])
     assert tools.memory is not None
     key = _canary_of(tools, "web1")
-    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    Canaries(tools.memory.database).claim_canary(key, host="web1", owner=process_owner(), at=time.time())
     waits: list[float] = []
 
     def canary_gives_up(seconds: float) -> None:
         waits.append(seconds)
         if len(waits) == 2 and tools.memory is not None:  # web1's attempt ended without running (its host went away)
             plan = tools.planner.plan(nginx_failure("not_running", host="web1"), Diagnosis("x", None, {}), frozenset(), None)
-            tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"), run_id="run-1",
-                                        attempt=Attempt(number=1, plan=plan, outcome="unreachable"), canary=key)
+            episode_id, _plan_id = tools.memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running", host="web1"),
+                                                               run_id="run-1", attempt=Attempt(number=1, plan=plan, outcome="unreachable"))
+            Canaries(tools.memory.database).settle_canary(key, host="web1", outcome="unreachable", episode_id=episode_id)
 
     outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_gives_up))
     assert outcome.state.status == "healed" and len(waits) == 2
@@ -116,12 +118,13 @@ def test_a_host_waiting_for_a_canary_reads_it_while_another_fork_holds_the_memor
     tools = _generic_fleet(tmp_path, ScriptedExecutor(), [HEALTHY])
     assert tools.memory is not None and tools.memory.path is not None
     key = _canary_of(tools, "web1")
-    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    Canaries(tools.memory.database).claim_canary(key, host="web1", owner=process_owner(), at=time.time())
     writer = sqlite3.connect(tools.memory.path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # another fork records its episode
     try:
         began = time.monotonic()
-        assert tools.memory.canary(key, host="web2", owner=process_owner(), at=time.time()) == Canary(host="web1", outcome="running")
+        canary = Canaries(tools.memory.database).canary(key, host="web2", owner=process_owner(), at=time.time())
+        assert canary == Canary(host="web1", outcome="running")
         assert time.monotonic() - began < 1  # a claim would wait for the lock (the memory's busy timeout)
     finally:
         writer.execute("ROLLBACK")
@@ -134,13 +137,13 @@ def test_the_canary_of_a_job_that_died_is_taken_over_and_one_never_verified_in_t
     assert tools.memory is not None
     key = _canary_of(tools, "web1")
     dead = f"{process_owner().split('/')[0]}/999999999/0"
-    tools.memory.claim_canary(key, host="web1", owner=dead, at=time.time())
+    Canaries(tools.memory.database).claim_canary(key, host="web1", owner=dead, at=time.time())
     assert heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2")).state.status == "healed"
     assert executor.remediations == [[("service", "nginx", "restart")]]
 
     tools = _generic_fleet(tmp_path / "slow", ScriptedExecutor(), [HEALTHY])
     assert tools.memory is not None
-    tools.memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time())
+    Canaries(tools.memory.database).claim_canary(key, host="web1", owner=process_owner(), at=time.time())
     now = [1000.0]
     waiting = _on(tools, "web2", clock=lambda: now[0], sleep=lambda seconds: now.__setitem__(0, now[0] + seconds), incident_timeout=60)
     outcome = heal_incident(nginx_failure("not_running", host="web2"), waiting)

@@ -12,9 +12,9 @@ from typing import Any
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Diagnosis, Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.steps import Target
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetSettings, see, signature_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident, FleetIncidents, FleetSettings, see, signature_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import BlastRadius, process_owner
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import CanaryKey
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.rollout import Canaries, CanaryKey
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import Toolkit
@@ -28,7 +28,8 @@ START = [("service", "nginx", "start")]  # the runbook service-not-running, veri
 def _incident(memory: Memory) -> FleetIncident:
     """Five hosts of one run whose nginx is not running, met in memory as their forks meet: one fleet incident."""
     failures = [nginx_failure("not_running", host=host) for host in HOSTS]
-    views = [see(memory, failure.host, [failure], ["redis"], FleetSettings(), run_id="run-1", run_hosts=5, batch_hosts=1, at=1000.0 + n)
+    incidents = FleetIncidents(memory.database)
+    views = [see(incidents, failure.host, [failure], ["redis"], FleetSettings(), run_id="run-1", run_hosts=5, batch_hosts=1, at=1000.0 + n)
              for n, failure in enumerate(failures)]
     # the third host makes half of the run's five (min_percent 50, from three hosts on); the others join it
     assert [bool(view.incidents) for view in views] == [False, False, True, True, True]
@@ -71,8 +72,8 @@ def test_a_verified_plan_runs_on_the_incidents_canary_first_then_on_the_others_a
     assert all("the fleet incident's plan, verified on web1 first in the fleet incident" in text for text in said[1:])
     assert executor.remediations == [START] * 5
     for host in HOSTS[:-1]:
-        assert tools.memory.clear_fleet_incidents(host, ["nginx"], at=2000.0) == []
-    (closed,) = tools.memory.clear_fleet_incidents(HOSTS[-1], ["nginx"], at=2001.0)
+        assert FleetIncidents(tools.memory.database).clear_fleet_incidents(host, ["nginx"], at=2000.0) == []
+    (closed,) = FleetIncidents(tools.memory.database).clear_fleet_incidents(HOSTS[-1], ["nginx"], at=2001.0)
     assert closed.id == incident.id and closed.closed_at == 2001.0
 
 
@@ -104,15 +105,16 @@ def test_a_host_waits_for_the_incidents_canary_running_elsewhere(tmp_path: Path)
     incident = _incident(memory)
     plan = tools.planner.plan(nginx_failure("not_running"), Diagnosis("x", None, {}), frozenset(), None)
     key = CanaryKey.of_fleet_incident(incident.id, incident.signature, plan)
-    assert memory.claim_canary(key, host="web1", owner=process_owner(), at=time.time()).host == "web1"  # web1's fork has it
+    assert Canaries(memory.database).claim_canary(key, host="web1", owner=process_owner(), at=time.time()).host == "web1"  # web1's fork has it
     now, waits = [time.time()], []
 
     def canary_heals(seconds: float) -> None:
         waits.append(seconds)
         now[0] += seconds
         if len(waits) == 2:
-            memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running"), run_id="run-1",
-                                  attempt=Attempt(number=1, plan=plan, outcome="healed"), canary=key)
+            episode_id, _plan_id = memory.record_attempt(incident_id="web1", failure=nginx_failure("not_running"), run_id="run-1",
+                                                         attempt=Attempt(number=1, plan=plan, outcome="healed"))
+            Canaries(memory.database).settle_canary(key, host="web1", outcome="healed", episode_id=episode_id)
 
     outcome = heal_incident(nginx_failure("not_running", host="web2"), _on(tools, "web2", sleep=canary_heals, clock=lambda: now[0]),
                             fleet_incident=incident)

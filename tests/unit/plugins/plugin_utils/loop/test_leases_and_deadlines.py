@@ -23,6 +23,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import 
     BlastRadius,
     HeldLease,
     LeaseRequest,
+    Leases,
     process_owner,
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt
@@ -59,9 +60,9 @@ def test_a_remediation_over_max_running_is_deferred_until_the_running_one_ends_a
     now = time.time()
     other = nginx_failure(host="web2")
     # another fork remediates web2 now: its lease ends in 10 min at the latest
-    running = tools.memory.acquire_lease(LeaseRequest(radius=tools.blast_radius, incident_id="web2-incident", failure=other,
-                                                      attempt=Attempt(number=1, started_at=now), at=now, ttl=600, owner=process_owner(),
-                                                      steps_started=tools.steps_started))
+    running = Leases(tools.memory.database).acquire_lease(LeaseRequest(
+        radius=tools.blast_radius, incident_id="web2-incident", failure=other, attempt=Attempt(number=1, started_at=now), at=now, ttl=600,
+        owner=process_owner(), steps_started=tools.steps_started))
     assert isinstance(running, HeldLease)
     incident = heal_incident(nginx_failure(), tools).to_dict()
     assert incident["status"] == "deferred" and executor.remediations == []
@@ -128,7 +129,7 @@ def test_a_remediation_whose_lease_another_job_took_back_is_stopped_and_says_so(
                 return super().run(target, steps, stop=stop, **kwargs)
             assert stop is not None and tools.memory is not None
             with Memory(tmp_path) as next_job:
-                assert next_job.reap_interrupted(at=now[0] + LEASE_GRACE_S + 1, steps_started=tools.steps_started) != []
+                assert Leases(next_job.database).reap_interrupted(at=now[0] + LEASE_GRACE_S + 1, steps_started=tools.steps_started) != []
             for _second in range(int(LEASE_RENEW_S)):  # its next beat finds the lease gone
                 now[0] += 1.0
                 stopped = stop()

@@ -15,17 +15,19 @@ from memory_places import MemoryPlace, drop, postgres_place, sqlite_place
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError, MemoryStoreError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import steps_started
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import (
     LEASE_GRACE_S,
     BlastRadius,
     HeldLease,
     LeaseRefusal,
     LeaseRequest,
+    Leases,
     Renewal,
     owner_is_gone,
     process_owner,
 )
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, silence_seconds
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, Silences, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, PendingPlan, Plan, PlanSource, Step, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.backends import open_database
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_FILE, Memory
@@ -312,17 +314,17 @@ def test_check_mode_reads_an_existing_memory_and_never_creates_or_writes_one(mem
 
 def test_the_kill_switch_records_who_when_and_why_and_every_process_sees_it(memory_place: MemoryPlace) -> None:
     with memory_place.open() as memory:
-        assert memory.suspension() is None and memory.suspended_because() is None
-        first, thrown = memory.suspend(by="alice", reason="database failover", at=1_000.0)
+        assert KillSwitch(memory.database).suspension() is None and KillSwitch(memory.database).suspended_because() is None
+        first, thrown = KillSwitch(memory.database).suspend(by="alice", reason="database failover", at=1_000.0)
         assert thrown and (first.suspended_by, first.reason, first.resumed_at) == ("alice", "database failover", None)
-        again, thrown = memory.suspend(by="bob", reason="me too", at=2_000.0)
+        again, thrown = KillSwitch(memory.database).suspend(by="bob", reason="me too", at=2_000.0)
         assert not thrown and again == first  # the switch that holds is the first, with its reason
         with memory_place.open() as other_job:
-            said = other_job.suspended_because() or ""
+            said = KillSwitch(other_job.database).suspended_because() or ""
             assert said.startswith("suspended by alice at ") and said.endswith(": database failover")
-        ended = memory.resume(by="carol", at=3_000.0)
+        ended = KillSwitch(memory.database).resume(by="carol", at=3_000.0)
         assert ended is not None and (ended.suspended_by, ended.resumed_by, ended.resumed_at) == ("alice", "carol", 3_000.0)
-        assert memory.suspension() is None and memory.resume(by="carol", at=3_001.0) is None
+        assert KillSwitch(memory.database).suspension() is None and KillSwitch(memory.database).resume(by="carol", at=3_001.0) is None
 
 
 def test_the_flapping_count_is_remediations_of_the_service_on_the_host_since_the_window_or_a_reset(memory_place: MemoryPlace) -> None:
@@ -349,7 +351,7 @@ RUNNING = Attempt(number=1, diagnosis="d", started_at=99.0, policy_version="v1",
 def _lease(memory: Memory, run_id: str, host: str, service: str = "nginx", *, at: float, ttl: float = 60, owner: str | None = None,
            executed_plan_id: str | None = None, relapsed_from: int | None = None, **caps: int) -> tuple[HeldLease | None, str]:
     failure = dataclasses.replace(nginx_failure(host=host), service=service)
-    granted = memory.acquire_lease(LeaseRequest(
+    granted = Leases(memory.database).acquire_lease(LeaseRequest(
         radius=BlastRadius(run_id=run_id, **caps), incident_id=f"incident-{host}-{service}", failure=failure,
         attempt=RUNNING, at=at, ttl=ttl,
         owner=owner or process_owner(), steps_started=steps_started, executed_plan_id=executed_plan_id, relapsed_from=relapsed_from,
@@ -375,17 +377,17 @@ def test_leases_cap_remediations_at_once_and_hosts_and_attempts_per_run_and_expi
         after_expiry, _why = _lease(other_job, "r2", "web2", at=161.0, max_running=1)
         assert after_expiry is not None
         assert [e["outcome"] for e in memory.episodes(host="web1")] == ["interrupted"]
-        other_job.release_lease(after_expiry)
+        Leases(other_job.database).release_lease(after_expiry)
         # per run: the same host again is fine, a second host is not
         again, _why = _lease(memory, "r1", "web1", "redis", at=170.0, max_hosts_per_run=1)
         assert again is not None
-        memory.release_lease(again)
+        Leases(memory.database).release_lease(again)
         second_host, why = _lease(memory, "r1", "web3", at=171.0, max_hosts_per_run=1)
         assert second_host is None and why == "this run already remediated 1 hosts (the cap per run is 1)"
         # the budget counts every attempt of the run (web1 twice, so far), whatever the host
         within, _why = _lease(memory, "r1", "web3", at=172.0, max_attempts_per_run=3)
         assert within is not None
-        memory.release_lease(within)
+        Leases(memory.database).release_lease(within)
         spent, why = _lease(memory, "r1", "web4", at=173.0, max_attempts_per_run=3)
         assert spent is None and why == "this run already made 3 remediation attempts (its budget is 3)"
         assert _lease(memory, "another-run", "web4", at=174.0, max_attempts_per_run=3)[0] is not None
@@ -411,9 +413,9 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         alive, _why = _lease(memory, "r1", "web2", at=100.0, ttl=3600)
         dead, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=_gone_owner(), relapsed_from=healed)
         assert dead is not None and alive is not None
-        memory.lease_run(dead, str(run_dir))
-        assert memory.reap_interrupted(at=101.0, host="web2", steps_started=steps_started) == []  # its owner (this process) runs
-        reaped = memory.reap_interrupted(at=101.0, steps_started=steps_started)
+        Leases(memory.database).lease_run(dead, str(run_dir))
+        assert Leases(memory.database).reap_interrupted(at=101.0, host="web2", steps_started=steps_started) == []  # its owner (this process) runs
+        reaped = Leases(memory.database).reap_interrupted(at=101.0, steps_started=steps_started)
         assert [(r["host"], r["started"]) for r in reaped] == [("web1", ["service nginx start", "service nginx status"])]
         episode = memory.episode(reaped[0]["episode"])
         assert episode is not None
@@ -422,7 +424,7 @@ def test_a_lease_whose_job_died_becomes_an_interrupted_episode_with_what_had_sta
         steps = json.loads(episode["results_json"])["steps"]
         assert [(step["status"], step["rc"]) for step in steps] == [("ok", 0), ("interrupted", None)]
         assert str(run_dir) in json.loads(episode["results_json"])["artifacts"]
-        assert memory.reap_interrupted(at=102.0, steps_started=steps_started) == []  # once
+        assert Leases(memory.database).reap_interrupted(at=102.0, steps_started=steps_started) == []  # once
         # it ran something: it counts against the flapping limit
         assert [row["outcome"] for row in memory.remediations("web1", "nginx", since=60.0)] == ["interrupted"]
         assert _intact(memory_place)
@@ -434,11 +436,11 @@ def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_onc
     with memory_place.open() as memory, memory_place.open() as next_job:
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner=elsewhere)
         assert held is not None
-        assert memory.renew_lease(held, 150.0) is Renewal.RENEWED
-        assert next_job.reap_interrupted(at=200.0, steps_started=steps_started) == []  # renewed 50 s ago
+        assert Leases(memory.database).renew_lease(held, 150.0) is Renewal.RENEWED
+        assert Leases(next_job.database).reap_interrupted(at=200.0, steps_started=steps_started) == []  # renewed 50 s ago
         busy, why = _lease(next_job, "r2", "web1", at=200.0, owner=elsewhere)
         assert busy is None and "by another run (r1) is running" in why
-        [reaped] = next_job.reap_interrupted(at=150.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
+        [reaped] = Leases(next_job.database).reap_interrupted(at=150.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
         assert reaped["host"] == "web1" and reaped["summary"] == (
             "interrupted: its job stopped renewing its lease (61 s ago) during the remediation; no step had started")
         assert (next_job.episode(reaped["episode"]) or {})["outcome"] == "interrupted"
@@ -446,8 +448,8 @@ def test_a_lease_held_on_another_node_lives_while_renewed_and_is_interrupted_onc
         assert taken is not None
         # the lost job's late beat renews nothing it no longer holds, not even a lease given its row's id again, and
         # tells it so: its run stops; its release frees nothing either
-        assert memory.renew_lease(held, 213.0) is Renewal.LOST
-        memory.release_lease(held)
+        assert Leases(memory.database).renew_lease(held, 213.0) is Renewal.LOST
+        Leases(memory.database).release_lease(held)
         assert memory_place.sql("SELECT owner, renewed_at FROM leases") == [("exec-c/23/777", 212.0)]
 
 
@@ -455,8 +457,8 @@ def test_a_lease_of_a_job_on_another_node_says_what_it_had_started_is_not_known_
     with memory_place.open() as memory:
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
         assert held is not None
-        memory.lease_run(held, str(tmp_path / "on-exec-b" / "runs" / "web1"))  # the node's own disk, not this controller's
-        [reaped] = memory.reap_interrupted(at=100.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
+        Leases(memory.database).lease_run(held, str(tmp_path / "on-exec-b" / "runs" / "web1"))  # the node's own disk, not this controller's
+        [reaped] = Leases(memory.database).reap_interrupted(at=100.0 + LEASE_GRACE_S + 1, steps_started=steps_started)
         assert reaped["started"] == [] and reaped["summary"] == (
             "interrupted: its job stopped renewing its lease (61 s ago) during the remediation; what it had started is not known on this "
             "controller (its run's directory is on the one it ran on)")
@@ -470,8 +472,8 @@ def test_a_renewal_the_memory_cannot_take_now_is_not_written_and_the_lease_is_st
         assert held is not None
         with writer._transaction() as db:  # another writer holds the lease's row past the busy timeout
             db.execute("UPDATE leases SET renewed_at = ? WHERE id = ?", (110.0, held.id))
-            assert memory.renew_lease(held, 115.0) is Renewal.NOT_WRITTEN
-        assert memory.renew_lease(held, 130.0) is Renewal.RENEWED
+            assert Leases(memory.database).renew_lease(held, 115.0) is Renewal.NOT_WRITTEN
+        assert Leases(memory.database).renew_lease(held, 130.0) is Renewal.RENEWED
         assert memory_place.sql("SELECT renewed_at FROM leases WHERE id = ?", (held.id,)) == [(130.0,)]
 
 
@@ -480,8 +482,8 @@ def test_a_lease_never_renewed_ends_by_its_expiry_alone(memory_place: MemoryPlac
         held, _why = _lease(memory, "r1", "web1", at=100.0, ttl=3600, owner="exec-b/17/4242")
         assert held is not None
         memory_place.sql("UPDATE leases SET renewed_at = NULL WHERE id = ?", (held.id,))  # as a lease of an older version
-        assert memory.reap_interrupted(at=100.0 + LEASE_GRACE_S * 10, steps_started=steps_started) == []
-        [reaped] = memory.reap_interrupted(at=3701.0, steps_started=steps_started)
+        assert Leases(memory.database).reap_interrupted(at=100.0 + LEASE_GRACE_S * 10, steps_started=steps_started) == []
+        [reaped] = Leases(memory.database).reap_interrupted(at=3701.0, steps_started=steps_started)
         assert reaped["summary"].startswith("interrupted: its lease expired during the remediation")
 
 
@@ -505,7 +507,7 @@ def test_an_approved_plan_whose_job_died_mid_run_never_runs_again_by_itself(memo
     with memory_place.open() as memory:
         plan_id = _claimed_plan(memory, failure)
         _lease(memory, "r1", "web1", at=100.0, owner=_gone_owner(), executed_plan_id=plan_id)
-        [reaped] = memory.reap_interrupted(at=101.0, host="web1", steps_started=steps_started)
+        [reaped] = Leases(memory.database).reap_interrupted(at=101.0, host="web1", steps_started=steps_started)
         assert reaped["started"] == []  # the run had not begun: nothing started
         plan = memory.plan(plan_id)
         assert plan is not None and (plan["status"], plan["executed_episode_id"]) == ("executed", reaped["episode"])
@@ -559,19 +561,19 @@ def test_an_owner_that_ended_is_gone_even_before_it_was_waited_for() -> None:
 
 def test_a_silence_covers_its_hosts_groups_and_service_until_it_ends_or_is_lifted(memory_place: MemoryPlace) -> None:
     with memory_place.open() as memory:
-        web = memory.silence(hosts="web*", service="nginx", until=200.0, reason="disk swap", by="alice", at=100.0)
-        memory.silence(hosts="dbservers", service=ALL_SERVICES, until=150.0, reason="failover", by="bob", at=100.0)
-        assert memory.silence_over("web1", (), "nginx", at=120.0) == web
-        assert memory.silence_over("web1", (), "redis", at=120.0) is None  # another service
-        assert memory.silence_over("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
-        assert memory.silence_over("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
-        assert [silence.reason for silence in memory.silences(at=120.0)] == ["disk swap", "failover"]
-        assert memory.unsilence(by="carol", at=130.0, hosts="web*", dry_run=True) == [web]  # as it is: nothing lifted
-        assert memory.silence_over("web1", (), "nginx", at=130.0) == web
-        [lifted] = memory.unsilence(by="carol", at=130.0, hosts="web*")
+        web = Silences(memory.database).silence(hosts="web*", service="nginx", until=200.0, reason="disk swap", by="alice", at=100.0)
+        Silences(memory.database).silence(hosts="dbservers", service=ALL_SERVICES, until=150.0, reason="failover", by="bob", at=100.0)
+        assert Silences(memory.database).silence_over("web1", (), "nginx", at=120.0) == web
+        assert Silences(memory.database).silence_over("web1", (), "redis", at=120.0) is None  # another service
+        assert Silences(memory.database).silence_over("db3", ("dbservers",), "postgresql", at=120.0) is not None  # through its group
+        assert Silences(memory.database).silence_over("db3", ("dbservers",), "postgresql", at=151.0) is None  # ended
+        assert [silence.reason for silence in Silences(memory.database).silences(at=120.0)] == ["disk swap", "failover"]
+        assert Silences(memory.database).unsilence(by="carol", at=130.0, hosts="web*", dry_run=True) == [web]  # as it is: nothing lifted
+        assert Silences(memory.database).silence_over("web1", (), "nginx", at=130.0) == web
+        [lifted] = Silences(memory.database).unsilence(by="carol", at=130.0, hosts="web*")
         assert (lifted.id, lifted.lifted_by) == (web.id, "carol")
-        assert memory.silence_over("web1", (), "nginx", at=131.0) is None
-        assert memory.unsilence(by="carol", at=131.0, silence_id=web.id) == []  # once
+        assert Silences(memory.database).silence_over("web1", (), "nginx", at=131.0) is None
+        assert Silences(memory.database).unsilence(by="carol", at=131.0, silence_id=web.id) == []  # once
 
 
 @pytest.mark.parametrize(("duration", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1.5d", 129600)])

@@ -27,7 +27,8 @@ from notify_cases import recording_server
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.llm import LLMError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary, _parse_runbook_file
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import MemoryStoreError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetSettings, see
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncidents, FleetSettings, see
+from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import Silences
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import _load_policy_cached, load_policy
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
@@ -85,7 +86,7 @@ def test_with_fleet_incidents_on_a_unit_a_person_masked_or_a_service_a_person_si
     fleet incident of its own (it flaps, so nothing runs for it either), the masked nginx and the silenced redis open none."""
     now = time.time()
     with Memory(tmp_path) as memory:
-        memory.silence(hosts="web1", service="redis", until=now + 3600, reason="migrating", by="alice", at=now)
+        Silences(memory.database).silence(hosts="web1", service="redis", until=now + 3600, reason="migrating", by="alice", at=now)
         memory.record_attempt(incident_id="earlier", failure=_stopped("app"), attempt=Attempt(number=1, outcome="failed", started_at=now - 60))
     result = _session(tmp_path, [nginx_failure("masked"), _stopped("redis"), _stopped("app")], fleet_min_hosts=1, flap_limit=1).run()
     incidents = {incident["service"]: incident for incident in result["incidents"]}
@@ -94,7 +95,7 @@ def test_with_fleet_incidents_on_a_unit_a_person_masked_or_a_service_a_person_si
     assert incidents["app"]["fleet_incident"]["hosts"] == ["web1"]
     assert incidents["nginx"]["fleet_incident"] is None and incidents["redis"]["fleet_incident"] is None
     with Memory(tmp_path) as memory:
-        assert [incident.service for incident in memory.fleet_incidents()] == ["app"]
+        assert [incident.service for incident in FleetIncidents(memory.database).fleet_incidents()] == ["app"]
 
 
 def test_a_host_healed_before_another_job_made_its_failure_a_fleet_incident_leaves_the_incident_and_closes_it(tmp_path: Path) -> None:
@@ -103,17 +104,18 @@ def test_a_host_healed_before_another_job_made_its_failure_a_fleet_incident_leav
     closes it, as it would have as a member."""
     settings = FleetSettings(min_hosts=2)
     with Memory(tmp_path) as memory:
-        alone = see(memory, "web1", [nginx_failure("not_running", host="web1")], [], settings, run_id="slice-1", run_hosts=1, batch_hosts=1,
+        incidents = FleetIncidents(memory.database)
+        alone = see(incidents, "web1", [nginx_failure("not_running", host="web1")], [], settings, run_id="slice-1", run_hosts=1, batch_hosts=1,
                     at=1000.0)
-        joined = see(memory, "web2", [nginx_failure("not_running", host="web2")], [], settings, run_id="slice-2", run_hosts=1, batch_hosts=1,
+        joined = see(incidents, "web2", [nginx_failure("not_running", host="web2")], [], settings, run_id="slice-2", run_hosts=1, batch_hosts=1,
                      at=1001.0)
         assert not alone.incidents and joined.incidents["nginx"].hosts == ("web1", "web2")
-        assert memory.clear_fleet_incidents("web2", ["nginx"], at=1010.0) == []
+        assert incidents.clear_fleet_incidents("web2", ["nginx"], at=1010.0) == []
     tools = _tools(tmp_path, ScriptedExecutor(), [HEALTHY])
     result = _session(tmp_path, [nginx_failure("not_running")]).handle([nginx_failure("not_running")], tools, alone)
     assert [incident["status"] for incident in result["incidents"]] == ["healed"]
     with Memory(tmp_path) as memory:
-        [incident] = memory.fleet_incidents()
+        [incident] = FleetIncidents(memory.database).fleet_incidents()
     assert incident.closed_at is not None and incident.hosts == ("web1", "web2")
 
 
@@ -175,7 +177,7 @@ def _lift(state_dir: Path, command: str) -> None:
 def test_a_persons_silence_is_an_episode_and_an_audit_record_naming_it_until_when_and_the_command_that_lifts_it(tmp_path: Path) -> None:
     now = time.time()
     with Memory(tmp_path) as memory:
-        silence = memory.silence(hosts="web*", service="nginx", until=now + 7200, reason="disk swap", by="alice", at=now)
+        silence = Silences(memory.database).silence(hosts="web*", service="nginx", until=now + 7200, reason="disk swap", by="alice", at=now)
     result = _session(tmp_path, [nginx_failure()]).run()
     [incident] = result["incidents"]
     lift = f"sentinel.heal.silence state=absent silence_id={silence.id} decided_by=YOU"
@@ -198,7 +200,7 @@ def test_a_persons_silence_is_an_episode_and_an_audit_record_naming_it_until_whe
                      rf"up\)\. To lift it now: {re.escape(lift)}", page), page
     _lift(tmp_path, lift)  # the command works as written
     with Memory(tmp_path) as memory:
-        assert memory.silence_over("web1", (), "nginx", at=time.time()) is None
+        assert Silences(memory.database).silence_over("web1", (), "nginx", at=time.time()) is None
 
 
 def test_the_flapping_limit_is_an_episode_and_an_audit_record_and_the_report_says_reset_it_not_fix_it_by_hand(tmp_path: Path) -> None:
