@@ -41,7 +41,8 @@ def one_heal(work: Path, ee_image: str, server: PostgresServer, slices: list[tup
     for number, (node, hosts) in enumerate(slices, start=1):
         private_data_dir = work / f"slice-{number}"
         lab_inventory(private_data_dir)
-        extravars = {"autoheal_memory_url": bridged_url(server), "awx_job_id": workflow * 10 + number,
+        # ssh retried, as tests/integration/test_sliced_jobs_lab.py does (two containers connecting at once)
+        extravars = {"autoheal_memory_url": bridged_url(server), "awx_job_id": workflow * 10 + number, "ansible_ssh_retries": 2,
                      **({"awx_workflow_job_id": workflow} if len(slices) > 1 else {})}
         jobs.append(StreamedJob(private_data_dir, "sentinel.heal.heal", ExecutionNode(node, ee_image), limit=hosts, extravars=extravars,
                                 envvars={"PGPASSWORD": server.password}).start())

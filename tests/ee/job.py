@@ -12,6 +12,7 @@ SSH key is a file of the private data directory, not ansible-runner's ssh_key, w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
@@ -40,6 +41,16 @@ class Job:
     @property
     def artifacts(self) -> Path:
         return self.private_data_dir / "artifacts" / self.ident
+
+    def events(self) -> list[dict[str, Any]]:
+        """The job's events, in their order, as its artifacts keep them."""
+        files = sorted((self.artifacts / "job_events").glob("*.json"), key=lambda path: int(path.name.split("-")[0]))
+        return [json.loads(path.read_text(encoding="utf-8")) for path in files]
+
+    def stats(self) -> dict[str, Any]:
+        """The play's recap, with what the job gave ``set_stats`` (``artifact_data``: AWX's artifacts of the job)."""
+        [event] = [event for event in self.events() if event["event"] == "playbook_on_stats"]
+        return dict(event["event_data"])
 
 
 def give_to_image_user(path: Path) -> None:

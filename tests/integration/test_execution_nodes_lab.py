@@ -31,7 +31,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.leases import 
 sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import image  # tests/ee is not a package, as tests/lab
-from job import STATE_IN_CONTAINER, Job, give_to_image_user, lab_inventory
+from job import STATE_IN_CONTAINER, give_to_image_user, lab_inventory
 from stream import WORKER_DIR, ExecutionNode, StreamedJob, stream_job
 
 NODE = "node1"
@@ -44,16 +44,6 @@ TIMELINE = {"ANSIBLE_CALLBACKS_ENABLED": "sentinel.heal.timeline", "SENTINEL_HEA
 @pytest.fixture(scope="module")
 def ee_image() -> str:
     return image.build()
-
-
-def events(done: Job) -> list[dict[str, Any]]:
-    files = sorted((done.artifacts / "job_events").glob("*.json"), key=lambda path: int(path.name.split("-")[0]))
-    return [json.loads(path.read_text(encoding="utf-8")) for path in files]
-
-
-def stats(done: Job) -> dict[str, Any]:
-    [event] = [event for event in events(done) if event["event"] == "playbook_on_stats"]
-    return dict(event["event_data"])
 
 
 def shared_state(tmp_path: Path) -> Path:
@@ -80,8 +70,8 @@ def test_the_heal_job_shipped_to_an_execution_node_heals_and_its_events_report_a
     assert f"{NODE}: nginx healed in 1 attempt with: systemctl start nginx" in said, done.stdout
     assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() == "active"
     # the job ran on the node: the heal's own host name is the node's, and the limit crossed in the stream
-    assert stats(done)["changed"] == {NODE: 1} and set(stats(done)["ok"]) == {NODE}
-    assert any(event.get("event_data", {}).get("host") == NODE for event in events(done))
+    assert done.stats()["changed"] == {NODE: 1} and set(done.stats()["ok"]) == {NODE}
+    assert any(event.get("event_data", {}).get("host") == NODE for event in done.events())
     # what the job wrote into its artifact directory on the node came back with its artifacts
     [report] = (done.artifacts / "sentinel-heal").glob("*.html")
     assert "nginx" in report.read_text(encoding="utf-8")
@@ -104,7 +94,7 @@ def test_a_plan_a_job_on_one_node_stored_is_approved_by_the_workflows_next_job_o
     assert waiting.rc == 0 and "awaits approval of plan" in one_line(waiting.stdout), waiting.stdout
     assert sh(lab, NODE, "systemctl", "is-active", "nginx").strip() != "active"
     # the artifacts AWX keeps of the job, which its workflow hands to the next job
-    artifacts = stats(waiting)["artifact_data"]
+    artifacts = waiting.stats()["artifact_data"]
     [pending] = artifacts["autoheal_pending_plans"]
     assert (pending["host"], pending["service"]) == (NODE, "nginx") and re.fullmatch(r"[0-9a-f]{32}", pending["plan_id"]), pending
 

@@ -5,8 +5,9 @@ AWX makes a sliced job template's launch a workflow job whose nodes are the slic
 AWX's variables (``awx_job_id`` its own, ``awx_workflow_job_id`` the workflow's). Here each slice is shipped over
 ansible-runner's streaming interface (tests/ee/stream.py) to a container of the execution environment with a host name
 of its own, limited to its slice's hosts, with those variables. What is checked is that the slices are one heal: a
-failure their hosts share is one fleet incident with one canary, and the blast radius, the kill switch, silences and
-flapping hold across them, whichever node a slice runs on.
+failure their hosts share is one fleet incident with one canary, the blast radius, the kill switch, silences and
+flapping hold across them, whichever node a slice runs on, and a plan a slice stored on one node is approved by the
+workflow's approve job on another.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ sys.path.insert(0, str(ROOT / "tests" / "ee"))
 
 import image  # tests/ee is not a package, as tests/lab
 from job import Job, lab_inventory
-from stream import ExecutionNode, StreamedJob
+from stream import ExecutionNode, StreamedJob, stream_job
 
-# as the lab's other heals run (tests/integration/conftest.py LAB_DEFAULTS): each launch breaks again what the last healed
-LAB_DEFAULTS = {"autoheal_relapse_window": 0, "autoheal_settle_seconds": 1}
+# as the lab's other heals run (tests/integration/conftest.py LAB_DEFAULTS): each launch breaks again what the last healed;
+# and ssh's connection retried: with two nodes' containers connecting at once, a connection from a container to a lab
+# host through podman's network now and then gets no answer (seen in two runs of four, on node1; not understood yet)
+LAB_DEFAULTS = {"autoheal_relapse_window": 0, "autoheal_settle_seconds": 1, "ansible_ssh_retries": 2}
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +144,19 @@ def test_the_slices_of_one_heal_on_two_nodes_share_one_fleet_incident_one_canary
     assert "disk swap" in output["node1"] and not active(lab, "node1"), shown(output)
     assert re.search(rf"node2: nginx .*remediated {remediated} time", output["node2"]) and not active(lab, "node2"), shown(output)
     assert dict(sliced.outcomes()[len(before):]) == {"node1": "silenced", "node2": "flapping"}
+
+    # in review mode a slice on exec-a stores its plan; the workflow's approve job, on exec-b, runs exactly that plan
+    jobs = sliced.launch({"node1": "exec-b", "node2": "exec-a"}, autoheal_mode="review")
+    assert "awaits approval of plan" in said(jobs)["node2"], shown(said(jobs))
+    [pending] = jobs["node2"].stats()["artifact_data"]["autoheal_pending_plans"]
+    assert (pending["host"], pending["service"]) == ("node2", "nginx")
+    private_data_dir = tmp_path / "approve"
+    lab_inventory(private_data_dir)
+    approved = stream_job(private_data_dir, "sentinel.heal.approve", ExecutionNode("exec-b", ee_image),
+                          extravars={"autoheal_memory_url": bridged_url(bridged_postgres), **LAB_DEFAULTS,
+                                     **jobs["node2"].stats()["artifact_data"], "awx_user_name": "alice"},
+                          envvars={"PGPASSWORD": bridged_postgres.password})
+    assert approved.rc == 0 and "healed" in one_line(approved.stdout), approved.stdout
+    assert active(lab, "node2") and not active(lab, "node1")
+    with psycopg.connect(bridged_postgres.url_with_password) as conn:
+        assert conn.execute("SELECT host, status, decided_by FROM plans").fetchall() == [("node2", "executed", "alice")]
