@@ -180,15 +180,26 @@ _session_fleet_replaced = False
 
 
 @pytest.fixture(autouse=True)
-def _session_fleet(request: pytest.FixtureRequest) -> None:
+def _session_fleet(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test marked own_fleet leaves the fleet it booted (or took down) behind; a test on the session's fleet that
-    comes after one (chosen tests run in another order) boots the session's fleet again first."""
+    comes after one (chosen tests run in another order) boots the session's fleet again first. A test on the session's
+    fleet that takes it down fails, naming itself, and the fleet is booted again: else every test after it fails on a
+    fleet that is not there."""
     global _session_fleet_replaced  # pylint: disable=global-statement
-    if request.node.get_closest_marker("own_fleet"):
+    own_fleet = request.node.get_closest_marker("own_fleet") is not None
+    if own_fleet:
         _session_fleet_replaced = True
     elif _session_fleet_replaced and "lab" in request.fixturenames:
         request.getfixturevalue("lab").up(**SESSION_FLEET)
         _session_fleet_replaced = False
+    yield
+    if not own_fleet and "lab" in request.fixturenames:
+        lab = request.getfixturevalue("lab")
+        lost = sorted(set(lab.host_names()) - set(lab.running()))
+        if lost:
+            lab.up(**SESSION_FLEET)
+            pytest.fail(f"{request.node.nodeid} left the session's fleet without {', '.join(lost)}: a test that boots or takes down "
+                        "fleets of its own is marked own_fleet", pytrace=False)
 
 
 @pytest.fixture

@@ -70,9 +70,6 @@ def test_the_execution_environment_benchmark_heals_once_in_the_image_and_once_wi
     assert report[3].startswith("in the image / without: ")
 
 
-# The benchmarks that boot fleets of their own run after every test on the session's fleet (own_fleet): what they leave
-# behind is no fleet at all.
-@pytest.mark.own_fleet
 def test_the_sliced_benchmark_heals_once_in_one_job_and_once_in_two_slices_on_two_nodes(lab: Any) -> None:
     import sliced_speed
 
@@ -82,6 +79,9 @@ def test_the_sliced_benchmark_heals_once_in_one_job_and_once_in_two_slices_on_tw
     assert report[3].startswith("two slices / one job: ")
 
 
+# The benchmarks that boot fleets of their own run after every test on the session's fleet (own_fleet): what they leave
+# behind is no fleet at all.
+@pytest.mark.own_fleet
 def test_the_lab_benchmark_boots_both_inits_once(lab: Any) -> None:
     import lab_speed
 

@@ -287,6 +287,13 @@ def run_in(
     return run_in_process(init, argv, input_text=input_text, capture=capture, timeout=timeout)
 
 
+def running() -> list[str]:
+    """The recorded hosts whose init is still the process the state file recorded (no health check: cheap)."""
+    require_root()
+    state = _load_state()
+    return [name for name in state["hosts"] if _recorded_init(state, name) is not None]
+
+
 def cut_link(host: str, cut: bool = True) -> None:
     """Cut a host's network link, as a pulled cable (its packets are dropped, nothing is refused), or plug it back."""
     require_root()
