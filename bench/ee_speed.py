@@ -10,7 +10,6 @@ Run as root: `make bench`.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests" / "ee"))
 import fleet  # noqa: E402
 import image  # noqa: E402
 from job import STATE_IN_CONTAINER, give_to_image_user, lab_inventory, run_job  # noqa: E402
+from medians import median_rows, ratio  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 NODE = "node1"
@@ -65,10 +65,9 @@ def measure(rounds: int) -> list[str]:
         for label, used in (("without the image", None), ("in the image", ee_image)):
             with tempfile.TemporaryDirectory(prefix="sentinel-heal-ee-bench.") as work:
                 times[label].append(one_heal(Path(work), used))
-    for label, values in times.items():
-        rows.append(f"{label:>18}: median {statistics.median(values):.2f} s ({', '.join(f'{value:.2f}' for value in values)})")
-    ratio = statistics.median(times["in the image"]) / statistics.median(times["without the image"])
-    rows.append(f"in the image / without: {ratio:.2f}x (goal within {GOAL}x): {'met' if ratio <= GOAL else 'MISSED'}")
+    rows += median_rows(times)
+    in_the_image = ratio(times, "in the image", "without the image")
+    rows.append(f"in the image / without: {in_the_image:.2f}x (goal within {GOAL}x): {'met' if in_the_image <= GOAL else 'MISSED'}")
     return rows
 
 

@@ -10,7 +10,6 @@ medians and the sliced / one-job ratio. Run as root: `make bench`.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "ee"))
 import fleet  # noqa: E402
 import image  # noqa: E402
 from job import lab_inventory  # noqa: E402
+from medians import median_rows, ratio  # noqa: E402
 from postgres_server import PostgresServer, bridged_server, bridged_url  # noqa: E402
 from stream import ExecutionNode, StreamedJob  # noqa: E402
 
@@ -72,10 +72,8 @@ def measure(rounds: int) -> list[str]:
                 server.down()
     rows = [f"a heal of nginx killed on {', '.join(HOSTS)}, shipped to execution nodes of {ee_image}, memory on PostgreSQL, "
             f"{rounds} interleaved rounds"]
-    for label, values in times.items():
-        rows.append(f"{label:>24}: median {statistics.median(values):.2f} s ({', '.join(f'{value:.2f}' for value in values)})")
-    ratio = statistics.median(times["two slices on two nodes"]) / statistics.median(times["one job on one node"])
-    rows.append(f"two slices / one job: {ratio:.2f}x")
+    rows += median_rows(times)
+    rows.append(f"two slices / one job: {ratio(times, 'two slices on two nodes', 'one job on one node'):.2f}x")
     return rows
 
 

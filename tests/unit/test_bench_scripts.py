@@ -32,3 +32,15 @@ def test_a_benchmark_runs_and_prints_its_report(script: str, settings: dict[str,
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for row in rows:
         assert row in proc.stdout, (row, proc.stdout)
+
+
+def test_the_comparisons_rows_align_their_labels_and_say_each_median_and_its_samples() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import medians
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    times = {"one job": [2.0, 4.0, 3.0], "two slices on two nodes": [3.0, 1.5]}
+    assert medians.median_rows(times) == ["                one job: median 3.00 s (2.00, 4.00, 3.00)",
+                                          "two slices on two nodes: median 2.25 s (3.00, 1.50)"]
+    assert medians.ratio(times, "two slices on two nodes", "one job") == 0.75
