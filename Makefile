@@ -128,16 +128,22 @@ demo: setup
 # wait for it, tests/ee/image.py); the checks then run at the lowest priority, in the time the scenarios leave idle:
 # a scenario waits on its hosts' timers and timeouts, and a check that took its core made it wait longer.
 test: setup
-	checks_log=$$(mktemp); \
+	checks_log=$$(mktemp); times_log=$$(mktemp); \
 	echo "== the execution environment's build, then lint, sanity, unit and platform, beside the lab scenarios (their output follows the scenarios')"; \
-	{ $(MAKE) --no-print-directory ee-image && nice -n 19 $(MAKE) --no-print-directory lint sanity unit platform; } > "$$checks_log" 2>&1 & checks_pid=$$!; \
-	trap 'kill $$checks_pid 2>/dev/null || true; rm -f "$$checks_log"' EXIT; \
+	{ for suite in ee-image lint sanity unit platform; do \
+	    started=$$SECONDS; if [ $$suite = ee-image ]; then priority=0; else priority=19; fi; \
+	    nice -n $$priority $(MAKE) --no-print-directory $$suite || exit; \
+	    printf '%6d s  %s (beside the lab scenarios)\n' $$((SECONDS - started)) $$suite >> "$$times_log"; \
+	  done; } > "$$checks_log" 2>&1 & checks_pid=$$!; \
+	trap 'kill $$checks_pid 2>/dev/null || true; echo "== time per suite:"; cat "$$times_log"; rm -f "$$checks_log" "$$times_log"' EXIT; \
 	scenarios=0; $(MAKE) --no-print-directory integration || scenarios=$$?; \
+	printf '%6d s  %s\n' $$SECONDS "integration (the lab scenarios)" >> "$$times_log"; \
 	echo "== the lab scenarios took $$SECONDS s (exit $$scenarios)"; \
 	checks=0; wait $$checks_pid || checks=$$?; \
 	echo "== the execution environment's build, lint, sanity, unit and platform (exit $$checks), done at $$SECONDS s"; cat "$$checks_log"; \
 	if [ $$checks -ne 0 ] || [ $$scenarios -ne 0 ]; then exit 1; fi; \
-	$(MAKE) --no-print-directory molecule; \
+	started=$$SECONDS; $(MAKE) --no-print-directory molecule; \
+	printf '%6d s  %s\n' $$((SECONDS - started)) molecule >> "$$times_log"; \
 	echo "== make test passed in $$SECONDS s"
 
 # antsibull-docs reads the collection where Ansible finds it (ansible_collections/sentinel/heal): the guides of
