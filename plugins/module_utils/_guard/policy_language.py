@@ -22,7 +22,8 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9]+))?\}")
 _TOP_KEYS = frozenset({"version", "include_default", "max_command_length", "protected_processes", "protected_services",
                        "protected_paths", "secret_paths", "not_secret", "system_reads", "path_symlinks", "package_paths", "blocked", "rules"})
 _RULE_KEYS = frozenset({"id", "description", "executable", "services", "argv", "options", "operands", "requires",
-                        "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect", "read_only"})
+                        "any_argument", "allow_globs", "allow_braces", "decision", "become", "restores", "effect", "read_only",
+                        "approve_from_chat"})
 
 
 def parse_policy(data: Any, *, source: str, version: str, lines: Callable[[str], int | None] = lambda where: None,
@@ -129,7 +130,7 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
         decision = Decision(str(raw.get("decision")))
     except ValueError:
         raise fail("unknown decision", f"{where}.decision", raw.get("decision"), "allow, approve or block") from None
-    for key in ("become", "allow_globs", "allow_braces", "read_only"):
+    for key in ("become", "allow_globs", "allow_braces", "read_only", "approve_from_chat"):
         if not isinstance(raw.get(key, False), bool):
             raise fail(f"'{key}' must be true or false", f"{where}.{key}", raw.get(key))
     forms = [key for key in ("argv", "any_argument") if key in raw] + (["options/operands"] if {"options", "operands", "requires"} & set(raw) else [])
@@ -152,10 +153,14 @@ def _parse_rule(index: int, raw: Any, fail: Callable[..., PolicyFileError]) -> R
                    f"one of {sorted(RESTORES)}, with options/operands")
     if raw.get("read_only") and (effect is not None or restores is not None):
         raise fail("a read-only rule changes nothing: it has no 'effect' and no 'restores'", f"{where}.read_only", True)
+    if "approve_from_chat" in raw and decision is not Decision.APPROVE:
+        raise fail("only a rule that sends a step to a person (decision: approve) says whether chat may approve it",
+                   f"{where}.approve_from_chat", raw["approve_from_chat"], "drop it, or make the rule's decision approve")
     common: dict[str, Any] = dict(
         id=raw["id"], description=str(raw.get("description") or raw["id"]), executables=tuple(executables),
         services=tuple(services), decision=decision, become=raw.get("become", False), allow_globs=raw.get("allow_globs", False),
         allow_braces=raw.get("allow_braces", False), read_only=raw.get("read_only", False),
+        approve_from_chat=raw.get("approve_from_chat", True),
         effect=None if effect is None else Effect(effect) if isinstance(effect, str) else {str(k): Effect(v) for k, v in effect.items()},
     )
     if "any_argument" in raw:

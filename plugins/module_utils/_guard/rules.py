@@ -149,6 +149,8 @@ class Rule:
     effect: Effect | Mapping[str, Effect] | None = None
     # it only reads (state, files, sockets): the think loop may run it at once when the planner asks to look
     read_only: bool = False
+    # a plan it sends to a person may be approved from a chat message's link or buttons (false: only with approve.yml)
+    approve_from_chat: bool = True
 
     def applies(self, executable: str, context: PolicyContext) -> bool:
         if self.services and not {context.service, context.init_service} & set(self.services):
@@ -233,6 +235,10 @@ class Policy:
             rules = tuple(r for r in self.rules if ANY_EXECUTABLE in r.executables or executable in r.executables)
             self._by_executable[executable] = rules
         return rules
+
+    def approvable_from_chat(self, rule_id: str) -> bool:
+        """Whether a step a rule of this id sends to a person may be approved from chat: no rule of the id says no."""
+        return all(rule.approve_from_chat for rule in self.rules if rule.id == rule_id)
 
     def blocked_reason(self, executable: str) -> str | None:
         if executable not in self._blocked_by_executable:

@@ -28,6 +28,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Deci
          "rules[0].restores", ["ownership"]),
         ("version: 1\nrules:\n  - {id: a, executable: kill, argv: [], effect: halts, decision: allow}\n", "rules[0].effect", "halts"),
         ("version: 1\npath_symlinks: {/var/run: run}\n", "path_symlinks", {"/var/run": "run"}),
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: approve, approve_from_chat: 'no'}\n",
+         "rules[0].approve_from_chat", "no"),
+        # an allowed step waits for nobody, a blocked one never runs: only a person's step is approved somewhere
+        ("version: 1\nrules:\n  - {id: a, executable: ls, argv: [], decision: allow, approve_from_chat: false}\n",
+         "rules[0].approve_from_chat", False),
         ("version: 1\npackage_paths:\n  - {services: [x], path: /var/lib/x, owner: x, group: x, mode: rwx}\n",
          "package_paths[0].mode", "rwx"),
     ],
@@ -71,3 +76,18 @@ def test_a_user_policy_can_replace_the_default(write_policy: Callable[[str], Pat
     assert evaluate("redis-cli flushall", redis, policy).decision is Decision.APPROVE
     assert evaluate("service redis-server restart", redis, policy).decision is Decision.BLOCK
     assert evaluate("service redis-server restart", redis, policy).rule == "no-restarts"
+
+
+def test_a_rule_may_keep_its_steps_out_of_chat_and_the_shipped_package_downgrade_does(write_policy: Callable[[str], Path]) -> None:
+    policy = load_policy(write_policy(
+        "version: 1\n"
+        "include_default: true\n"
+        "rules:\n"
+        "  - {id: db-restart, executable: service, argv: ['{init_service}', restart], decision: approve, approve_from_chat: false}\n"
+        "  - {id: web-restart, executable: service, argv: ['{init_service}', reload], decision: approve}\n"
+    ))
+    assert not policy.approvable_from_chat("db-restart") and policy.approvable_from_chat("web-restart")
+    # an id no rule has (default-approve, a plan-level verdict) is a person's decision like any other
+    assert policy.approvable_from_chat("default-approve")
+    assert not load_policy(None).approvable_from_chat("downgrade-to-the-cached-version")
+    assert load_policy(None).approvable_from_chat("restore-last-known-good-with-a-person")
