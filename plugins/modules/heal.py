@@ -265,6 +265,32 @@ options:
         type: list
         elements: str
         choices: [escalated, awaiting_approval, resolved, healed, approved, fleet_opened, fleet_closed]
+      interactive:
+        description:
+          - C(slack) only - a waiting plan's message has Approve and Deny buttons besides its link to the approval page
+            (with O(approval_page_url)); the Slack app's I(Interactivity) request URL must be the page's
+            C(/slack/interactive) (the C(sentinel.heal.approval_page) event source). Without it, the link alone.
+        type: bool
+        default: false
+  approval_page_url:
+    description:
+      - The approval page (the C(sentinel.heal.approval_page) event source, the rulebook C(sentinel.heal.approve_from_chat))
+        as people reach it, for example C(https://approvals.example.com); a waiting plan's message then carries a link
+        to it, signed with O(approval_link_secret) over the plan's id, its hash, its host and its expiry (the plan's
+        own), which shows the plan and decides nothing until a listed approver presses Approve or Deny there.
+      - A plan with a step the policy keeps out of chat (a rule whose C(approve_from_chat) is false, a package downgrade in the
+        shipped policy) gets no link; its message says it is approved with C(sentinel.heal.approve) only.
+      - Empty (the default) - messages name the C(sentinel.heal.approve) command only. See the guide C(docsite/approvals).
+    type: str
+    default: ""
+  approval_link_secret:
+    description:
+      - The key approval links are signed with (HMAC-SHA256), the approval page's C(link_secret); at least 32
+        characters (C(openssl rand -base64 32)). A secret - from a vault, or the controller's environment variable
+        C(SENTINEL_HEAL_APPROVAL_LINK_SECRET) when this is empty; never logged or returned.
+      - Needed with O(approval_page_url).
+    type: str
+    default: ""
 notes:
   - Needs C(ansible-runner) on the controller (see the collection's C(requirements.txt)).
   - Run it with privilege escalation (C(become)) so that checks can read logs and sockets; steps get privilege

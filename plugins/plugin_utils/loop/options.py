@@ -19,6 +19,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals impo
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import DEFAULT_RELAPSE_WINDOW_S
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import LIMIT_OPTION_RANGES, MODES
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import NOTIFY_OPTION
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import LINK_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import MEMORY_OPTIONS
 
 # Where the memory is: every task that opens it (the memory's own modules too, plugin_utils/tasks/memory.py).
@@ -94,6 +95,8 @@ HEAL_SPEC: dict[str, Any] = dict(
     fleet_min_percent=dict(type="int", default=50),
     fleet_window=dict(type="int", default=600),
     notify=NOTIFY_OPTION,
+    # a waiting plan's message links to the approval page (notify/links.py)
+    **LINK_OPTIONS,
 )
 
 # The plans a person approved, run on their own host (sentinel.heal.execute, approve.yml).

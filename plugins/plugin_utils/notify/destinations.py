@@ -36,6 +36,7 @@ NOTIFY_OPTION: dict[str, Any] = dict(
         timeout=dict(type="float", default=DEFAULT_TIMEOUT_S),
         retries=dict(type="int", default=DEFAULT_RETRIES),
         events=dict(type="list", elements="str", choices=list(EVENTS)),
+        interactive=dict(type="bool", default=False),
     ),
 )
 
@@ -51,6 +52,8 @@ class Destination:
     retries: int = DEFAULT_RETRIES
     events: frozenset[str] = frozenset(DEFAULT_EVENTS)
     routing_key: str = ""
+    # Slack: a waiting plan's message has Approve and Deny buttons, answered by the approval page's /slack/interactive
+    interactive: bool = False
 
     def __repr__(self) -> str:  # a traceback or a debug line never shows the URL or the key
         return f"Destination({self.name})"
@@ -83,11 +86,15 @@ def destinations_from(options: Sequence[Mapping[str, Any]] | None, option: str =
             raise ConfigError(f"{where}: a pagerduty destination needs the routing_key of an Events API v2 integration",
                               field=f"{where}.routing_key", value="(empty)", hint="the key from the service's Integrations tab, from a vault")
         _check_url(url, where, kind)
+        interactive = entry.get("interactive", False)
+        if not isinstance(interactive, bool) or (interactive and kind != "slack"):
+            raise ConfigError(f"{where}.interactive is true or false, and true only for slack (its Approve and Deny buttons)",
+                              field=f"{where}.interactive", value=interactive, hint="other destinations link to the approval page")
         destinations.append(Destination(
             type=kind, name=name, url=url, routing_key=routing_key,
             timeout=_number(entry.get("timeout", DEFAULT_TIMEOUT_S), f"{where}.timeout", 0.1, MAX_TIMEOUT_S, float),
             retries=int(_number(entry.get("retries", DEFAULT_RETRIES), f"{where}.retries", 0, MAX_RETRIES, int)),
-            events=_events(entry.get("events"), f"{where}.events", kind),
+            events=_events(entry.get("events"), f"{where}.events", kind), interactive=interactive,
         ))
     return destinations
 

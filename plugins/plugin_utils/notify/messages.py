@@ -5,18 +5,20 @@ or more than one attempt: ``resolved``; on the first try: ``healed``, which dest
 incident opened or closed (one notice for all its hosts).
 
 Everything a host or a model wrote is a :class:`Fact`'s text: data that each format quotes and escapes, never markup;
-:func:`redacted` masks the run's secrets in all of it before a notice leaves."""
+:func:`redacted` masks the run's secrets in all of it before a notice leaves. A waiting plan's notice carries its signed
+approval link (:func:`with_approvals`, notify/links.py), or says why it is approved with approve.yml only."""
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
-from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Status
+from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import ApprovalLink, LinkClaim, LinkSigner
 
 # PagerDuty's limit on a summary, which the other formats keep to as well: a title is a line, not the evidence
 MAX_SUMMARY = 1024
@@ -55,6 +57,8 @@ class Notice:
     steps: tuple[tuple[str, ...], ...] = ()
     fleet_incident: int | None = None
     at: float = 0.0
+    # a waiting plan's signed link to the approval page (ours, not host text: never redacted, each format links it)
+    approval: ApprovalLink | None = None
 
     @property
     def severity(self) -> str:
@@ -69,7 +73,7 @@ class Notice:
         return {"schema": 1, "source": "sentinel.heal", "event": self.event, "severity": self.severity, "summary": self.summary,
                 "key": self.key, "host": self.host, "service": self.service, "hosts": list(self.hosts), "incident_id": self.incident_id,
                 "plan_id": self.plan_id, "fleet_incident": self.fleet_incident, "expires_at": self.expires_at, "at": self.at,
-                "steps": [list(argv) for argv in self.steps],
+                "steps": [list(argv) for argv in self.steps], "approval_url": self.approval.url if self.approval else None,
                 "facts": [{"label": fact.label, "text": fact.text, "code": fact.code} for fact in self.facts]}
 
 
@@ -185,4 +189,32 @@ def redacted(notice: Notice, secrets: Sequence[str]) -> Notice:
                    steps=tuple(tuple(redact(list(argv), secrets)) for argv in notice.steps), hosts=tuple(redact(list(notice.hosts), secrets)))
 
 
-__all__ = ["CLOSING", "Fact", "Notice", "event_of", "fleet_notice", "incident_key", "notices_of", "redacted"]
+def with_approvals(notices: Sequence[Notice], outcomes: Iterable[IncidentOutcome], *, approvable_from_chat: Callable[[str], bool],
+                   plan: Callable[[str], Mapping[str, Any] | None], signer: LinkSigner | None) -> list[Notice]:
+    """The notices, a waiting plan's with how it is approved where the message is read: a plan with a step the policy
+    keeps out of chat (a rule's ``approve_from_chat: false``) says so and names approve.yml; any other, while it still
+    waits in the memory (``plan``: its row), carries its signed link, expiring with the plan (none without ``signer``)."""
+    by_plan = {outcome.state.plan_id: outcome for outcome in outcomes if outcome.state.plan_id and outcome.state.attempts}
+    offered = []
+    for notice in notices:
+        outcome = by_plan.get(notice.plan_id) if notice.event == "awaiting_approval" and notice.plan_id else None
+        if outcome is None:
+            offered.append(notice)
+            continue
+        kept_out = [verdict for verdict in outcome.state.attempts[-1].verdicts
+                    if verdict.decision is Decision.APPROVE and not approvable_from_chat(verdict.rule)]
+        row = plan(notice.plan_id) if not kept_out and signer is not None and notice.plan_id else None
+        if kept_out:
+            said = "; ".join(f"{shlex.join(verdict.argv)} ({verdict.rule}: {verdict.reason})" for verdict in kept_out)
+            offered.append(replace(notice, facts=(*notice.facts, Fact("Not from chat", clip(
+                f"the policy has a person approve this plan with approve.yml only (the command above), not from a chat message: {said}",
+                MAX_FACT)))))
+        elif row is not None and signer is not None and row["status"] == "pending":
+            claim = LinkClaim(plan_id=row["plan_id"], plan_hash=row["plan_hash"], host=row["host"], expires_at=int(row["expires_at"]))
+            offered.append(replace(notice, approval=signer.link(claim), expires_at=float(row["expires_at"])))
+        else:
+            offered.append(notice)
+    return offered
+
+
+__all__ = ["CLOSING", "Fact", "Notice", "event_of", "fleet_notice", "incident_key", "notices_of", "redacted", "with_approvals"]

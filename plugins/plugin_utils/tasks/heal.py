@@ -53,7 +53,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, incident_key, notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import signer_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, incident_key, notices_of, with_approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
@@ -74,6 +75,7 @@ class HealSession:
         # what this task checks and heals: the services it targets and those they need (all, when it targets none)
         self.services = with_what_they_need(args["services"], args.get("target_services") or [])
         self.destinations = destinations_from(args.get("notify"))
+        self.links = signer_from(args)
         self._secrets: Sequence[str] = ()
         self._windows: tuple[MaintenanceWindow, ...] = ()
         self._runbooks: RunbookLibrary | None = None
@@ -138,7 +140,7 @@ class HealSession:
             # every heal, not only a fleet incident's: another job (a slice on another node, a later batch) may have opened
             # one with this host in it after this host's check
             closed += _clear_healed(tools, outcomes)
-        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed)
+        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed, tools)
         by_incident = {incident_key(o.state.failure.host, o.state.failure.service, o.state.failure.fingerprint): o for o in outcomes}
         for delivery in deliveries:
             if not delivery.delivered and delivery.key in by_incident:
@@ -151,16 +153,21 @@ class HealSession:
             result["diff"] = diff_of(outcomes)
         return result
 
-    def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident]) -> list[Delivery]:
-        """The people told of what this host's incidents came to, once their outcomes are final, and of the fleet
-        incidents its check opened or closed (by the first host of the run to get there: one message for them all);
-        never in check mode. A ledger that cannot be written is a warning: notifying never fails a heal."""
+    def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident],
+                tools: Toolkit | None) -> list[Delivery]:
+        """The people told of what this host's incidents came to, once their outcomes are final (a waiting plan's message
+        with its approval link), and of the fleet incidents its check opened or closed (by the first host of the run to
+        get there: one message for them all); never in check mode. A ledger that cannot be written is a warning:
+        notifying never fails a heal."""
         if not self.writes or not self.destinations:
             return []
         now = time.time()
         try:
             ledger = RunLedger(self.args["state_dir"], blast_radius(self.args, self.task.task_vars).run_id, now=now)
             notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
+            if tools is not None:
+                notices = with_approvals(notices, outcomes, approvable_from_chat=tools.policy.approvable_from_chat, signer=self.links,
+                                         plan=functools.partial(_waiting_plan, tools.memory))
             notices += [fleet_notice(incident, opened=True, now=now) for incident in {i.id: i for i in opened}.values()
                         if ledger.first_to_say(f"fleet-{incident.id}-opened")]
             notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
@@ -337,6 +344,18 @@ def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[F
     if tools.memory is None or not healed:
         return []
     return FleetIncidents(tools.memory.database).clear_fleet_incidents(tools.target.name, healed, at=time.time())
+
+
+def _waiting_plan(memory: Memory | None, plan_id: str) -> Mapping[str, Any] | None:
+    """The stored plan a waiting plan's link names, or None (no link) when the memory cannot say: a message never fails
+    the heal."""
+    if memory is None:
+        return None
+    unreadable: tuple[type[BaseException], ...] = (MemoryStoreError, *memory.database.errors)
+    try:
+        return memory.plan(plan_id)
+    except unreadable:
+        return None
 
 
 def _with_interrupted(handled: dict[str, Any], host: str, interrupted: list[dict[str, Any]]) -> dict[str, Any]:

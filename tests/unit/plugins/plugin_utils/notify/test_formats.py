@@ -9,10 +9,12 @@ import jsonschema
 import pytest
 from notify_cases import outcome
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.formats import markdown_escaped, mrkdwn_escaped, payload
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import MAX_SUMMARY, fleet_notice, notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import LinkClaim, LinkSigner, TokenKey, read_link
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import MAX_SUMMARY, fleet_notice, notices_of, with_approvals
 
 ROOT = Path(__file__).resolve().parents[5]
 SCHEMA = json.loads((ROOT / "docs" / "notify-schema.json").read_text())
@@ -123,3 +125,58 @@ def test_a_first_try_heal_is_healed_and_a_later_one_resolved() -> None:
     [later] = notices_of([outcome("healed", attempts=2)], approval_ttl=1, now=1.0)
     assert (first.event, later.event) == ("healed", "resolved")
     assert notices_of([outcome("silenced")], approval_ttl=1, now=1.0) == []
+
+
+SIGNER = LinkSigner(base_url="https://approvals.example.com", key=TokenKey("k" * 40))
+WAITING_ROW = {"plan_id": "plan-7", "plan_hash": "ab" * 32, "host": "web1", "expires_at": 4600.0, "status": "pending"}
+
+
+def _offered(kept_out: frozenset[str] = frozenset(), row: dict[str, object] | None = None):
+    waiting = outcome("awaiting_approval")
+    [notice] = with_approvals(notices_of([waiting], approval_ttl=3600, now=1000.0), [waiting], signer=SIGNER,
+                              approvable_from_chat=lambda rule: rule not in kept_out, plan=lambda plan_id: row or WAITING_ROW)
+    return notice
+
+
+def test_a_waiting_plans_message_links_its_signed_approval_page_in_every_format() -> None:
+    notice = _offered()
+    assert notice.approval is not None and read_link(SIGNER.key, notice.approval.token, now=0) == LinkClaim("plan-7", "ab" * 32, "web1", 4600)
+    url = notice.approval.url
+    slack = payload(notice, _destination("slack"))
+    [actions] = [block for block in slack["blocks"] if block["type"] == "actions"]
+    # a destination that is not interactive gets no button that decides: the link opens the page, which asks who
+    assert [(button["action_id"], button.get("url")) for button in actions["elements"]] == [("sentinel_heal_open", url)]
+    interactive = payload(notice, destinations_from([{"type": "slack", "url": "https://hooks.example/x", "interactive": True}])[0])
+    [actions] = [block for block in interactive["blocks"] if block["type"] == "actions"]
+    assert [(button["action_id"], button.get("value")) for button in actions["elements"]] == [
+        ("sentinel_heal_approve", notice.approval.token), ("sentinel_heal_deny", notice.approval.token), ("sentinel_heal_open", None)]
+    assert payload(notice, _destination("teams"))["attachments"][0]["content"]["actions"] == [
+        {"type": "Action.OpenUrl", "title": "Review and decide", "url": url}]
+    assert payload(notice, _destination("mattermost"))["attachments"][0]["title_link"] == url
+    assert payload(notice, _destination("pagerduty"))["links"] == [{"href": url, "text": "Review and decide"}]
+    webhook = payload(notice, _destination("webhook"))
+    jsonschema.Draft202012Validator(SCHEMA).validate(webhook)
+    assert webhook["approval_url"] == url and webhook["expires_at"] == 4600.0
+
+
+def test_a_plan_the_policy_keeps_out_of_chat_gets_no_link_and_names_approve_yml() -> None:
+    notice = _offered(kept_out=frozenset({"rule"}))
+    assert notice.approval is None
+    facts = {fact.label: fact.text for fact in notice.facts}
+    assert "approve.yml only" in facts["Not from chat"] and "service nginx start (rule: the policy says so)" in facts["Not from chat"]
+    assert "sentinel.heal.approve -e plan_id=plan-7" in facts["Next"]
+    assert all(block["type"] != "actions" for block in payload(notice, _destination("slack"))["blocks"])
+    assert payload(notice, _destination("webhook"))["approval_url"] is None
+
+
+def test_a_plan_that_no_longer_waits_or_with_no_page_configured_gets_no_link() -> None:
+    assert _offered(row={**WAITING_ROW, "status": "running"}).approval is None
+    waiting = outcome("awaiting_approval")
+    [notice] = with_approvals(notices_of([waiting], approval_ttl=3600, now=1000.0), [waiting], signer=None,
+                              approvable_from_chat=lambda rule: True, plan=lambda plan_id: WAITING_ROW)
+    assert notice.approval is None and "Not from chat" not in {fact.label for fact in notice.facts}
+
+
+def test_only_slack_has_buttons_that_decide() -> None:
+    with pytest.raises(ConfigError, match="only for slack"):
+        destinations_from([{"type": "teams", "url": "https://hooks.example/x", "interactive": True}])

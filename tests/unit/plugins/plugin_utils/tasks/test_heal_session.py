@@ -33,6 +33,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import HEAL_SPEC
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import TokenKey, read_link
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import append_audit, iso_utc, notification_records
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import run_report_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -277,3 +278,39 @@ def test_the_heal_tells_its_destinations_once_its_outcome_is_final_and_records_o
     assert [(record["detail"]["destination"], record["detail"]["delivered"]) for record in records] == [
         ("notify[0] (webhook)", True), ("ops chat", False), ("notify[0] (webhook)", True), ("ops chat", False)]
     assert recorder.url not in json.dumps(result)
+
+
+LINK_SECRET = "an approval link secret of forty characters"
+
+
+def test_a_waiting_plans_message_links_the_stored_plan_signed_until_it_expires(tmp_path: Path) -> None:
+    """Under a policy that allows nothing, the stale pid's plan waits: its message carries the link of exactly the plan
+    the memory holds (its id, hash, host and expiry), and the link secret never reaches the destination."""
+    policy = tmp_path / "nothing-allowed.yml"
+    policy.write_text("version: 1\n")
+    with recording_server() as recorder:
+        result = _session(tmp_path, [nginx_failure()], policy=str(policy), notify=[{"type": "webhook", "url": f"{recorder.url}/hook"}],
+                          approval_page_url="https://approvals.example.com", approval_link_secret=LINK_SECRET).run()
+    [incident] = result["incidents"]
+    assert incident["status"] == "awaiting_approval"
+    [body] = recorder.bodies("/hook")
+    token = body["approval_url"].removeprefix("https://approvals.example.com/approve?t=")
+    with Memory(tmp_path) as memory:
+        row = memory.plan(incident["plan_id"])
+    assert row is not None
+    claim = read_link(TokenKey(LINK_SECRET), token, now=time.time())
+    assert (claim.plan_id, claim.plan_hash, claim.host, claim.expires_at) == (row["plan_id"], row["plan_hash"], "web1", int(row["expires_at"]))
+    assert body["expires_at"] == row["expires_at"] and LINK_SECRET not in json.dumps(body) + json.dumps(result)
+
+
+def test_a_plan_with_a_step_the_policy_keeps_out_of_chat_has_no_link_and_its_message_says_approve_yml(tmp_path: Path) -> None:
+    policy = tmp_path / "start-by-hand.yml"
+    policy.write_text("version: 1\nrules:\n  - {id: start-by-hand, executable: service, argv: ['{init_service}', start], decision: approve,"
+                      " approve_from_chat: false}\n")
+    with recording_server() as recorder:
+        _session(tmp_path, [nginx_failure()], policy=str(policy), notify=[{"type": "webhook", "url": f"{recorder.url}/hook"}],
+                 approval_page_url="https://approvals.example.com", approval_link_secret=LINK_SECRET).run()
+    [body] = recorder.bodies("/hook")
+    facts = {fact["label"]: fact["text"] for fact in body["facts"]}
+    assert body["event"] == "awaiting_approval" and body["approval_url"] is None
+    assert "start-by-hand" in facts["Not from chat"] and "approve.yml only" in facts["Not from chat"]
