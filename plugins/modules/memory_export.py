@@ -21,9 +21,10 @@ description:
   - O(format=audit) - the audit trail of the episodes that started in the last O(days) (all of them without it) as JSON
     Lines, one record per decision and action (incident opened, evidence, plan, verdict, approval, step executed,
     verification, outcome) with the episode id, the plan hash, the policy version, the approver, the ansible-runner run
-    directories and UTC ISO 8601 times, whose fields
-    R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst)) documents;
-    without O(dest) it returns them.
+    directories and UTC ISO 8601 times, then what the approval page (the C(sentinel.heal.approval_page) event source)
+    was asked in the window - each decision it took and each request it refused, C(approval_request) records -, whose
+    fields R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))
+    documents; without O(dest) it returns them.
   - O(format=history) - one self-contained HTML page (inline CSS and SVG charts, no script) of what happened in the last
     O(days) (7 by default) - incidents and heal rate per service per day, time to heal, the failures seen most, the
     plans that failed most, and in full every incident that still needs a person, with the cause in the service's own
@@ -114,7 +115,7 @@ episodes:
   type: list
   elements: dict
 records:
-  description: With O(format=audit) and no O(dest), the audit records of the window, oldest first.
+  description: With O(format=audit) and no O(dest), the audit records of the window, oldest first (the episodes', then the approval page's).
   returned: with format audit and no dest
   type: list
   elements: dict

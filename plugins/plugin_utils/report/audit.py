@@ -23,6 +23,8 @@ SCHEMA_VERSION = 1
 KINDS = ("incident_opened", "evidence", "plan", "verdict", "approval", "step_executed", "verification", "outcome")
 # a message to a notify destination: the heal task's, not an episode's (its episode_id is null)
 NOTIFICATION_KIND = "notification"
+# a request to the approval page (eda/approval_page.py), taken or refused: the page's, not an episode's
+APPROVAL_REQUEST_KIND = "approval_request"
 # characters of a command's output an audit record carries (its end); the run's artifacts keep the rest
 OUTPUT_CAP = 2000
 
@@ -114,9 +116,10 @@ def to_lines(records: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n" for record in records)
 
 
-def write_audit(episodes: Iterable[Mapping[str, Any]], dest: str | Path) -> int:
-    """Write the records of the episodes to ``dest`` whole or not at all (a temporary file renamed over it); how many."""
-    records = [record for episode in episodes for record in audit_records(episode)]
+def write_audit(episodes: Iterable[Mapping[str, Any]], dest: str | Path, also: Iterable[Mapping[str, Any]] = ()) -> int:
+    """Write the records of the episodes, then ``also`` (the approval page's), to ``dest`` whole or not at all (a
+    temporary file renamed over it); how many."""
+    records = [*(record for episode in episodes for record in audit_records(episode)), *also]
     path = Path(dest)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8") as handle:
         handle.write(to_lines(records))
@@ -136,6 +139,16 @@ def notification_records(host: str, notifications: Iterable[Mapping[str, Any]], 
              "fingerprint": "", "plan_hash": None, "policy_version": None, "approver": None, "artifact_dirs": [],
              "detail": {key: sent.get(key) for key in ("destination", "type", "event", "key", "delivered", "tries", "error", "skipped")}}
             for sent in notifications]
+
+
+def approval_request_records(requests: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the approval page's requests (store/approval_requests.py ApprovalRequest.to_dict): each decision it
+    took, each request it refused and why."""
+    return [{"kind": APPROVAL_REQUEST_KIND, "at": iso_utc(float(request["at"])), "schema": SCHEMA_VERSION, "episode_id": None,
+             "incident_id": "", "run_id": "", "attempt": 1, "host": str(request["host"]), "service": "", "fingerprint": "", "plan_hash": None,
+             "policy_version": None, "approver": request["approver"] or None, "artifact_dirs": [],
+             "detail": {key: request[key] for key in ("plan_id", "via", "decision", "outcome", "refusal", "reason", "claimed_by", "remote")}}
+            for request in requests]
 
 
 def append_records(records: Iterable[Mapping[str, Any]], dest: str | Path) -> int:

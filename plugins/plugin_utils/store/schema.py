@@ -228,6 +228,26 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE leases ADD COLUMN renewed_at REAL;
     """,
+    # 12: what the approval page was asked (store/approval_requests.py): each decision it took and each it refused, and
+    #     at most one decision taken per plan (a second click, a retry, is refused, never a second run).
+    """
+    CREATE TABLE approval_requests (
+        id INTEGER PRIMARY KEY,
+        at REAL NOT NULL,
+        via TEXT NOT NULL,
+        plan_id TEXT NOT NULL,
+        host TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        approver TEXT NOT NULL,
+        claimed_by TEXT NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('accepted', 'refused')),
+        refusal TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        remote TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX approval_requests_one_decision ON approval_requests (plan_id) WHERE outcome = 'accepted';
+    CREATE INDEX approval_requests_by_time ON approval_requests (at);
+    """,
 )
 
 
@@ -384,6 +404,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     postgres_dialect(MIGRATIONS[8]),
     postgres_dialect(MIGRATIONS[9]),
     postgres_dialect(MIGRATIONS[10]),
+    postgres_dialect(MIGRATIONS[11]),
 )
 
 

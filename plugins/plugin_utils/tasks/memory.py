@@ -29,9 +29,10 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences impor
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import MEMORY_PLACE_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import audit_records, write_audit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import approval_request_records, audit_records, write_audit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import utc
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.approval_requests import ApprovalRequests
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import (
     OUTCOMES,
     PLAN_STATUSES,
@@ -189,11 +190,13 @@ def _export_audit(memory: Memory, args: Mapping[str, Any], check_mode: bool) -> 
     """The audit trail of the window (the last ``days``; everything without it) as JSON Lines (report/audit.py)."""
     since, until = _window(args.get("days"))
     episodes = memory.episodes_between(since, until)
+    # then what the approval page was asked in the window: each decision it took, each request it refused
+    requests = approval_request_records(request.to_dict() for request in ApprovalRequests(memory.database).between(since, until))
     if not args.get("dest"):
-        return {"changed": False, "records": [record for episode in episodes for record in audit_records(episode)]}
+        return {"changed": False, "records": [*(record for episode in episodes for record in audit_records(episode)), *requests]}
     if check_mode:
-        return {"changed": True, "dest": args["dest"], "count": sum(len(audit_records(episode)) for episode in episodes)}
-    return {"changed": True, "dest": args["dest"], "count": write_audit(episodes, args["dest"]), "episode_count": len(episodes)}
+        return {"changed": True, "dest": args["dest"], "count": sum(len(audit_records(episode)) for episode in episodes) + len(requests)}
+    return {"changed": True, "dest": args["dest"], "count": write_audit(episodes, args["dest"], requests), "episode_count": len(episodes)}
 
 
 def _export_history(memory: Memory, args: Mapping[str, Any], check_mode: bool) -> dict[str, Any]:

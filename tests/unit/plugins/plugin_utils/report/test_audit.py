@@ -24,15 +24,18 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import (
 )
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import heal_incident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import (
+    APPROVAL_REQUEST_KIND,
     KINDS,
     NOTIFICATION_KIND,
     SCHEMA_VERSION,
     append_audit,
+    approval_request_records,
     audit_records,
     iso_utc,
     notification_records,
     to_lines,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.store.approval_requests import REFUSALS, ApprovalRequest
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
 from helpers import CONFIG_OK, HEALTHY, ScriptedExecutor, _tools, nginx_failure
 
@@ -101,7 +104,8 @@ def test_every_record_validates_against_the_documented_schema(memory_place: Memo
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for record in records:
         validator.validate(record)
-    assert {record["kind"] for record in records} == set(KINDS) == set(SCHEMA["properties"]["kind"]["enum"]) - {NOTIFICATION_KIND}
+    not_an_episodes = {NOTIFICATION_KIND, APPROVAL_REQUEST_KIND}
+    assert {record["kind"] for record in records} == set(KINDS) == set(SCHEMA["properties"]["kind"]["enum"]) - not_an_episodes
     assert SCHEMA["properties"]["schema"]["const"] == SCHEMA_VERSION
     assert set(SCHEMA["required"]) == set(records[0])
 
@@ -143,3 +147,15 @@ def test_a_notification_record_validates_against_the_documented_schema() -> None
     [record] = notification_records("web1", [sent], T0)
     jsonschema.Draft202012Validator(SCHEMA).validate(record)
     assert (record["kind"], record["incident_id"], record["detail"]["tries"]) == (NOTIFICATION_KIND, "i1", 3)
+
+
+def test_an_approval_request_record_validates_against_the_documented_schema() -> None:
+    taken = ApprovalRequest(at=T0, via="page", outcome="accepted", reason="plan p approved by alice", plan_id="p", host="web1",
+                            decision="approved", approver="alice", remote="127.0.0.1")
+    refused = [ApprovalRequest(at=T0, via="slack", outcome="refused", reason="why", refusal=kind, claimed_by="U0123") for kind in REFUSALS]
+    records = approval_request_records(request.to_dict() for request in [taken, *refused])
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    for record in records:
+        validator.validate(record)
+    assert (records[0]["kind"], records[0]["approver"], records[0]["detail"]["plan_id"]) == (APPROVAL_REQUEST_KIND, "alice", "p")
+    assert records[1]["approver"] is None and {record["detail"]["refusal"] for record in records[1:]} == set(REFUSALS)
