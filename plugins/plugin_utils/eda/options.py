@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.eda.approvers import APPROVER_OPTIONS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 
 _FLEET = dict(
@@ -36,6 +37,15 @@ ALERT_WEBHOOK_OPTIONS = dict(
     alerts_query=dict(type="str"),
     host_query=dict(type="str"),
     service_query=dict(type="str"),
+)
+
+APPROVAL_PAGE_OPTIONS = dict(
+    inventory=dict(type="str", required=True),
+    host=dict(type="str", default="127.0.0.1"),
+    port=dict(type="int", default=5001),
+    link_secret=dict(type="str", default="", no_log=True),
+    approvers=dict(type="list", elements="dict", default=[], options=APPROVER_OPTIONS),
+    slack_signing_secret=dict(type="str", default="", no_log=True),
 )
 
 # the shortest pause between two watchdog rounds: each round starts Ansible once on the controller
