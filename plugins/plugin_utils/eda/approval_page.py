@@ -195,7 +195,9 @@ class ApprovalDesk:
             raise Refused(f"plan {claim.plan_id} was {taken.decision} by {taken.approver} at {when(taken.at, now)} (via {taken.via})",
                           kind="used", claim=claim, approver=approver.name, hint="a link decides its plan once")
         logger.info("%s", said)
-        event = {"sentinel": {"approval": {"plan_id": claim.plan_id, "decision": decision, "approver": approver.name, "via": via}}}
+        # meta.hosts is the job's limit: approve.yml's first play is localhost's (the memory), its second the plan's host's
+        event = {"sentinel": {"approval": {"plan_id": claim.plan_id, "decision": decision, "approver": approver.name, "via": via}},
+                 "meta": {"hosts": ["localhost", claim.host]}}
         if via == "slack":
             return _json(200, {"text": said}, event=event)
         title = "Approved" if decision == "approved" else "Denied"

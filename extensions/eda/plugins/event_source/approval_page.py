@@ -30,7 +30,9 @@ description:
   - A decision holds while the plan still waits with the very hash the link names, undecided - here or by
     C(sentinel.heal.approve) - and unexpired. It is recorded in the memory (at most one per plan) and becomes one event
     C(sentinel.approval) (C(plan_id), C(decision) - C(approved) or C(denied), C(approver) - the listed name, C(via) -
-    C(page) or C(slack)); the rulebook C(sentinel.heal.approve_from_chat) runs C(sentinel.heal.approve) for exactly that plan.
+    C(page) or C(slack)) and C(meta.hosts) C(localhost) and the plan's host, so that a C(run_playbook) action is limited
+    to what C(sentinel.heal.approve) touches (its first play is localhost's); the rulebook C(sentinel.heal.approve_from_chat)
+    runs C(sentinel.heal.approve) for exactly that plan.
   - Everything else is refused with an HTTP error that says why - a forged link or form (403), an expired link, plan or
     page (410), a link of another plan (403), a plan decided before, a second click and a retry included (409, naming
     who decided and when), an unlisted approver (403), a bad Slack signature or an old timestamp (401), a plan the

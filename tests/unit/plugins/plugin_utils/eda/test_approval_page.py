@@ -76,7 +76,8 @@ def test_the_pages_form_approves_once_as_one_event_and_a_second_post_is_refused_
         later = page.get(link(claim))
         events = list(page.events)
     assert first.status == 200 and "approved by alice via page" in first.body
-    assert events == [{"sentinel": {"approval": {"plan_id": plan_id, "decision": "approved", "approver": "alice", "via": "page"}}}]
+    assert events == [{"sentinel": {"approval": {"plan_id": plan_id, "decision": "approved", "approver": "alice", "via": "page"}},
+                       "meta": {"hosts": ["localhost", "web1"]}}]
     assert again.status == 409 and f"plan {plan_id} was approved by alice at" in again.body
     assert later.status == 409 and f"plan {plan_id} was approved by alice at" in later.body and 'name="page"' not in later.body
     assert [(request.outcome, request.refusal, request.approver, request.decision) for request in _requests(page)] == [
@@ -92,7 +93,8 @@ def test_a_denial_is_one_event_and_a_plan_decided_elsewhere_is_refused_by_its_li
         assert page.decide(link(denied), "denied").status == 200
         elsewhere = page.get(link(decided))
         events = list(page.events)
-    assert events == [{"sentinel": {"approval": {"plan_id": denied_id, "decision": "denied", "approver": "alice", "via": "page"}}}]
+    assert events == [{"sentinel": {"approval": {"plan_id": denied_id, "decision": "denied", "approver": "alice", "via": "page"}},
+                       "meta": {"hosts": ["localhost", "web1"]}}]
     assert elsewhere.status == 409 and f"plan {decided_id} was approved, and is running, by bob at" in elsewhere.body
 
 
@@ -177,7 +179,8 @@ def test_slacks_buttons_decide_for_a_listed_user_once_and_anything_slack_did_not
     assert '"slack_signature"' in refused["bad signature"].body and "more than 300 s" in refused["old timestamp"].body
     assert "Slack user U0MALLORY is no listed approver" in refused["unlisted user"].body
     assert opened.status == 200 and first.status == 200 and (retried.status, other_person.status) == (409, 409)
-    assert events == [{"sentinel": {"approval": {"plan_id": plan_id, "decision": "approved", "approver": "alice", "via": "slack"}}}]
+    assert events == [{"sentinel": {"approval": {"plan_id": plan_id, "decision": "approved", "approver": "alice", "via": "slack"}},
+                       "meta": {"hosts": ["localhost", "web1"]}}]
     records = _requests(page)
     assert [(request.refusal, request.claimed_by) for request in records] == [
         ("slack_signature", ""), ("slack_timestamp", ""), ("unlisted", "U0MALLORY"), ("forged", "U0ALICE1"), ("", "U0ALICE1"),
