@@ -115,6 +115,24 @@ def http_post(url: str, body: bytes, timeout: float) -> int:
         return int(response.status)
 
 
+def tell(destinations: Sequence[Destination], notices: Sequence[Notice], *, state_dir: str | Path, run_id: str,
+         secrets: Sequence[str]) -> list[Delivery]:
+    """The notices sent to the destinations that want them, in the run's ledger; nothing when there is nothing to say
+    or nowhere to say it. A ledger that cannot be written is one delivery not made: notifying never fails a task."""
+    if not destinations or not notices:
+        return []
+    try:
+        ledger = RunLedger(state_dir, run_id)
+    except OSError as exc:
+        return [unwritable_ledger(state_dir, exc)]
+    return Notifier(destinations, ledger, secrets).send(notices)
+
+
+def unwritable_ledger(state_dir: str | Path, exc: OSError) -> Delivery:
+    return Delivery("every destination", "-", "every notice", "", "", delivered=False, tries=0, skipped=True,
+                    error=f"the ledger in {state_dir} cannot be written ({exc.strerror or exc})")
+
+
 class Notifier:
     """Sends notices to the destinations that want them, redacted first."""
 

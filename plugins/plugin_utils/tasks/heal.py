@@ -53,10 +53,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.relapse import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import diff_of, host_result, interrupted_line, with_enforcement
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, incident_key, notices_of
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger, unwritable_ledger
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.notifying import warn_on_incidents, with_notifications
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
 LONG_WORK_S = 5.0
@@ -139,14 +140,8 @@ class HealSession:
             # one with this host in it after this host's check
             closed += _clear_healed(tools, outcomes)
         deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed)
-        by_incident = {incident_key(o.state.failure.host, o.state.failure.service, o.state.failure.fingerprint): o for o in outcomes}
-        for delivery in deliveries:
-            if not delivery.delivered and delivery.key in by_incident:
-                by_incident[delivery.key].state.warnings.append(delivery.describe())
-        result = host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed)
-        if deliveries:
-            result["notifications"] = [delivery.to_dict() for delivery in deliveries]
-            result["warnings"] += [delivery.describe() for delivery in deliveries if not delivery.delivered and delivery.key not in by_incident]
+        warnings = warn_on_incidents(outcomes, deliveries)
+        result = with_notifications(host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed), deliveries, warnings)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
         return result
@@ -165,8 +160,7 @@ class HealSession:
                         if ledger.first_to_say(f"fleet-{incident.id}-opened")]
             notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
         except OSError as exc:
-            return [Delivery("every destination", "-", "every notice", "", "", delivered=False, tries=0, skipped=True,
-                             error=f"the ledger in {self.args['state_dir']} cannot be written ({exc.strerror or exc})")]
+            return [unwritable_ledger(self.args["state_dir"], exc)]
         return Notifier(self.destinations, ledger, self._secrets).send(notices)
 
     def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
