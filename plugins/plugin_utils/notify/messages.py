@@ -89,10 +89,15 @@ def incident_key(host: str, service: str, fingerprint: str) -> str:
 
 def event_of(outcome: IncidentOutcome) -> str | None:
     """What the incident's final state says, or None when it says nothing to a person (healthy, silenced, deferred,
-    suspended, observed, checked: a person chose those, or the next run sees it again)."""
+    suspended, observed, checked: a person chose those, or the next run sees it again; escalated by its fleet incident
+    with nothing run here: the fleet incident's message says it)."""
     state = outcome.state
     if state.status == Status.ESCALATED.value:
-        return "escalated"
+        # part of a fleet incident with nothing run here (held, or every known plan tried on its canary): the fleet
+        # incident's one message names this host with the others - a storm of a hundred hosts is one message, not a
+        # hundred and one; the canary that tried a plan says what it tried
+        ran_here = any(result.status != "skipped" for attempt in state.attempts for result in attempt.results)
+        return None if state.fleet_incident is not None and not ran_here else "escalated"
     if state.status == Status.AWAITING_APPROVAL.value:
         return "awaiting_approval"
     if state.status in (Status.HEALED.value, Status.RECOVERED.value):
