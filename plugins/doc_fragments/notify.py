@@ -17,7 +17,8 @@ options:
         words, what was tried, what changed, the next action), awaiting approval (each step's argv, the diff a restore
         puts back, the expiry), approved by a person, healed after a wait, a relapse or more than one attempt
         (C(resolved)), denied by a person (who and why), and a fleet incident opened or closed (one message for all its
-        hosts, sent by the first host of the run).
+        hosts, said once by whichever host of every job, controller and execution node sharing the memory gets there
+        first; a host of it where nothing ran says nothing of its own).
       - M(sentinel.heal.heal) tells of its incidents and fleet incidents; M(sentinel.heal.execute) of a plan a person
         approved - C(approved) (PagerDuty acknowledges the page the wait opened, under the same C(dedup_key)), then
         C(resolved) or C(escalated) once it ran, each naming who approved; M(sentinel.heal.approval) of a denial.
@@ -26,7 +27,7 @@ options:
       - A destination that fails is retried O(notify[].retries) times with a short backoff, then recorded - a warning
         on the incident and C(notifications) in the result (the timeline callback's C(audit_file) gets a
         C(notification) record) - and never fails the task. One that does not answer within O(notify[].timeout) is
-        skipped by every host for the rest of the run (a ledger in O(state_dir)C(/notify)).
+        skipped by every host for the rest of the job (a ledger in O(state_dir)C(/notify)).
       - See the guide C(docsite/notify) for each destination's setup and an example message.
     type: list
     elements: dict

@@ -228,6 +228,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE leases ADD COLUMN renewed_at REAL;
     """,
+    # 12: what was said once to the people notified (a fleet incident opened, closed), by whichever job, controller or
+    #     execution node sharing the memory got there first (notify/said.py).
+    """
+    CREATE TABLE notices_said (what TEXT PRIMARY KEY, said_at REAL NOT NULL);
+    """,
 )
 
 
@@ -381,9 +386,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, fingerprint, plan_key)
     );
     """,
-    postgres_dialect(MIGRATIONS[8]),
-    postgres_dialect(MIGRATIONS[9]),
-    postgres_dialect(MIGRATIONS[10]),
+    *(postgres_dialect(script) for script in MIGRATIONS[8:]),
 )
 
 

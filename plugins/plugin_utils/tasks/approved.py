@@ -123,7 +123,7 @@ def carry_out(stored_plans: Sequence[approvals.StoredPlan], verdicts: Mapping[st
         outcomes.append(run_approved_plan(stored, verdicts[stored.plan_id], args["approved_by"], tools_of(stored)))
     # no plan run here ever ends waiting for a person: the time a wait would last says nothing
     notices = notices_of(outcomes, approval_ttl=0, now=time.time())
-    deliveries = tell(destinations, notices, state_dir=args["state_dir"], run_id=job_of(task.task_vars), secrets=secrets)
+    deliveries = tell(destinations, notices, state_dir=args["state_dir"], job=job_of(task.task_vars), secrets=secrets)
     warnings = warn_on_incidents(outcomes, deliveries)
     return redact(with_notifications(host_result(task.host, outcomes, check_mode=False), deliveries, warnings), secrets)
 

@@ -22,9 +22,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
     InventoryHosts,
-    blast_radius,
     check_ranges,
     executor_policy,
+    job_of,
     privilege_for_host,
     service_check,
 )
@@ -54,7 +54,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, notices_of
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger, unwritable_ledger
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.said import SaidOnce
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, tell
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.notifying import warn_on_incidents, with_notifications
@@ -128,7 +129,10 @@ class HealSession:
     def handle(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView | None = None) -> dict[str, Any]:
         """The task's result from the failures (``tools`` is None when there are none), each taken through the loop as
         part of the fleet incident ``fleet`` says it is in, if any."""
-        fleet = fleet or FleetView()
+        return self._handled(failures, tools, fleet or FleetView(), tools.memory if tools is not None else None)
+
+    def _handled(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView, memory: Memory | None) -> dict[str, Any]:
+        """:meth:`handle`, the people told with the ``memory`` open that marks what was said once."""
         outcomes: list[IncidentOutcome] = []
         closed = list(fleet.closed)
         if tools is not None:
@@ -139,29 +143,29 @@ class HealSession:
             # every heal, not only a fleet incident's: another job (a slice on another node, a later batch) may have opened
             # one with this host in it after this host's check
             closed += _clear_healed(tools, outcomes)
-        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed)
+        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed, memory)
         warnings = warn_on_incidents(outcomes, deliveries)
         result = with_notifications(host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed), deliveries, warnings)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
         return result
 
-    def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident]) -> list[Delivery]:
+    def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident],
+                memory: Memory | None) -> list[Delivery]:
         """The people told of what this host's incidents came to, once their outcomes are final, and of the fleet
-        incidents its check opened or closed (by the first host of the run to get there: one message for them all);
-        never in check mode. A ledger that cannot be written is a warning: notifying never fails a heal."""
+        incidents its check opened or closed - by the first host to get there of every job, controller and node that
+        shares the memory (notify/said.py): one message for them all; never in check mode, never an error of the heal."""
         if not self.writes or not self.destinations:
             return []
         now = time.time()
-        try:
-            ledger = RunLedger(self.args["state_dir"], blast_radius(self.args, self.task.task_vars).run_id, now=now)
-            notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
+        notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
+        if memory is not None:  # a fleet incident is the memory's (none without one), and so is who said it first
+            said = SaidOnce(memory.database)
             notices += [fleet_notice(incident, opened=True, now=now) for incident in {i.id: i for i in opened}.values()
-                        if ledger.first_to_say(f"fleet-{incident.id}-opened")]
-            notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
-        except OSError as exc:
-            return [unwritable_ledger(self.args["state_dir"], exc)]
-        return Notifier(self.destinations, ledger, self._secrets).send(notices)
+                        if _first_to_say(said, f"fleet-{incident.id}-opened", now)]
+            notices += [fleet_notice(incident, opened=False, now=now) for incident in closed
+                        if _first_to_say(said, f"fleet-{incident.id}-closed", now)]
+        return tell(self.destinations, notices, state_dir=self.args["state_dir"], job=job_of(self.task.task_vars), secrets=self._secrets)
 
     def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
         """This host's check told to the other hosts of its run, and which fleet incident each failure is part of."""
@@ -184,11 +188,12 @@ class HealSession:
                 interrupted = Leases(memory.database).reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
                 closed = FleetIncidents(memory.database).clear_fleet_incidents(self.task.host, [spec["name"] for spec in self.services],
                                                                                at=time.time())
+                handled = self._handled([], None, FleetView(closed=tuple(closed)), memory)
         except MemoryStoreError as exc:
             handled = self.handle([], None)
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
             return handled
-        return _with_interrupted(self.handle([], None, FleetView(closed=tuple(closed))), self.task.host, interrupted)
+        return _with_interrupted(handled, self.task.host, interrupted)
 
     def _toolkit(self, secrets: Sequence[str], llm_settings: LLMSettings | None, memory: Memory | None) -> Toolkit:
         args, task, writes = self.args, self.task, self.writes
@@ -323,6 +328,14 @@ def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[M
 
 def _said(hold: Hold | None, now: float) -> str | None:
     return None if hold is None else hold.describe(now)
+
+
+def _first_to_say(said: SaidOnce, what: str, now: float) -> bool:
+    """Whether this host says ``what``; a memory that cannot record it has it said all the same: twice rather than never."""
+    try:
+        return said.first_to_say(what, at=now)
+    except MemoryStoreError:
+        return True
 
 
 def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[FleetIncident]:

@@ -301,7 +301,7 @@ def deny(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars
         # another person decided it meanwhile
         raise AnsibleActionFail(f"plan {stored.plan_id} is {approvals.load(memory, stored.plan_id).status}, not pending: it cannot be denied")
     notice = denied_notice(stored, by=args["decided_by"], note=args["note"], now=time.time())
-    deliveries = tell(destinations, [notice], state_dir=args["state_dir"], run_id=job_of(task_vars),
+    deliveries = tell(destinations, [notice], state_dir=args["state_dir"], job=job_of(task_vars),
                       secrets=known_secrets(task_vars, memory_secrets(args)))
     return with_notifications({"changed": True, "plan": approvals.load(memory, stored.plan_id).summary()}, deliveries,
                               [delivery.describe() for delivery in deliveries if not delivery.delivered])

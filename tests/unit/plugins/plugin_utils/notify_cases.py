@@ -26,7 +26,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.policy import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, Failure, Plan, PlanSource, Step, StepResult
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.engine import FlowTrace
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import EXECUTE_SPEC, HEAL_SPEC
-from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome, IncidentState, TaskContext
+from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.approved import carry_out
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.heal import HealSession
@@ -135,21 +135,23 @@ def waiting_failure(host: str = "web1") -> Failure:
     return dataclasses.replace(nginx_failure(host=host), facts=FACTS)
 
 
-def heal_job(place: MemoryPlace, notify: list[dict[str, Any]], *, host: str = "web1") -> tuple[dict[str, Any], str]:
-    """The heal job of nginx on ``host``, whose plan waits for a person: its result and the plan's id."""
+def heal_job(place: MemoryPlace, notify: list[dict[str, Any]], *, host: str = "web1",
+             variables: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The heal job of nginx on ``host`` (its AWX ``variables``), whose plan waits for a person: its result and the
+    plan's id."""
     policy = place.state_dir / "waiting.yml"
     policy.write_text(WAITING_POLICY)
     failure = waiting_failure(host)
     args = validated(HEAL_SPEC, services=[NGINX_SPEC], failures=[failure.to_dict()], policy=str(policy), notify=notify, **place.options())
     tools = _tools(place.state_dir, ScriptedExecutor(CONFIG_OK), [], policy=load_policy(policy), memory=place.open())
-    result = HealSession(args, task_of(host)).handle([failure], tools, FleetView())
+    result = HealSession(args, task_of(host, variables)).handle([failure], tools, FleetView())
     [incident] = result["incidents"]
     assert incident["status"] == "awaiting_approval", incident["reason"]
     return result, incident["plan_id"]
 
 
 def approve_job(place: MemoryPlace, notify: list[dict[str, Any]], plan_id: str, *, healed: bool = True, approver: str = "alice",
-                host: str = "web1") -> tuple[dict[str, Any], ScriptedExecutor]:
+                host: str = "web1", variables: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], ScriptedExecutor]:
     """The approve job of the plan (sentinel.heal.execute's checks and claim as approve.yml runs them, the steps scripted):
     its result, and what ran."""
     policy = place.state_dir / "waiting.yml"
@@ -159,6 +161,8 @@ def approve_job(place: MemoryPlace, notify: list[dict[str, Any]], plan_id: str, 
     verdicts = {plan_id: approvals.authorize(stored, host=host, policy=load_policy(policy))}
     executor = ScriptedExecutor()
     verified = HEALTHY if healed else {"healthy": False, "summary": "nginx is not running", "checks": []}
-    result = carry_out([stored], verdicts, memory, lambda _stored: _tools(place.state_dir, executor, [verified], policy=load_policy(policy),
-                                                                          memory=memory), args, task_of(host), destinations_from(notify), ())
-    return result, executor
+
+    def tools_of(_stored: approvals.StoredPlan) -> Toolkit:
+        return _tools(place.state_dir, executor, [verified], policy=load_policy(policy), memory=memory)
+
+    return carry_out([stored], verdicts, memory, tools_of, args, task_of(host, variables), destinations_from(notify), ()), executor

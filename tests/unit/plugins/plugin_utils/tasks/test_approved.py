@@ -66,6 +66,19 @@ def test_a_destination_that_is_down_never_fails_the_approval_and_is_recorded(mem
     assert recorder.url not in json.dumps(result) and ROUTING_KEY not in json.dumps(result)
 
 
+def test_a_destination_the_heal_job_found_hanging_is_asked_again_by_the_approve_job_of_its_workflow(memory_place: MemoryPlace) -> None:
+    """The heal and approve jobs of an AWX workflow are one run (their caps count together) but two jobs: what the
+    heal's hosts found down is skipped for the rest of the heal job only; the approve job, maybe hours later, asks."""
+    with recording_server() as recorder:
+        chat = [{"type": "webhook", "name": "ops chat", "url": f"{recorder.url}/chat", "timeout": 0.3}]
+        recorder.sleep_s = 1.0
+        healing, plan_id = heal_job(memory_place, chat, variables={"awx_workflow_job_id": 7, "awx_job_id": 8})
+        recorder.sleep_s = 0
+        approving, _executor = approve_job(memory_place, chat, plan_id, variables={"awx_workflow_job_id": 7, "awx_job_id": 9})
+    assert [sent["delivered"] for sent in healing["notifications"]] == [False]
+    assert [(sent["event"], sent["delivered"]) for sent in approving["notifications"]] == [("resolved", True)]
+
+
 def test_an_approval_in_check_mode_tells_nobody(memory_place: MemoryPlace) -> None:
     with recording_server() as recorder:
         _heal, plan_id = heal_job(memory_place, [])
