@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import NOTIFY_OPTION
 from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks import memory as memory_tasks
 
 ARGUMENT_SPEC = dict(
@@ -14,6 +15,7 @@ ARGUMENT_SPEC = dict(
     decision=dict(type="str", required=True, choices=["denied"]),
     decided_by=memory_tasks.DECIDED_BY_OPTION,
     note=dict(type="str", default=""),
+    notify=NOTIFY_OPTION,
 )
 
 

@@ -22,7 +22,8 @@ description:
   - When O(audit_file) is set, appends the audit records of every attempt as it ends (JSON Lines, the records of
     M(sentinel.heal.memory_export) C(format=audit), documented in
     R(the reports guide,ansible_collections.sentinel.heal.docsite.reports) (C(docs/docsite/rst/reports.rst))) for a log shipper to tail,
-    and a C(notification) record for each message the heal sent its C(notify) destinations.
+    and a C(notification) record for each message M(sentinel.heal.heal), M(sentinel.heal.execute) and
+    M(sentinel.heal.approval) sent their C(notify) destinations.
   - Enable it with C(callbacks_enabled = sentinel.heal.timeline) in C(ansible.cfg) or
     C(ANSIBLE_CALLBACKS_ENABLED=sentinel.heal.timeline).
 author:
@@ -57,6 +58,8 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.report.run import ru
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.timeline import plans_text, timeline_text
 
 HEAL_ACTIONS = frozenset({"sentinel.heal.heal", "sentinel.heal.execute"})
+# what tells people besides: a person's denial of a plan (its notifications, and no incident of its own)
+NOTIFYING_ACTIONS = HEAL_ACTIONS | {"sentinel.heal.approval"}
 
 
 class CallbackModule(CallbackBase):
@@ -71,15 +74,16 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_ok(self, result: Any) -> None:
         task = getattr(result, "task", None) or result._task
-        if task.resolved_action not in HEAL_ACTIONS:
+        if task.resolved_action not in NOTIFYING_ACTIONS:
             return
         host = (getattr(result, "host", None) or result._host).get_name()
         data = getattr(result, "result", None) or result._result
-        collected = self._hosts.setdefault(host, {"incidents": [], "timeline": [], "interrupted": []})
-        collected["interrupted"] += list(data.get("interrupted") or [])
         incidents = list(data.get("incidents") or [])
-        collected["incidents"] += incidents
-        collected["timeline"] += list(data.get("timeline") or [])
+        if task.resolved_action in HEAL_ACTIONS:
+            collected = self._hosts.setdefault(host, {"incidents": [], "timeline": [], "interrupted": []})
+            collected["interrupted"] += list(data.get("interrupted") or [])
+            collected["incidents"] += incidents
+            collected["timeline"] += list(data.get("timeline") or [])
         audit_file = self.get_option("audit_file")
         if audit_file:
             try:

@@ -21,6 +21,9 @@ description:
     or the PostgreSQL database of O(memory_url). M(sentinel.heal.memory_info) with
     O(sentinel.heal.memory_info#module:kind=plans) lists them.
   - A plan that is no longer pending (run, running or denied already) fails the task, naming it and its status.
+  - A denial tells the O(notify) destinations who denied the plan and why, once (C(denied); PagerDuty acknowledges
+    the page the plan's wait opened, under the same C(dedup_key)). A destination that is slow or down never fails the
+    denial.
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:
@@ -29,10 +32,11 @@ extends_documentation_fragment:
   - sentinel.heal.controller
   - sentinel.heal.controller.memory
   - sentinel.heal.controller.attributes
+  - sentinel.heal.notify
 attributes:
   check_mode:
     support: full
-    details: Denies nothing; fails as the denial would on a plan that is not pending, else returns the plan and reports C(changed).
+    details: Denies nothing and tells nobody; fails as the denial would on a plan that is not pending, else returns the plan and reports C(changed).
 options:
   plan_id:
     description: The plan to decide.
@@ -77,4 +81,11 @@ plan:
       C(command)), C(rationale), C(source), C(failure), C(policy_version), C(created_at), C(expires_at) and C(decided_by).
   returned: always
   type: dict
+notifications:
+  description:
+    - What became of the denial's message to each O(notify) destination, as M(sentinel.heal.heal) returns it; one not
+      delivered is a warning too.
+  returned: when O(notify) sent or skipped a message
+  type: list
+  elements: dict
 """

@@ -22,7 +22,10 @@ description:
   - Steps run with ansible-runner like the heal loop's, then M(sentinel.heal.service_check) verifies
     the service; the outcome is recorded as an episode with who approved it. A failed approved plan
     is escalated, not followed by other plans.
-  - In check mode the plans are only checked.
+  - Once the plans ran, the O(notify) destinations are told - that a person approved each (PagerDuty acknowledges the
+    page the plan's wait opened, under the same C(dedup_key)), then how it ended, C(resolved) or C(escalated) with what
+    was tried, naming who approved it. A destination that is slow or down never holds a plan back nor fails the task.
+  - In check mode the plans are only checked; nobody is told.
 author:
   - Sentinel Heal Maintainers (@sentinel-heal)
 extends_documentation_fragment:
@@ -35,6 +38,7 @@ extends_documentation_fragment:
   - sentinel.heal.controller.steps
   - sentinel.heal.controller.privilege
   - sentinel.heal.controller.limits
+  - sentinel.heal.notify
 options:
   plan_ids:
     description: The approved plans to run on this host.
@@ -109,4 +113,12 @@ episodes:
   returned: always
   type: list
   elements: int
+notifications:
+  description:
+    - What became of each message to the O(notify) destinations, as M(sentinel.heal.heal) returns it - C(destination)
+      (its name, never its URL), C(type), C(event), C(key), C(incident_id), C(delivered), C(tries), C(error), C(skipped);
+      one not delivered is a warning too.
+  returned: when O(notify) sent or skipped a message
+  type: list
+  elements: dict
 """

@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jinja2.sandbox
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from guides import code_block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +41,8 @@ FULL = {
     "autoheal_awx_execution_environment_image": "registry.example.com/sentinel-heal-ee:0.1.0",
     "autoheal_awx_memory_url": "postgresql://sentinel@db.example.com:5432/sentinel_heal",
     "autoheal_awx_memory_password": "change-me",
+    "autoheal_awx_notify": [{"type": "slack", "name": "ops chat", "url": "https://hooks.slack.com/services/T0/B0/XXXXXXXX"},
+                            {"type": "pagerduty", "routing_key": "R0UTINGKEY0123456789", "events": ["escalated", "approved", "denied"]}],
 }
 # AWX's rules for a survey spec (awx/api/views: survey spec validation; SURVEY_TYPE_MAPPING)
 SURVEY_TYPES: dict[str, Any] = {"text": str, "textarea": str, "password": str, "multiplechoice": str, "multiselect": str,
@@ -179,8 +184,10 @@ def test_job_templates(configured: dict[str, Any]) -> None:
     for template in templates.values():
         assert (template["inventory"], template["project"], template["organization"]) == ("web", "ops", "Operations")
         assert template["execution_environment"] == "sentinel-heal"
-        # one memory for every job, outside the job's container: on PostgreSQL, the password from the credential
-        assert template["credentials"] == ["web ssh", "sentinel.heal memory"]
+        # one memory for every job, outside the job's container: on PostgreSQL, the password from the credential; the
+        # jobs that tell people, their destinations from another (a check job sends nothing)
+        telling = ["sentinel.heal notifications"] if template is not check else []
+        assert template["credentials"] == ["web ssh", "sentinel.heal memory", *telling]
         assert template["extra_vars"] == {"autoheal_memory_url": FULL["autoheal_awx_memory_url"]}
     assert heal["survey_enabled"] and check["survey_enabled"] and heal["survey_spec"] == check["survey_spec"]
     # approve alone takes -e plan_id=ID [-e deny=true -e note=WHY], as playbooks/approve.yml says
@@ -276,14 +283,59 @@ def test_the_memory_of_the_jobs(configured: dict[str, Any], awx_collections: Pat
     for template in tasks_of(minimal, "awx.awx.job_template"):
         assert template["extra_vars"] == {"autoheal_state_dir": "/var/lib/sentinel-heal"} and template["credentials"] == []
         assert "execution_environment" not in template  # omitted: the controller's default
-    (kind,) = tasks_of(configured, "awx.awx.credential_type")
-    (credential,) = tasks_of(configured, "awx.awx.credential")
+    kind = _named(tasks_of(configured, "awx.awx.credential_type"), "sentinel.heal memory")
+    credential = _named(tasks_of(configured, "awx.awx.credential"), "sentinel.heal memory")
     assert kind["injectors"] == {"env": {"PGPASSWORD": "{{ password }}"}}
     assert kind["inputs"]["fields"][0]["id"] == "password" and kind["inputs"]["fields"][0]["secret"] is True
     assert (credential["name"], credential["credential_type"]) == ("sentinel.heal memory", kind["name"])
     assert credential["inputs"] == {"password": FULL["autoheal_awx_memory_password"]}
     plays = yaml.safe_load(PLAYBOOK.read_text(encoding="utf-8"))
-    (task,) = [task for task in plays[0]["tasks"] if "awx.awx.credential" in task]
-    assert task["no_log"] is True
+    assert all(task["no_log"] is True for task in plays[0]["tasks"] if "awx.awx.credential" in task)
     defaults = yaml.safe_load((ROOT / "roles" / "autoheal" / "defaults" / "main.yml").read_text(encoding="utf-8"))
     assert {"autoheal_state_dir", "autoheal_memory_url"} <= set(defaults)
+
+
+def _named(tasks: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (task,) = [task for task in tasks if task["name"] == name]
+    return task
+
+
+def injected_extra_vars(kind: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """What AWX gives a job of a credential of the type ``kind``: each extra_vars injector rendered with the credential's
+    inputs by a sandboxed Jinja environment (a string), written to the job's extra vars file marked !unsafe (AWX's
+    safe_dump), and loaded by Ansible from it."""
+    rendered = {name: jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(template).render(**inputs)
+                for name, template in kind["injectors"]["extra_vars"].items()}
+    extra_vars_file = "".join(f"{name}: !unsafe {json.dumps(value)}\n" for name, value in rendered.items())
+    return dict(DataLoader().load(extra_vars_file))
+
+
+def test_the_notification_destinations_reach_the_heal_and_approve_jobs_as_autoheal_notify(configured: dict[str, Any]) -> None:
+    """autoheal_awx_notify is a secret input of a credential of its own type, whose injector gives the jobs it is
+    attached to (heal and approve) autoheal_notify - as text, the way AWX injects every extra variable; the role and
+    approve.yml read that text as the list it holds."""
+    kind = _named(tasks_of(configured, "awx.awx.credential_type"), "sentinel.heal notifications")
+    credential = _named(tasks_of(configured, "awx.awx.credential"), "sentinel.heal notifications")
+    [field] = kind["inputs"]["fields"]
+    assert (field["id"], field["secret"], field["multiline"], kind["inputs"]["required"]) == ("destinations", True, True, ["destinations"])
+    assert kind["injectors"] == {"extra_vars": {"autoheal_notify": "{{ destinations }}"}}
+    assert credential["credential_type"] == kind["name"] and set(credential["inputs"]) == {"destinations"}
+    injected = injected_extra_vars(kind, credential["inputs"])
+    assert isinstance(injected["autoheal_notify"], str)
+    role_vars = yaml.safe_load((ROOT / "roles" / "autoheal" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    approve = yaml.safe_load((ROOT / "playbooks" / "approve.yml").read_text(encoding="utf-8"))
+    readers = [role_vars["autoheal_notify_destinations"], *(play["vars"]["autoheal_notify_destinations"] for play in approve)]
+    for reader in readers:
+        for given in (injected, {"autoheal_notify": FULL["autoheal_awx_notify"]}):
+            assert Templar(loader=DataLoader(), variables=given).template(trust_as_template(reader)) == FULL["autoheal_awx_notify"]
+    assert Templar(loader=DataLoader(), variables={}).template(trust_as_template(readers[1])) == []
+    # what reads it hands it to the tasks that tell
+    tasks = yaml.safe_load((ROOT / "roles" / "autoheal" / "tasks" / "main.yml").read_text(encoding="utf-8"))
+    telling = [task for play in approve for task in play["tasks"] if {"sentinel.heal.execute", "sentinel.heal.approval"} & set(task)]
+    heal = [task for task in tasks if "sentinel.heal.heal" in task]
+    assert [next(iter(task[action]["notify"] for action in task if action.startswith("sentinel.heal."))) for task in [*heal, *telling]] == [
+        "{{ autoheal_notify_destinations }}"] * 3
+    # without destinations no credential is made (and none attached: test_the_memory_of_the_jobs)
+    plays = yaml.safe_load(PLAYBOOK.read_text(encoding="utf-8"))
+    made = [task for task in plays[0]["tasks"] if "notification destinations" in task["name"]]
+    assert len(made) == 2 and all(task["when"] == "autoheal_awx_notify | length > 0" for task in made)

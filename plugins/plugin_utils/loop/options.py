@@ -106,6 +106,7 @@ EXECUTE_SPEC: dict[str, Any] = dict(
     **MEMORY_PLACE_SPEC,
     **GUARD_SPEC,
     **REMEDIATION_SPEC,
+    notify=NOTIFY_OPTION,
 )
 
 LIMITS = {"max_attempts": (1, 10), "verify_retries": (1, 30), "settle_seconds": (0, int(MAX_SETTLE_S)), "step_timeout": (1, 3600),

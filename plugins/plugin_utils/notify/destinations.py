@@ -19,13 +19,14 @@ MAX_TIMEOUT_S = 60.0
 MAX_RETRIES = 5
 # what an incident or a fleet incident may say (one message per state change, never per attempt):
 # healed is every heal, a first try's too; resolved a heal after a wait (approval, systemd, more attempts) or a relapse;
-# approved a plan a person approved (PagerDuty acknowledges the incident)
-EVENTS = ("escalated", "awaiting_approval", "resolved", "healed", "approved", "fleet_opened", "fleet_closed")
-DEFAULT_EVENTS = ("escalated", "awaiting_approval", "resolved", "fleet_opened", "fleet_closed")
+# approved a plan a person approved (PagerDuty acknowledges the incident), denied one a person refused (who and why)
+EVENTS = ("escalated", "awaiting_approval", "resolved", "healed", "approved", "denied", "fleet_opened", "fleet_closed")
+DEFAULT_EVENTS = ("escalated", "awaiting_approval", "resolved", "denied", "fleet_opened", "fleet_closed")
 # on call, a person's approval acknowledges the page the wait opened
 DEFAULT_EVENTS_OF = {"pagerduty": (*DEFAULT_EVENTS, "approved")}
 
-# the option of the heal action; the role's autoheal_notify
+# the option of the tasks that tell people (heal, execute, approval: doc_fragments/notify.py); the role's and the
+# playbooks' autoheal_notify
 NOTIFY_OPTION: dict[str, Any] = dict(
     type="list", elements="dict", default=[],
     options=dict(

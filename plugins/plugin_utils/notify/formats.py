@@ -22,6 +22,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages impo
 MAX_SLACK_SECTION = 3000
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
 ICONS = {"escalated": ":rotating_light:", "awaiting_approval": ":raised_hand:", "fleet_opened": ":fire:", "approved": ":ballot_box_with_check:",
+         "denied": ":no_entry:",
          "resolved": ":white_check_mark:", "healed": ":white_check_mark:", "fleet_closed": ":white_check_mark:"}
 COLOURS = {"critical": "#b00020", "error": "#d9480f", "warning": "#f59f00", "info": "#2f9e44"}
 REVIEW = "Review and decide"
@@ -104,7 +105,8 @@ def teams(notice: Notice, destination: Destination) -> dict[str, Any]:
 
 
 def pagerduty(notice: Notice, destination: Destination) -> dict[str, Any]:
-    action = "resolve" if notice.event in CLOSING else "acknowledge" if notice.event == "approved" else "trigger"
+    # a person who approved or denied the plan took up the page its wait opened
+    action = "resolve" if notice.event in CLOSING else "acknowledge" if notice.event in ("approved", "denied") else "trigger"
     event: dict[str, Any] = {"routing_key": destination.routing_key, "event_action": action, "dedup_key": notice.key}
     if action == "trigger":
         # PagerDuty shows these as text, escapes them itself, and limits only the summary

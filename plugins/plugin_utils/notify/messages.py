@@ -1,8 +1,9 @@
 """What is said, before any format: one :class:`Notice` per incident and state change, never per attempt, made once the
 incident's outcome is final - escalated (the cause in the service's words, what was tried, what changed, the next
 action), awaiting approval (each step's argv, the diff a restore puts back, the expiry), healed (after a wait, a relapse
-or more than one attempt: ``resolved``; on the first try: ``healed``, which destinations ask for), approved, and a fleet
-incident opened or closed (one notice for all its hosts).
+or more than one attempt: ``resolved``; on the first try: ``healed``, which destinations ask for), a plan approved (and
+what follows names who approved it) or denied (who and why), and a fleet incident opened or closed (one notice for all
+its hosts).
 
 Everything a host or a model wrote is a :class:`Fact`'s text: data that each format quotes and escapes, never markup;
 :func:`redacted` masks the run's secrets in all of it before a notice leaves. A waiting plan's notice carries its signed
@@ -15,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.approvals import StoredPlan
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Decision, Status
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import IncidentOutcome
@@ -24,7 +26,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import 
 MAX_SUMMARY = 1024
 # characters of one fact's text (a diff, what was tried): a message is read on a phone
 MAX_FACT = 1500
-SEVERITY = {"escalated": "error", "awaiting_approval": "warning", "fleet_opened": "critical", "approved": "info",
+SEVERITY = {"escalated": "error", "awaiting_approval": "warning", "fleet_opened": "critical", "approved": "info", "denied": "warning",
             "resolved": "info", "healed": "info", "fleet_closed": "info"}
 # the events that close what another one opened (PagerDuty resolves its incident)
 CLOSING = ("resolved", "healed", "fleet_closed")
@@ -59,6 +61,8 @@ class Notice:
     at: float = 0.0
     # a waiting plan's signed link to the approval page (ours, not host text: never redacted, each format links it)
     approval: ApprovalLink | None = None
+    # who approved or denied the incident's plan
+    decided_by: str | None = None
 
     @property
     def severity(self) -> str:
@@ -73,6 +77,7 @@ class Notice:
         return {"schema": 1, "source": "sentinel.heal", "event": self.event, "severity": self.severity, "summary": self.summary,
                 "key": self.key, "host": self.host, "service": self.service, "hosts": list(self.hosts), "incident_id": self.incident_id,
                 "plan_id": self.plan_id, "fleet_incident": self.fleet_incident, "expires_at": self.expires_at, "at": self.at,
+                "decided_by": self.decided_by,
                 "steps": [list(argv) for argv in self.steps], "approval_url": self.approval.url if self.approval else None,
                 "facts": [{"label": fact.label, "text": fact.text, "code": fact.code} for fact in self.facts]}
 
@@ -88,10 +93,15 @@ def incident_key(host: str, service: str, fingerprint: str) -> str:
 
 def event_of(outcome: IncidentOutcome) -> str | None:
     """What the incident's final state says, or None when it says nothing to a person (healthy, silenced, deferred,
-    suspended, observed, checked: a person chose those, or the next run sees it again)."""
+    suspended, observed, checked: a person chose those, or the next run sees it again; escalated by its fleet incident
+    with nothing run here: the fleet incident's message says it)."""
     state = outcome.state
     if state.status == Status.ESCALATED.value:
-        return "escalated"
+        # part of a fleet incident with nothing run here (held, or every known plan tried on its canary): the fleet
+        # incident's one message names this host with the others - a storm of a hundred hosts is one message, not a
+        # hundred and one; the canary that tried a plan says what it tried
+        ran_here = any(result.status != "skipped" for attempt in state.attempts for result in attempt.results)
+        return None if state.fleet_incident is not None and not ran_here else "escalated"
     if state.status == Status.AWAITING_APPROVAL.value:
         return "awaiting_approval"
     if state.status in (Status.HEALED.value, Status.RECOVERED.value):
@@ -111,25 +121,27 @@ def notices_of(outcomes: Iterable[IncidentOutcome], *, approval_ttl: float, now:
             continue
         approver = next((attempt.approved_by for attempt in reversed(outcome.state.attempts) if attempt.approved_by), None)
         if approver:
-            notices.append(replace(_incident_notice(outcome, "approved", approval_ttl, now), title=_title(outcome, "approved", approver)))
-        notices.append(_incident_notice(outcome, event, approval_ttl, now))
+            notices.append(_incident_notice(outcome, "approved", approval_ttl, now, approver))
+        notices.append(_incident_notice(outcome, event, approval_ttl, now, approver))
     return notices
 
 
-def _title(outcome: IncidentOutcome, event: str, approver: str | None = None) -> str:
+def _title(outcome: IncidentOutcome, event: str, approver: str | None) -> str:
     state = outcome.state
     where = f"{state.failure.service} on {state.failure.host}"
     tries = f"{len(state.attempts)} attempt{'s' if len(state.attempts) != 1 else ''}"
+    # what follows a person's approval says who it was, in chat too (which is not told of the approval itself by default)
+    approved = f" (plan {state.plan_id or state.approved_plan_id} approved by {approver})" if approver else ""
     return {
-        "escalated": f"{where} needs a person: {state.reason}",
+        "escalated": f"{where} needs a person{approved}: {state.reason}",
         "awaiting_approval": f"{where} waits for approval of plan {state.plan_id}",
-        "approved": f"{where}: plan approved by {approver}",
-        "resolved": f"{where} healed after {tries}" + (" (a relapse)" if state.relapse else ""),
-        "healed": f"{where} healed",
+        "approved": f"{where}: plan {state.plan_id or state.approved_plan_id} approved by {approver}",
+        "resolved": f"{where} healed after {tries}" + (" (a relapse)" if state.relapse else "") + approved,
+        "healed": f"{where} healed{approved}",
     }[event]
 
 
-def _incident_notice(outcome: IncidentOutcome, event: str, approval_ttl: float, now: float) -> Notice:
+def _incident_notice(outcome: IncidentOutcome, event: str, approval_ttl: float, now: float, approver: str | None) -> Notice:
     state, failure = outcome.state, outcome.state.failure
     last = state.attempts[-1] if state.attempts else None
     facts = [Fact("Failure", failure.summary)]
@@ -152,10 +164,10 @@ def _incident_notice(outcome: IncidentOutcome, event: str, approval_ttl: float, 
         facts.append(Fact("Next", f"ansible-playbook sentinel.heal.approve -e plan_id={state.plan_id} (or -e deny=true)", code=True))
     elif event in ("resolved", "healed") and last is not None and last.plan is not None:
         facts.append(Fact("Healed with", "\n".join(shlex.join(step.argv) for step in last.plan.steps) or last.plan.reference, code=True))
-    return Notice(event=event, title=_title(outcome, event), host=failure.host, service=failure.service,
+    return Notice(event=event, title=_title(outcome, event, approver), host=failure.host, service=failure.service,
                   key=incident_key(failure.host, failure.service, failure.fingerprint),
                   facts=tuple(Fact(fact.label, clip(fact.text, MAX_FACT), fact.code) for fact in facts),
-                  incident_id=state.incident_id, plan_id=state.plan_id, steps=steps, at=now,
+                  incident_id=state.incident_id, plan_id=state.plan_id or state.approved_plan_id, steps=steps, at=now, decided_by=approver,
                   expires_at=now + approval_ttl if event == "awaiting_approval" else None,
                   fleet_incident=state.fleet_incident.id if state.fleet_incident else None)
 
@@ -182,9 +194,22 @@ def fleet_notice(incident: FleetIncident, *, opened: bool, now: float) -> Notice
                   hosts=incident.hosts, fleet_incident=incident.id, at=now)
 
 
+def denied_notice(stored: StoredPlan, *, by: str, note: str, now: float) -> Notice:
+    """A plan a person denied (sentinel.heal.approval): who and why, said once - a plan is denied once, while pending -
+    under the key of the incident whose wait it ends (PagerDuty acknowledges the page the wait opened)."""
+    facts = [Fact("Failure", stored.failure.summary), Fact("Why", note or "(no reason given)"),
+             Fact("Denied", "\n".join(shlex.join(step.argv) for step in stored.plan.steps) or stored.plan.reference, code=True),
+             Fact("Next", "nothing of the plan ran: a person looks at the host; sentinel.heal.silence keeps the loop off it meanwhile")]
+    return Notice(event="denied", title=f"{stored.service} on {stored.host}: plan {stored.plan_id} denied by {by}" + (f": {note}" if note else ""),
+                  host=stored.host, service=stored.service, key=incident_key(stored.host, stored.service, stored.fingerprint),
+                  facts=tuple(Fact(fact.label, clip(fact.text, MAX_FACT), fact.code) for fact in facts), incident_id=stored.incident_id,
+                  plan_id=stored.plan_id, steps=tuple(tuple(step.argv) for step in stored.plan.steps), at=now, decided_by=by)
+
+
 def redacted(notice: Notice, secrets: Sequence[str]) -> Notice:
     """The notice with the run's secrets and the secret patterns masked in every text a host or a model wrote."""
     return replace(notice, title=redact(notice.title, secrets), host=redact(notice.host, secrets),
+                   decided_by=None if notice.decided_by is None else redact(notice.decided_by, secrets),
                    facts=tuple(Fact(redact(fact.label, secrets), redact(fact.text, secrets), fact.code) for fact in notice.facts),
                    steps=tuple(tuple(redact(list(argv), secrets)) for argv in notice.steps), hosts=tuple(redact(list(notice.hosts), secrets)))
 
@@ -217,4 +242,4 @@ def with_approvals(notices: Sequence[Notice], outcomes: Iterable[IncidentOutcome
     return offered
 
 
-__all__ = ["CLOSING", "Fact", "Notice", "event_of", "fleet_notice", "incident_key", "notices_of", "redacted", "with_approvals"]
+__all__ = ["CLOSING", "Fact", "Notice", "denied_notice", "event_of", "fleet_notice", "incident_key", "notices_of", "redacted", "with_approvals"]

@@ -2,15 +2,15 @@
 destination with its timeout and a bounded number of tries with a short backoff; what fails is a :class:`Delivery` the
 task returns (a warning on the incident, a record of the audit trail), never an error of the heal.
 
-A run is many processes (Ansible forks one per host and task), so what they share is a :class:`RunLedger` of files
-beside the memory: a destination that timed out is skipped by every later host of the run (it costs its timeout once
-per run, not per incident), and a fleet incident's message is sent by the first host that gets to say it."""
+A job is many processes (Ansible forks one per host and task), so what they share is a :class:`RunLedger` of files in
+the state dir: a destination that timed out is skipped by every later host of the job (it costs its timeout once per
+job, not per incident). That is what a job of one machine finds and keeps; what must hold across jobs, controllers and
+execution nodes - a fleet incident's message said once - is in the memory they share (notify/said.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -30,7 +30,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages impo
 NOTIFY_DIR = "notify"
 # waits between tries: short, a person's phone is not worth holding a heal for
 BACKOFF_S = (0.25, 0.5, 1.0, 2.0, 2.0)
-# a run's ledger is kept this long (a play of many batches; AWX retries the same job id)
+# a job's ledger is kept this long (a play of many batches; AWX retries the same job id)
 RUN_LEDGER_KEPT_S = 86400
 USER_AGENT = "sentinel.heal-notify/1"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -60,14 +60,13 @@ class Delivery:
 
 
 class RunLedger:
-    """What the hosts of one run tell each other about notifying, as files in ``<state_dir>/notify/``."""
+    """The destinations the hosts of one job found down, as files in ``<state_dir>/notify/runs/<job>/``: one job's
+    processes on one machine (its forks, and the batches of its play), the place a destination's timeout is spent once;
+    the next job asks the destination again."""
 
-    def __init__(self, state_dir: str | Path, run_id: str, *, now: float | None = None) -> None:
-        base = Path(state_dir).expanduser() / NOTIFY_DIR
-        self.run_dir = base / "runs" / (_SAFE.sub("_", run_id) or "run")
-        self.once_dir = base / "once"
+    def __init__(self, state_dir: str | Path, job: str, *, now: float | None = None) -> None:
+        self.run_dir = Path(state_dir).expanduser() / NOTIFY_DIR / "runs" / (_SAFE.sub("_", job) or "run")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.once_dir.mkdir(parents=True, exist_ok=True)
         _prune(self.run_dir.parent, (now or time.time()) - RUN_LEDGER_KEPT_S, keep=self.run_dir)
 
     def down_because(self, destination: Destination) -> str | None:
@@ -78,15 +77,6 @@ class RunLedger:
 
     def mark_down(self, destination: Destination, why: str) -> None:
         (self.run_dir / _id_of(destination)).write_text(why, encoding="utf-8")
-
-    def first_to_say(self, what: str) -> bool:
-        """Whether this process is the first ever to say ``what`` (a fleet incident opened, closed): the file is made at
-        most once, whichever fork gets there first."""
-        try:
-            os.close(os.open(self.once_dir / _SAFE.sub("_", what), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        except FileExistsError:
-            return False
-        return True
 
 
 def _prune(runs: Path, older_than: float, keep: Path) -> None:
@@ -115,6 +105,21 @@ def http_post(url: str, body: bytes, timeout: float) -> int:
         return int(response.status)
 
 
+def tell(destinations: Sequence[Destination], notices: Sequence[Notice], *, state_dir: str | Path, job: str,
+         secrets: Sequence[str]) -> list[Delivery]:
+    """The notices sent to the destinations that want them, with the ledger of the job (exec/adapter.py job_of);
+    nothing when there is nothing to say or nowhere to say it. A ledger that cannot be written is one delivery not
+    made: notifying never fails a task."""
+    if not destinations or not notices:
+        return []
+    try:
+        ledger = RunLedger(state_dir, job)
+    except OSError as exc:
+        return [Delivery("every destination", "-", "every notice", "", "", delivered=False, tries=0, skipped=True,
+                         error=f"the ledger in {state_dir} cannot be written ({exc.strerror or exc})")]
+    return Notifier(destinations, ledger, secrets).send(notices)
+
+
 class Notifier:
     """Sends notices to the destinations that want them, redacted first."""
 
@@ -136,7 +141,7 @@ class Notifier:
         down = self.ledger.down_because(destination)
         if down is not None:
             return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=False, tries=0, skipped=True,
-                            error=f"skipped for the rest of this run: {down}")
+                            error=f"skipped for the rest of this job: {down}")
         body = json.dumps(payload(notice, destination), ensure_ascii=False).encode()
         error = ""
         for number in range(1, destination.retries + 2):
@@ -160,7 +165,7 @@ class Notifier:
         return self._failed(notice, destination, destination.retries + 1, error)
 
     def _timed_out(self, notice: Notice, destination: Destination, tries: int, exc: BaseException) -> Delivery:
-        """A destination that does not answer in its timeout is not asked again in this run, by any host."""
+        """A destination that does not answer in its timeout is not asked again in this job, by any host."""
         why = f"no answer within {destination.timeout:g} s ({self._clean(str(exc)) or 'timed out'})"
         self.ledger.mark_down(destination, why)
         return Delivery(destination.name, destination.type, notice.event, notice.key, notice.incident_id, delivered=False, tries=tries, error=why)

@@ -248,6 +248,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX approval_requests_one_decision ON approval_requests (plan_id) WHERE outcome = 'accepted';
     CREATE INDEX approval_requests_by_time ON approval_requests (at);
     """,
+    # 13: what was said once to the people notified (a fleet incident opened, closed), by whichever job, controller or
+    #     execution node sharing the memory got there first (notify/said.py).
+    """
+    CREATE TABLE notices_said (what TEXT PRIMARY KEY, said_at REAL NOT NULL);
+    """,
 )
 
 
@@ -401,10 +406,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (run_id, fingerprint, plan_key)
     );
     """,
-    postgres_dialect(MIGRATIONS[8]),
-    postgres_dialect(MIGRATIONS[9]),
-    postgres_dialect(MIGRATIONS[10]),
-    postgres_dialect(MIGRATIONS[11]),
+    *(postgres_dialect(script) for script in MIGRATIONS[8:]),
 )
 
 

@@ -1,12 +1,12 @@
 """The plans a person approved, run on their own host (sentinel.heal.execute, approve.yml): every plan checked before
 any runs (one refusal and nothing runs), then each run as the loop runs a plan, under every limit a heal honours: the
 kill switch, a silence or the host's maintenance marker as it is now, the flapping limit, and a claim no other approver
-holds."""
+holds; once they ran, the people of ``notify`` told, as the heal tells them."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -15,7 +15,13 @@ from ansible.utils.display import Display
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.planner import Planner
 from ansible_collections.sentinel.heal.plugins.plugin_utils.brain.runbooks import RunbookLibrary
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
-from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import check_ranges, executor_policy, privilege_for_host, service_check
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
+    check_ranges,
+    executor_policy,
+    job_of,
+    privilege_for_host,
+    service_check,
+)
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import MaintenanceWindow, Silences, hands_off, maintenance_windows
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
@@ -28,7 +34,11 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.flow import run
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import EXECUTE_SPEC, LIMITS
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import host_result
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import TaskContext, Toolkit
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import Destination, destinations_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import tell
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_secrets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.notifying import warn_on_incidents, with_notifications
 
 display = Display()
 
@@ -68,6 +78,7 @@ def run_approved(args: Mapping[str, Any], task: TaskContext) -> dict[str, Any]:
         signer = ApprovalSigner.from_options(args["approval_key"], args["approved_by"]) \
             if args["approval_key"] and args["step_privilege"] == "executor" else None
         windows = maintenance_windows(args["maintenance_windows"], "maintenance_windows")
+        destinations = destinations_from(args["notify"])
         with Memory.from_options(args) as memory:
             stored_plans = [approvals.load(memory, plan_id) for plan_id in args["plan_ids"]]
             policies = {stored.plan_id: load_policy(args["policy"] or stored.policy_file or None) for stored in stored_plans}
@@ -88,17 +99,33 @@ def run_approved(args: Mapping[str, Any], task: TaskContext) -> dict[str, Any]:
                                    )["facts"].get("maintenance")
             for stored in stored_plans:
                 _refuse_held(stored, memory, args, task, marker, windows)
-            outcomes = []
-            for stored in stored_plans:
-                if not memory.claim_plan(stored.plan_id, by=args["approved_by"], at=time.time()):
-                    raise approvals.ApprovalRefused(f"plan {stored.plan_id} was decided by someone else meanwhile",
-                                                    field="plan_id", value=stored.plan_id)
-                tools = Toolkit.from_options(args, task, planner=Planner(RunbookLibrary(()), memory), policy=policies[stored.plan_id],
-                                             memory=memory, secrets=secrets, approval_signer=signer)
-                outcomes.append(run_approved_plan(stored, verdicts[stored.plan_id], args["approved_by"], tools))
+
+            def tools_of(stored: approvals.StoredPlan) -> Toolkit:
+                return Toolkit.from_options(args, task, planner=Planner(RunbookLibrary(()), memory), policy=policies[stored.plan_id],
+                                            memory=memory, secrets=secrets, approval_signer=signer)
+
+            return carry_out(stored_plans, verdicts, memory, tools_of, args, task, destinations, secrets)
     except SentinelError as exc:
         raise AnsibleActionFail(redact(str(exc), secrets)) from exc
-    return redact(host_result(host, outcomes, check_mode=False), secrets)
+
+
+def carry_out(stored_plans: Sequence[approvals.StoredPlan], verdicts: Mapping[str, Any], memory: Memory,
+              tools_of: Callable[[approvals.StoredPlan], Toolkit], args: Mapping[str, Any], task: TaskContext,
+              destinations: Sequence[Destination], secrets: Sequence[str]) -> dict[str, Any]:
+    """The checked plans, each claimed and run with the tools ``tools_of`` gives it, then the people told: that a person
+    approved it (on call, an acknowledgement of the page its wait opened, under the incident's key), then how it ended
+    (resolved, or escalated with what was tried), each naming who approved. Told once every plan ran, so that a
+    destination that is slow or down never holds a plan back; what was not delivered is a warning, never an error."""
+    outcomes = []
+    for stored in stored_plans:
+        if not memory.claim_plan(stored.plan_id, by=args["approved_by"], at=time.time()):
+            raise approvals.ApprovalRefused(f"plan {stored.plan_id} was decided by someone else meanwhile", field="plan_id", value=stored.plan_id)
+        outcomes.append(run_approved_plan(stored, verdicts[stored.plan_id], args["approved_by"], tools_of(stored)))
+    # no plan run here ever ends waiting for a person: the time a wait would last says nothing
+    notices = notices_of(outcomes, approval_ttl=0, now=time.time())
+    deliveries = tell(destinations, notices, state_dir=args["state_dir"], job=job_of(task.task_vars), secrets=secrets)
+    warnings = warn_on_incidents(outcomes, deliveries)
+    return redact(with_notifications(host_result(task.host, outcomes, check_mode=False), deliveries, warnings), secrets)
 
 
 def _refuse_held(stored: approvals.StoredPlan, memory: Memory, args: Mapping[str, Any], task: TaskContext,

@@ -22,9 +22,9 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import HostUn
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import (
     HostEvidence,
     InventoryHosts,
-    blast_radius,
     check_ranges,
     executor_policy,
+    job_of,
     privilege_for_host,
     service_check,
 )
@@ -54,10 +54,12 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.results import 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.state import DependencyOutcome, IncidentOutcome, IncidentState, TaskContext, Toolkit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import signer_from
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, incident_key, notices_of, with_approvals
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, Notifier, RunLedger
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, notices_of, with_approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.said import SaidOnce
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Delivery, tell
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.footing import check_state_dir
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory, memory_exists, memory_secrets
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.notifying import warn_on_incidents, with_notifications
 
 # an incident that takes longer than this shows, per host, which attempt and node it is in as it enters each node
 LONG_WORK_S = 5.0
@@ -129,7 +131,10 @@ class HealSession:
     def handle(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView | None = None) -> dict[str, Any]:
         """The task's result from the failures (``tools`` is None when there are none), each taken through the loop as
         part of the fleet incident ``fleet`` says it is in, if any."""
-        fleet = fleet or FleetView()
+        return self._handled(failures, tools, fleet or FleetView(), tools.memory if tools is not None else None)
+
+    def _handled(self, failures: list[Failure], tools: Toolkit | None, fleet: FleetView, memory: Memory | None) -> dict[str, Any]:
+        """:meth:`handle`, the people told with the ``memory`` open that marks what was said once."""
         outcomes: list[IncidentOutcome] = []
         closed = list(fleet.closed)
         if tools is not None:
@@ -140,41 +145,33 @@ class HealSession:
             # every heal, not only a fleet incident's: another job (a slice on another node, a later batch) may have opened
             # one with this host in it after this host's check
             closed += _clear_healed(tools, outcomes)
-        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed, tools)
-        by_incident = {incident_key(o.state.failure.host, o.state.failure.service, o.state.failure.fingerprint): o for o in outcomes}
-        for delivery in deliveries:
-            if not delivery.delivered and delivery.key in by_incident:
-                by_incident[delivery.key].state.warnings.append(delivery.describe())
-        result = host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed)
-        if deliveries:
-            result["notifications"] = [delivery.to_dict() for delivery in deliveries]
-            result["warnings"] += [delivery.describe() for delivery in deliveries if not delivery.delivered and delivery.key not in by_incident]
+        deliveries = self._notify(outcomes, list(fleet.incidents.values()), closed, tools, memory)
+        warnings = warn_on_incidents(outcomes, deliveries)
+        result = with_notifications(host_result(self.task.host, outcomes, check_mode=not self.writes, fleet_closed=closed), deliveries, warnings)
         if self.task.diff:
             result["diff"] = diff_of(outcomes)
         return result
 
     def _notify(self, outcomes: Sequence[IncidentOutcome], opened: Sequence[FleetIncident], closed: Sequence[FleetIncident],
-                tools: Toolkit | None) -> list[Delivery]:
+                tools: Toolkit | None, memory: Memory | None) -> list[Delivery]:
         """The people told of what this host's incidents came to, once their outcomes are final (a waiting plan's message
-        with its approval link), and of the fleet incidents its check opened or closed (by the first host of the run to
-        get there: one message for them all); never in check mode. A ledger that cannot be written is a warning:
-        notifying never fails a heal."""
+        with its approval link), and of the fleet incidents its check opened or closed - by the first host to get there of
+        every job, controller and node that shares the memory (notify/said.py): one message for them all; never in check
+        mode, never an error of the heal."""
         if not self.writes or not self.destinations:
             return []
         now = time.time()
-        try:
-            ledger = RunLedger(self.args["state_dir"], blast_radius(self.args, self.task.task_vars).run_id, now=now)
-            notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
-            if tools is not None:
-                notices = with_approvals(notices, outcomes, approvable_from_chat=tools.policy.approvable_from_chat, signer=self.links,
-                                         plan=functools.partial(_waiting_plan, tools.memory))
+        notices = notices_of(outcomes, approval_ttl=self.args.get("approval_ttl", DEFAULT_TTL_S), now=now)
+        if tools is not None:
+            notices = with_approvals(notices, outcomes, approvable_from_chat=tools.policy.approvable_from_chat, signer=self.links,
+                                     plan=functools.partial(_waiting_plan, tools.memory))
+        if memory is not None:  # a fleet incident is the memory's (none without one), and so is who said it first
+            said = SaidOnce(memory.database)
             notices += [fleet_notice(incident, opened=True, now=now) for incident in {i.id: i for i in opened}.values()
-                        if ledger.first_to_say(f"fleet-{incident.id}-opened")]
-            notices += [fleet_notice(incident, opened=False, now=now) for incident in closed if ledger.first_to_say(f"fleet-{incident.id}-closed")]
-        except OSError as exc:
-            return [Delivery("every destination", "-", "every notice", "", "", delivered=False, tries=0, skipped=True,
-                             error=f"the ledger in {self.args['state_dir']} cannot be written ({exc.strerror or exc})")]
-        return Notifier(self.destinations, ledger, self._secrets).send(notices)
+                        if _first_to_say(said, f"fleet-{incident.id}-opened", now)]
+            notices += [fleet_notice(incident, opened=False, now=now) for incident in closed
+                        if _first_to_say(said, f"fleet-{incident.id}-closed", now)]
+        return tell(self.destinations, notices, state_dir=self.args["state_dir"], job=job_of(self.task.task_vars), secrets=self._secrets)
 
     def _fleet_view(self, memory: Memory, failures: list[Failure], tools: Toolkit) -> FleetView:
         """This host's check told to the other hosts of its run, and which fleet incident each failure is part of."""
@@ -197,11 +194,12 @@ class HealSession:
                 interrupted = Leases(memory.database).reap_interrupted(at=time.time(), host=self.task.host, steps_started=steps_started)
                 closed = FleetIncidents(memory.database).clear_fleet_incidents(self.task.host, [spec["name"] for spec in self.services],
                                                                                at=time.time())
+                handled = self._handled([], None, FleetView(closed=tuple(closed)), memory)
         except MemoryStoreError as exc:
             handled = self.handle([], None)
             handled["warnings"].append(f"remediations an earlier job left interrupted here were not looked for: {exc}")
             return handled
-        return _with_interrupted(self.handle([], None, FleetView(closed=tuple(closed))), self.task.host, interrupted)
+        return _with_interrupted(handled, self.task.host, interrupted)
 
     def _toolkit(self, secrets: Sequence[str], llm_settings: LLMSettings | None, memory: Memory | None) -> Toolkit:
         args, task, writes = self.args, self.task, self.writes
@@ -336,6 +334,14 @@ def _silence_of(memory: Memory | None, groups: tuple[str, ...], windows: tuple[M
 
 def _said(hold: Hold | None, now: float) -> str | None:
     return None if hold is None else hold.describe(now)
+
+
+def _first_to_say(said: SaidOnce, what: str, now: float) -> bool:
+    """Whether this host says ``what``; a memory that cannot record it has it said all the same: twice rather than never."""
+    try:
+        return said.first_to_say(what, at=now)
+    except MemoryStoreError:
+        return True
 
 
 def _clear_healed(tools: Toolkit, outcomes: Sequence[IncidentOutcome]) -> list[FleetIncident]:

@@ -22,13 +22,17 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import SentinelError
+from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.adapter import job_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.exec.runner import remove_runs
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncidents
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.kill_switch import KillSwitch
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.silences import ALL_SERVICES, Silences, silence_seconds
 from ansible_collections.sentinel.heal.plugins.plugin_utils.guard import approvals
-from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import redact
+from ansible_collections.sentinel.heal.plugins.plugin_utils.guard.secrets import known_secrets, redact
 from ansible_collections.sentinel.heal.plugins.plugin_utils.loop.options import MEMORY_PLACE_SPEC
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import denied_notice
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import tell
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.audit import approval_request_records, audit_records, write_audit
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.history import history_html
 from ansible_collections.sentinel.heal.plugins.plugin_utils.report.page import utc
@@ -40,6 +44,7 @@ from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import 
     decoded_episode,
     memory_secrets,
 )
+from ansible_collections.sentinel.heal.plugins.plugin_utils.tasks.notifying import with_notifications
 
 # (memory, args, *, check_mode, task_vars) -> the task's result
 Operation = Callable[..., dict[str, Any]]
@@ -285,8 +290,10 @@ def suspension(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, tas
 
 
 def deny(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars: Mapping[str, Any]) -> dict[str, Any]:
-    """Refuse a plan that waits for a person, so it can never run (approving one is running it: sentinel.heal.execute).
-    Check mode fails as the denial would, on a plan no longer pending."""
+    """Refuse a plan that waits for a person, so it can never run (approving one is running it: sentinel.heal.execute),
+    and tell the people of ``notify`` who denied it and why - once: a plan is denied once, while it is pending. Check
+    mode fails as the denial would, on a plan no longer pending, and tells nobody."""
+    destinations = destinations_from(args.get("notify"))
     stored = approvals.load(memory, args["plan_id"])
     refused = f"plan {stored.plan_id} is {stored.status}, not pending: it cannot be denied"
     if stored.status != "pending":
@@ -296,7 +303,11 @@ def deny(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars
     if not memory.deny_plan(stored.plan_id, by=args["decided_by"], at=time.time(), note=args["note"]):
         # another person decided it meanwhile
         raise AnsibleActionFail(f"plan {stored.plan_id} is {approvals.load(memory, stored.plan_id).status}, not pending: it cannot be denied")
-    return {"changed": True, "plan": approvals.load(memory, stored.plan_id).summary()}
+    notice = denied_notice(stored, by=args["decided_by"], note=args["note"], now=time.time())
+    deliveries = tell(destinations, [notice], state_dir=args["state_dir"], job=job_of(task_vars),
+                      secrets=known_secrets(task_vars, memory_secrets(args)))
+    return with_notifications({"changed": True, "plan": approvals.load(memory, stored.plan_id).summary()}, deliveries,
+                              [delivery.describe() for delivery in deliveries if not delivery.delivered])
 
 
 def reset_flapping(memory: Memory, args: Mapping[str, Any], *, check_mode: bool, task_vars: Mapping[str, Any]) -> dict[str, Any]:

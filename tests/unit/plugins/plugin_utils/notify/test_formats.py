@@ -7,14 +7,20 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from notify_cases import outcome
+from notify_cases import outcome, stored_plan
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.errors import ConfigError
 from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.formats import markdown_escaped, mrkdwn_escaped, payload
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.links import LinkClaim, LinkSigner, TokenKey, read_link
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import MAX_SUMMARY, fleet_notice, notices_of, with_approvals
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import (
+    MAX_SUMMARY,
+    denied_notice,
+    fleet_notice,
+    notices_of,
+    with_approvals,
+)
 
 ROOT = Path(__file__).resolve().parents[5]
 SCHEMA = json.loads((ROOT / "docs" / "notify-schema.json").read_text())
@@ -88,6 +94,17 @@ def test_pagerduty_resolves_a_heal_and_acknowledges_an_approval_under_the_same_k
     assert escalated["dedup_key"] == ack["dedup_key"] == resolve["dedup_key"]
 
 
+def test_pagerduty_acknowledges_a_denial_under_the_incidents_key_and_chat_says_who_and_why() -> None:
+    waiting = payload(notices_of([outcome("awaiting_approval")], approval_ttl=3600, now=1.0)[0], _destination("pagerduty"))
+    denied = denied_notice(stored_plan(), by="bob", note="not <!channel> during the sale", now=2.0)
+    assert payload(denied, _destination("pagerduty")) == {"routing_key": "R0UTINGKEY0123456789", "event_action": "acknowledge",
+                                                         "dedup_key": waiting["dedup_key"]}
+    slack = payload(denied, _destination("slack"))
+    assert slack["text"] == "nginx on web1: plan plan-7 denied by bob: not &lt;!channel&gt; during the sale"
+    facts = {fact.label: fact.text for fact in denied.facts}
+    assert facts["Why"] == "not <!channel> during the sale" and facts["Denied"] == "service nginx start" and "<!channel>" not in json.dumps(slack)
+
+
 def test_a_summary_is_cut_to_pagerdutys_limit() -> None:
     notice = _escalated(reason="x" * 5000)
     assert len(payload(notice, _destination("pagerduty"))["payload"]["summary"]) == MAX_SUMMARY
@@ -97,12 +114,16 @@ def test_every_webhook_message_validates_against_the_documented_schema() -> None
     fleet = FleetIncident(id=3, signature="s", service="nginx", failure_class="not_running", summary="nginx is not running",
                           hosts=tuple(f"web{n}" for n in range(100)), first_seen=1.0, last_seen=2.0, common=("the same address 10.0.0.9:53",))
     notices = [*notices_of([outcome("escalated"), outcome("awaiting_approval"), outcome("healed", attempts=2, approved_by="alice")],
-                           approval_ttl=3600, now=1.0), fleet_notice(fleet, opened=True, now=1.0), fleet_notice(fleet, opened=False, now=2.0)]
+                           approval_ttl=3600, now=1.0), fleet_notice(fleet, opened=True, now=1.0), fleet_notice(fleet, opened=False, now=2.0),
+               denied_notice(stored_plan(), by="bob", note="", now=3.0)]
     validator = jsonschema.Draft202012Validator(SCHEMA)
     for notice in notices:
         validator.validate(payload(notice, _destination("webhook")))
-    assert {notice.event for notice in notices} == {"escalated", "awaiting_approval", "approved", "resolved", "fleet_opened", "fleet_closed"}
+    assert {notice.event for notice in notices} == {"escalated", "awaiting_approval", "approved", "resolved", "fleet_opened", "fleet_closed",
+                                                    "denied"}
     assert set(SCHEMA["properties"]["event"]["enum"]) >= {notice.event for notice in notices}
+    assert [payload(notice, _destination("webhook"))["decided_by"] for notice in notices if notice.event in ("approved", "resolved", "denied")] == [
+        "alice", "alice", "bob"]
 
 
 def test_an_escalation_says_the_cause_what_was_tried_what_changed_and_what_next() -> None:

@@ -1,5 +1,5 @@
 """Sending to a real HTTP server on 127.0.0.1: every destination's payload arrives, a failing one is retried a bounded
-number of times and recorded, a hanging one costs its timeout once per run, and no secret reaches any of them."""
+number of times and recorded, a hanging one costs its timeout once per job, and no secret reaches any of them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 
 from notify_cases import Recorder, outcome
 
-from ansible_collections.sentinel.heal.plugins.plugin_utils.fleet.incidents import FleetIncident
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.destinations import destinations_from
-from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import fleet_notice, notices_of
+from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.messages import notices_of
 from ansible_collections.sentinel.heal.plugins.plugin_utils.notify.sending import Notifier, RunLedger
 
 # what test_redact.py shows redaction masks by its shape, and a literal secret of the play's
@@ -24,9 +23,9 @@ def _all(recorder: Recorder, **extra: object) -> list[dict[str, object]]:
         {"type": "pagerduty", "url": f"{recorder.url}/pagerduty", "routing_key": "R0UTINGKEY0123456789", **extra}]
 
 
-def _notifier(tmp_path: Path, entries: list[dict[str, object]], run: str = "run-1", secrets: tuple[str, ...] = (),
+def _notifier(tmp_path: Path, entries: list[dict[str, object]], job: str = "awx-job-1", secrets: tuple[str, ...] = (),
               sleeps: list[float] | None = None) -> Notifier:
-    return Notifier(destinations_from(entries), RunLedger(tmp_path, run), secrets,
+    return Notifier(destinations_from(entries), RunLedger(tmp_path, job), secrets,
                     sleep=(sleeps.append if sleeps is not None else lambda seconds: None))
 
 
@@ -62,22 +61,22 @@ def test_a_refusal_is_not_retried(tmp_path: Path, recorder: Recorder) -> None:
     assert delivery.tries == 1 and "refused" in delivery.error
 
 
-def test_a_destination_that_hangs_costs_its_timeout_once_per_run(tmp_path: Path, recorder: Recorder) -> None:
+def test_a_destination_that_hangs_costs_its_timeout_once_per_job(tmp_path: Path, recorder: Recorder) -> None:
     recorder.sleep_s = 2.0
     entries = [{"type": "webhook", "url": f"{recorder.url}/slow", "timeout": 0.3, "retries": 2}]
     notices = notices_of([outcome("escalated", host=f"web{n}") for n in range(5)], approval_ttl=60, now=1.0)
     started = time.monotonic()
     first = _notifier(tmp_path, entries).send(notices[:3])
-    # another host of the same run (another process) reads the same ledger
+    # another host of the same job (another process) reads the same ledger
     second = _notifier(tmp_path, entries).send(notices[3:])
     took = time.monotonic() - started
     assert took < 0.3 * 3, took
     assert len(recorder.bodies("/slow")) == 1
     assert "no answer within 0.3 s" in first[0].error and all(delivery.skipped for delivery in [*first[1:], *second])
-    assert "skipped for the rest of this run" in second[0].error
-    # the next run asks it again
+    assert "skipped for the rest of this job" in second[0].error
+    # the next job asks it again
     recorder.sleep_s = 0
-    [again] = _notifier(tmp_path, entries, run="run-2").send(notices[:1])
+    [again] = _notifier(tmp_path, entries, job="awx-job-2").send(notices[:1])
     assert again.delivered
 
 
@@ -92,15 +91,3 @@ def test_a_secret_in_the_evidence_reaches_no_destination(tmp_path: Path, recorde
     sent = json.dumps([body for _path, body in recorder.received])
     assert len(recorder.received) == 10
     assert PLAY_SECRET not in sent and "hunter2" not in sent
-
-
-def test_a_fleet_incident_is_said_once_by_the_first_host(tmp_path: Path, recorder: Recorder) -> None:
-    fleet = FleetIncident(id=9, signature="s", service="nginx", failure_class="not_running", summary="nginx is not running",
-                          hosts=tuple(f"web{n}" for n in range(100)), first_seen=1.0, last_seen=2.0)
-    entries = [{"type": "webhook", "url": f"{recorder.url}/fleet"}]
-    for _host in range(100):
-        ledger = RunLedger(tmp_path, "storm")
-        if ledger.first_to_say("fleet-9-opened"):
-            Notifier(destinations_from(entries), ledger, ()).send([fleet_notice(fleet, opened=True, now=1.0)])
-    [body] = recorder.bodies("/fleet")
-    assert body["event"] == "fleet_opened" and len(body["hosts"]) == 100

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleActionFail
+from memory_places import MemoryPlace
+from notify_cases import heal_job, recording_server
 
 from ansible_collections.sentinel.heal.plugins.plugin_utils.incident import Attempt, PendingPlan, Plan, PlanSource, Step
 from ansible_collections.sentinel.heal.plugins.plugin_utils.store.memory import Memory
@@ -37,6 +39,28 @@ def test_a_denial_in_check_mode_fails_as_the_denial_would_once_the_plan_is_decid
     for check_mode in (True, False):
         with pytest.raises(AnsibleActionFail, match=f"^plan {args['plan_id']} is denied, not pending: it cannot be denied$"):
             memory_tasks.perform(memory_tasks.deny, args, check_mode=check_mode, task_vars={})
+
+
+def test_a_denial_says_who_denied_and_why_once_on_the_page_the_wait_opened(memory_place: MemoryPlace) -> None:
+    """Through a real HTTP server on 127.0.0.1: the heal job's trigger and the denial's acknowledgement share the
+    incident's key; chat is told who and why; a second denial, refused, tells nobody again, nor does check mode."""
+    with recording_server() as recorder:
+        notify = [{"type": "pagerduty", "url": f"{recorder.url}/pd", "routing_key": "R0UTINGKEY0123456789"},
+                  {"type": "mattermost", "url": f"{recorder.url}/chat", "events": ["denied"]}]
+        _heal, plan_id = heal_job(memory_place, notify)
+        args = {**memory_place.options(), "plan_id": plan_id, "decision": "denied", "decided_by": "bob", "note": "not during the sale",
+                "notify": notify}
+        assert memory_tasks.perform(memory_tasks.deny, args, check_mode=True, task_vars={})["changed"] is True
+        assert recorder.bodies("/chat") == []
+        denied = memory_tasks.perform(memory_tasks.deny, args, check_mode=False, task_vars={})
+        with pytest.raises(AnsibleActionFail, match="is denied, not pending"):
+            memory_tasks.perform(memory_tasks.deny, args, check_mode=False, task_vars={})
+    assert denied["plan"]["status"] == "denied" and [sent["delivered"] for sent in denied["notifications"]] == [True, True]
+    trigger, acknowledge = recorder.bodies("/pd")
+    assert (trigger["event_action"], acknowledge["event_action"]) == ("trigger", "acknowledge")
+    assert trigger["dedup_key"] == acknowledge["dedup_key"]
+    [said] = recorder.bodies("/chat")
+    assert said["text"] == f"nginx on web1: plan {plan_id} denied by bob: not during the sale"
 
 
 def test_a_memory_error_fails_the_task_with_the_password_masked(tmp_path: Path) -> None:
