@@ -97,8 +97,8 @@ def test_pagerduty_resolves_a_heal_and_acknowledges_an_approval_under_the_same_k
 def test_pagerduty_acknowledges_a_denial_under_the_incidents_key_and_chat_says_who_and_why() -> None:
     waiting = payload(notices_of([outcome("awaiting_approval")], approval_ttl=3600, now=1.0)[0], _destination("pagerduty"))
     denied = denied_notice(stored_plan(), by="bob", note="not <!channel> during the sale", now=2.0)
-    assert payload(denied, _destination("pagerduty")) == {"routing_key": "R0UTINGKEY0123456789", "event_action": "acknowledge",
-                                                         "dedup_key": waiting["dedup_key"]}
+    expected = {"routing_key": "R0UTINGKEY0123456789", "event_action": "acknowledge", "dedup_key": waiting["dedup_key"]}
+    assert payload(denied, _destination("pagerduty")) == expected
     slack = payload(denied, _destination("slack"))
     assert slack["text"] == "nginx on web1: plan plan-7 denied by bob: not &lt;!channel&gt; during the sale"
     facts = {fact.label: fact.text for fact in denied.facts}

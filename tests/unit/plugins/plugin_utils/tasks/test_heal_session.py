@@ -258,8 +258,8 @@ def test_a_restore_through_the_executor_is_planned_within_the_stricter_of_the_ho
 
 
 @pytest.mark.parametrize(("fleet_min_hosts", "told"), [(0, "escalated"), (1, "fleet_opened")], ids=["alone", "fleet-of-one"])
-def test_the_heal_tells_its_destinations_once_its_outcome_is_final_and_records_one_that_fails(tmp_path: Path, fleet_min_hosts: int,
-                                                                                               told: str) -> None:
+def test_the_heal_tells_its_destinations_once_its_outcome_is_final_and_records_one_that_fails(
+        tmp_path: Path, fleet_min_hosts: int, told: str) -> None:
     """An escalation (the flapping limit: nothing runs): alone, one escalated message; in a fleet incident of one host,
     the fleet incident's message, which names it (nothing ran on it). The destination that answers gets it once; the
     one that fails is retried, then a warning - on the incident, or of the task for a fleet message - and a notification
