@@ -45,11 +45,12 @@ class Rulebook:
         self.process: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def of(cls, name: str, inventory: Path, log: Path, ready: str, variables: dict[str, str] | None = None) -> Rulebook:
-        """The collection's rulebook NAME from this checkout, its source reading ``inventory``."""
+    def of(cls, name: str, inventory: Path, log: Path, ready: str, variables: dict[str, str] | None = None,
+           vars_file: Path | None = None) -> Rulebook:
+        """The collection's rulebook NAME from this checkout, its source reading ``inventory``; ``vars_file``: its --vars."""
         variables = {"SENTINEL_HEAL_INVENTORY": str(inventory), **(variables or {})}
         command = [str(Path(sys.executable).with_name("ansible-rulebook")), "-r", f"sentinel.heal.{name}", "-i", str(inventory),
-                   "-E", ",".join(variables), "-v"]
+                   "-E", ",".join(variables), *(["--vars", str(vars_file)] if vars_file else []), "-v"]
         env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                    PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **variables)
         return cls(command, env, log, ready)
