@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 IMPORTER_BIN = Path(sys.executable).parent.parent / "galaxy-importer" / "bin"
-# Galaxy's limit is far above this; the bound says the tarball carries the collection and nothing of the checkout's
-# machinery (the lab, the benchmarks, caches, virtualenvs).
-MAX_TARBALL_BYTES = 1_000_000
+# Galaxy's limit (20 MB) is far above this; the bound says the tarball carries the collection and nothing of the
+# checkout's machinery (the lab, the benchmarks, caches, virtualenvs: any of them is several MB). The collection itself,
+# its unit tests and guides included, is about 1 MB.
+MAX_TARBALL_BYTES = 1_500_000
 NOT_SHIPPED = ("tests/lab/", "tests/integration/", "bench/", ".venv/", ".collections/", ".git/", ".demo-state/")
 
 
