@@ -225,13 +225,14 @@ if __name__ == "__main__":
 
 
 def bridged_server() -> PostgresServer:
-    """A server on the lab bridge's address (tests/lab), for containers (jobs in the execution environment, execution
-    nodes) over podman's network: its URL for them is ``bridged_url``. Start it with ``up()``."""
+    """A server on the lab bridge's address (tests/lab), for containers: jobs in the execution environment over podman's
+    network, and execution nodes on the host's (tests/ee/stream.py), which reach it from that address itself. Its URL for
+    them is ``bridged_url``. Start it with ``up()``."""
     import lab_hosts  # tests/lab, on the path of whoever runs the lab
 
     subnet = subprocess.run(["podman", "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}"],
                             check=True, capture_output=True, text=True).stdout.strip()
-    return new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet,))
+    return new_server(addresses=(lab_hosts.GATEWAY,), clients=(subnet, f"{lab_hosts.GATEWAY}/32"))
 
 
 def bridged_url(server: PostgresServer) -> str:

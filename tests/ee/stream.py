@@ -34,7 +34,9 @@ class ExecutionNode:
     volumes: tuple[str, ...] = ()
 
     def worker(self, stream_in: IO[bytes], stream_out: IO[bytes], log: IO[bytes]) -> subprocess.Popen[bytes]:
-        command = ["podman", "run", "--rm", "-i", "--name", self.name, "--hostname", self.name,
+        # the host's network, as a node (a machine) reaches the managed hosts directly: podman's bridge is set up and torn
+        # down as containers start and stop (netavark), and nodes here start and stop together
+        command = ["podman", "run", "--rm", "-i", "--network", "host", "--name", self.name, "--hostname", self.name,
                    *(f"--volume={volume}" for volume in self.volumes), self.image,
                    "ansible-runner", "worker", "--private-data-dir", WORKER_DIR]
         return subprocess.Popen(command, stdin=stream_in, stdout=stream_out, stderr=log)
